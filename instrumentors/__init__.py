@@ -1,0 +1,55 @@
+"""Our OpenTelemetry instrumentors, one module per library (imported as `lightning_otel.instrumentors`).
+
+Each is a `BaseInstrumentor`; `lightning_otel.instrument()` and `import lightning_otel.auto` load the ones whose
+library is installed, and `opentelemetry-instrument` finds them through the `opentelemetry_instrumentor` entry
+points (`agl_openai`, `agl_litellm`, `agl_http_propagation`). Patching waits until the library is imported, so
+instrumenting costs nothing for libraries the agent never uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+from collections.abc import Iterable
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+logger = logging.getLogger(__name__)
+
+# name -> (module under lightning_otel.instrumentors, class, the top-level library it needs)
+_REGISTRY: dict[str, tuple[str, str, str]] = {
+    "openai": ("openai", "OpenAIInstrumentor", "openai"),
+    "litellm": ("litellm", "LiteLLMInstrumentor", "litellm"),
+    "http_propagation": ("http_propagation", "HTTPPropagationInstrumentor", "httpx"),
+}
+NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def _disabled_by_env() -> set[str]:
+    value = os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    # Accept both our short names and the entry-point names (`agl_openai`).
+    return names | {name.removeprefix("agl_") for name in names}
+
+
+def selected_names(requested: Iterable[str] | None) -> list[str]:
+    if requested is None:
+        names = [name for name, (_, _, library) in _REGISTRY.items() if importlib.util.find_spec(library)]
+    else:
+        names = list(requested)
+        unknown = [name for name in names if name not in _REGISTRY]
+        if unknown:
+            raise ValueError(f"unknown instrumentors {unknown}; choose from {list(NAMES)}")
+    disabled = _disabled_by_env()
+    return [name for name in names if name not in disabled]
+
+
+def load_instrumentor(name: str) -> BaseInstrumentor | None:
+    module_name, class_name, library = _REGISTRY[name]
+    if importlib.util.find_spec(library) is None:
+        logger.debug("lightning-otel: %s is not installed, skipping its instrumentor", library)
+        return None
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return getattr(module, class_name)()

@@ -1,0 +1,288 @@
+"""Wrappers for `SyncAPIClient.request` / `AsyncAPIClient.request` (openai 2.x and 3.x).
+
+That single point sees `chat.completions.create` (and `.parse()`, `.with_raw_response`,
+`.with_streaming_response`, `stream=True`), `completions.create`, `responses.create` and bare `client.post`.
+Four return shapes come back: a model object, a `LegacyAPIResponse`, a `Stream`/`AsyncStream`, an `APIResponse`;
+raw responses of LLM calls are parsed here (parses are cached, the caller gets the same object).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import context, propagate, trace
+
+from lightning_otel import semconv
+from lightning_otel.llm_call import LLMCall, active_llm_call
+from lightning_otel.settings import settings
+from lightning_otel.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
+
+logger = logging.getLogger(__name__)
+
+_OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RESPONSES: semconv.OP_CHAT}
+
+
+def classify(options: Any) -> str | None:
+    """Which LLM endpoint a request targets (None: not an LLM call, e.g. models.list or embeddings)."""
+    if str(getattr(options, "method", "")).lower() != "post":
+        return None
+    path = str(getattr(options, "url", "")).split("?", 1)[0].rstrip("/")
+    if path.endswith("/chat/completions"):
+        return CHAT
+    if path.endswith("/completions"):
+        return COMPLETIONS
+    if path.endswith("/responses"):
+        return RESPONSES
+    return None
+
+
+def endpoint_url(client: Any, options: Any) -> str:
+    url = str(options.url)
+    if "://" in url:
+        return url
+    return str(client.base_url).rstrip("/") + "/" + url.lstrip("/")
+
+
+def _prepared_options(options: Any, kind: str, wants_ids: bool, inject_headers: bool) -> Any:
+    """A copy of the request options with token-id params and propagation headers; the caller's stays as is."""
+    body = options.json_data if isinstance(options.json_data, Mapping) else None
+    params = missing_token_id_params(kind, body, options.extra_json) if wants_ids and body is not None else {}
+    carrier: dict[str, str] = {}
+    if inject_headers:
+        propagate.inject(carrier)
+        headers = options.headers if isinstance(options.headers, Mapping) else {}
+        carrier = {key: value for key, value in carrier.items() if key not in headers}
+    if not params and not carrier:
+        return options
+    copy = options.model_copy() if hasattr(options, "model_copy") else options.copy()
+    if params:
+        copy.extra_json = {**(options.extra_json or {}), **params}
+    if carrier:
+        headers = options.headers if isinstance(options.headers, Mapping) else {}
+        copy.headers = {**headers, **carrier}
+    return copy
+
+
+def _args_with_options(args: tuple[Any, ...], kwargs: dict[str, Any], options: Any) -> tuple[tuple, dict]:
+    if len(args) >= 2:
+        return (args[0], options, *args[2:]), kwargs
+    return args, {**kwargs, "options": options}
+
+
+def _recorder(call: LLMCall, kind: str, streaming: bool) -> Callable[[Any], None]:
+    if kind == RESPONSES:
+        method = call.record_response_event if streaming else call.record_response
+    else:
+        method = call.record_chunk if streaming else call.record_completion
+
+    def record(item: Any) -> None:
+        try:
+            method(item)
+        except Exception:  # a response shape we do not know must never break the agent
+            logger.debug("lightning-otel: could not read an LLM response", exc_info=True)
+
+    return record
+
+
+def _is_stream(result: Any) -> bool:
+    return hasattr(result, "_iterator") and hasattr(result, "response") and hasattr(result, "close")
+
+
+def _observe_sync_stream(stream: Any, call: LLMCall, kind: str, owner: bool) -> Any:
+    record = _recorder(call, kind, streaming=True)
+    inner = stream._iterator
+
+    def observed() -> Any:
+        complete = False
+        error: BaseException | None = None
+        try:
+            for item in inner:
+                record(item)
+                yield item
+            complete = True
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            if owner:
+                call.finish(error=error, stream_complete=complete)
+
+    generator = observed()
+    stream._iterator = generator
+    original_close = stream.close
+
+    def close() -> None:
+        try:
+            original_close()
+        finally:
+            generator.close()
+            if owner:
+                call.finish(stream_complete=False)
+
+    stream.close = close
+    if owner:  # a stream dropped before it was ever iterated still ends its span
+        weakref.finalize(stream, call.finish, stream_complete=False)
+    return stream
+
+
+def _observe_async_stream(stream: Any, call: LLMCall, kind: str, owner: bool) -> Any:
+    record = _recorder(call, kind, streaming=True)
+    inner = stream._iterator
+
+    async def observed() -> Any:
+        complete = False
+        error: BaseException | None = None
+        try:
+            async for item in inner:
+                record(item)
+                yield item
+            complete = True
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            if owner:
+                call.finish(error=error, stream_complete=complete)
+
+    generator = observed()
+    stream._iterator = generator
+    original_close = stream.close
+
+    async def close() -> None:
+        try:
+            await original_close()
+        finally:
+            await generator.aclose()
+            if owner:
+                call.finish(stream_complete=False)
+
+    stream.close = close
+    if owner:
+        weakref.finalize(stream, call.finish, stream_complete=False)
+    return stream
+
+
+def _observe_value(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
+    """Record a parsed, non-raw result (model, dict or httpx response) and end the span if we own it."""
+    if _is_stream(result):
+        if inspect.isasyncgen(result._iterator):
+            return _observe_async_stream(result, call, kind, owner)
+        return _observe_sync_stream(result, call, kind, owner)
+    payload = result
+    if hasattr(result, "http_version") and hasattr(result, "is_stream_consumed"):  # httpx(2).Response
+        payload = _json_body(result)
+    if payload is not None:
+        _recorder(call, kind, streaming=False)(payload)
+    if owner:
+        call.finish()
+    return result
+
+
+def _json_body(response: Any) -> Any:
+    if not getattr(response, "is_stream_consumed", False) and not hasattr(response, "_content"):
+        return None  # a streamed body the caller has not read: reading it here would consume it
+    try:
+        return response.json()
+    except Exception:
+        return None
+
+
+def _is_raw_response(result: Any) -> bool:
+    return hasattr(result, "http_response") and hasattr(result, "parse")
+
+
+def make_sync_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
+    def request_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        options = args[1] if len(args) >= 2 else kwargs.get("options")
+        kind = classify(options)
+        if kind is None:
+            return wrapped(*args, **kwargs)
+        url = endpoint_url(instance, options)
+        wants_ids = settings.wants_token_ids(url)
+        outer = active_llm_call()
+        if outer is not None:  # LiteLLM (or another layer) owns the span; feed it what the server returns
+            outer.fed_by_inner = True
+            prepared = _prepared_options(options, kind, wants_ids, inject_headers=True)
+            args, kwargs = _args_with_options(args, kwargs, prepared)
+            return _observe_sync_result(wrapped(*args, **kwargs), outer, kind, owner=False)
+        body = options.json_data if isinstance(options.json_data, Mapping) else None
+        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
+        token = context.attach(call.context())
+        try:
+            prepared = _prepared_options(options, kind, wants_ids, inject_headers=True)
+            args, kwargs = _args_with_options(args, kwargs, prepared)
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.finish(error=exc)
+            raise
+        finally:
+            context.detach(token)
+        return _observe_sync_result(result, call, kind, owner=True)
+
+    return request_wrapper
+
+
+def _observe_sync_result(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
+    if _is_raw_response(result):
+        try:
+            parsed = result.parse()
+        except Exception as exc:
+            if owner:
+                call.finish(error=exc)
+            return result
+        if inspect.isawaitable(parsed):  # pragma: no cover - sync client never returns async responses
+            parsed.close()
+            return result
+        _observe_value(parsed, call, kind, owner)
+        return result
+    return _observe_value(result, call, kind, owner)
+
+
+def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
+    async def request_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        options = args[1] if len(args) >= 2 else kwargs.get("options")
+        kind = classify(options)
+        if kind is None:
+            return await wrapped(*args, **kwargs)
+        url = endpoint_url(instance, options)
+        wants_ids = settings.wants_token_ids(url)
+        outer = active_llm_call()
+        if outer is not None:
+            outer.fed_by_inner = True
+            prepared = _prepared_options(options, kind, wants_ids, inject_headers=True)
+            args, kwargs = _args_with_options(args, kwargs, prepared)
+            return await _observe_async_result(await wrapped(*args, **kwargs), outer, kind, owner=False)
+        body = options.json_data if isinstance(options.json_data, Mapping) else None
+        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
+        token = context.attach(call.context())
+        try:
+            prepared = _prepared_options(options, kind, wants_ids, inject_headers=True)
+            args, kwargs = _args_with_options(args, kwargs, prepared)
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            call.finish(error=exc)
+            raise
+        finally:
+            context.detach(token)
+        return await _observe_async_result(result, call, kind, owner=True)
+
+    return request_wrapper
+
+
+async def _observe_async_result(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
+    if _is_raw_response(result):
+        try:
+            parsed = result.parse()
+            if inspect.isawaitable(parsed):
+                parsed = await parsed
+        except Exception as exc:
+            if owner:
+                call.finish(error=exc)
+            return result
+        _observe_value(parsed, call, kind, owner)
+        return result
+    return _observe_value(result, call, kind, owner)

@@ -1,0 +1,48 @@
+"""lightning-otel: train the agents you already have with RL, traced with OpenTelemetry.
+
+    import lightning_otel.auto            # first import of the agent: instrument everything installed
+
+    with lightning_otel.rollout_context("rollout-1", "attempt-1"):
+        with lightning_otel.agent("writer"):
+            client.chat.completions.create(...)
+        lightning_otel.emit_reward(1.0)
+    lightning_otel.flush()
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from lightning_otel.agent_naming import agent, resolve_agent_name
+from lightning_otel.propagation import (
+    RolloutContextMiddleware,
+    extract_context,
+    incoming_context,
+    outgoing_headers,
+)
+from lightning_otel.reward import RolloutContextError, emit_reward
+from lightning_otel.rollout_identity import RolloutIdentity, current_rollout, rollout_context
+from lightning_otel.settings import register_trainable_endpoint, unregister_trainable_endpoint
+from lightning_otel.tracing import Instrumentation, flush, get_tracer, instrument, uninstrument
+
+__all__ = [
+    "Instrumentation",
+    "RolloutContextError",
+    "RolloutContextMiddleware",
+    "RolloutIdentity",
+    "__version__",
+    "agent",
+    "current_rollout",
+    "emit_reward",
+    "extract_context",
+    "flush",
+    "get_tracer",
+    "incoming_context",
+    "instrument",
+    "outgoing_headers",
+    "register_trainable_endpoint",
+    "resolve_agent_name",
+    "rollout_context",
+    "uninstrument",
+    "unregister_trainable_endpoint",
+]

@@ -1,0 +1,1 @@
+"""Bootstrap used by `lightning-otel-run`: a `sitecustomize` that instruments the child program."""

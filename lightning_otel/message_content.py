@@ -1,0 +1,79 @@
+"""Opt-in message content in the GenAI semantic-convention shape (`gen_ai.input.messages`/`output.messages`).
+
+Messages become `{"role": ..., "parts": [...]}` with `text`, `tool_call` and `tool_call_response` parts, serialized
+as JSON strings. Only called when content capture is on, so it costs nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def _field(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _text_of(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        texts = [str(_field(part, "text")) for part in content if _field(part, "text") is not None]
+        return "".join(texts) if texts else None
+    return str(content)
+
+
+def _message_parts(message: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    role = _field(message, "role")
+    text = _text_of(_field(message, "content"))
+    if role == "tool":
+        parts.append({"type": "tool_call_response", "id": _field(message, "tool_call_id"), "response": text})
+        return parts
+    if text:
+        parts.append({"type": "text", "content": text})
+    for call in _field(message, "tool_calls") or ():
+        function = _field(call, "function")
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": _field(call, "id"),
+                "name": _field(function, "name"),
+                "arguments": _field(function, "arguments"),
+            }
+        )
+    return parts
+
+
+def input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Chat `messages`, a completions `prompt`, or a Responses `instructions` + `input`."""
+    messages = body.get("messages")
+    if messages is not None:
+        return [{"role": _field(m, "role"), "parts": _message_parts(m)} for m in messages]
+    result: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        result.append({"role": "system", "parts": [{"type": "text", "content": str(body["instructions"])}]})
+    prompt = body.get("prompt", body.get("input"))
+    if isinstance(prompt, str):
+        result.append({"role": "user", "parts": [{"type": "text", "content": prompt}]})
+    elif isinstance(prompt, list):
+        for item in prompt:
+            if isinstance(item, str):
+                result.append({"role": "user", "parts": [{"type": "text", "content": item}]})
+            elif _field(item, "role") is not None:
+                result.append({"role": _field(item, "role"), "parts": _message_parts(item)})
+    return result
+
+
+def output_message(role: str, text: str | None, tool_calls: Iterable[Any], finish_reason: Any) -> dict[str, Any]:
+    message = {"role": role, "content": text, "tool_calls": list(tool_calls)}
+    return {"role": role, "parts": _message_parts(message), "finish_reason": finish_reason}
+
+
+def to_json(messages: list[dict[str, Any]]) -> str:
+    return json.dumps(messages, ensure_ascii=False, default=str)

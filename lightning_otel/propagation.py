@@ -1,0 +1,85 @@
+"""Rollout identity across processes: W3C `traceparent` + `baggage` out, and back in on agent servers.
+
+Outgoing: our OpenAI instrumentor adds the headers to LLM requests, and the `http_propagation` instrumentor to
+httpx and requests calls made inside a rollout. For anything else, `outgoing_headers()` gives them.
+
+Incoming, for an agent served over HTTP:
+
+    app.add_middleware(lightning_otel.RolloutContextMiddleware)       # FastAPI / Starlette (any ASGI app)
+
+    with lightning_otel.incoming_context(request.headers):            # anything else
+        handle(request)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context, propagate
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+_BAGGAGE = W3CBaggagePropagator()
+
+
+def outgoing_headers(ctx: context.Context | None = None) -> dict[str, str]:
+    """`traceparent`/`tracestate`/`baggage` headers for the current (or given) context."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=ctx)
+    return carrier
+
+
+def extract_context(headers: Mapping[str, str] | Any) -> context.Context:
+    """The context carried by incoming headers: the caller's span as parent, the rollout identity as baggage.
+
+    The baggage propagator runs even when `OTEL_PROPAGATORS` leaves it out: rollout ids must not be lost.
+    """
+    carrier = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    ctx = propagate.extract(carrier)
+    return _BAGGAGE.extract(carrier, context=ctx)
+
+
+class incoming_context:  # noqa: N801 - reads as a function in a `with`
+    """Attach the context carried by `headers` for the duration of a request (sync or async)."""
+
+    def __init__(self, headers: Mapping[str, str] | Any) -> None:
+        self._ctx = extract_context(headers)
+        self._token: object | None = None
+
+    def __enter__(self) -> context.Context:
+        self._token = context.attach(self._ctx)
+        return self._ctx
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            context.detach(self._token)  # type: ignore[arg-type]
+            self._token = None
+
+    async def __aenter__(self) -> context.Context:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+class RolloutContextMiddleware:
+    """ASGI middleware: every request runs in the context its `traceparent`/`baggage` headers carry."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", ())}
+        token = context.attach(extract_context(headers))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            context.detach(token)

@@ -1,0 +1,83 @@
+"""The wire contract: span names and attribute keys (DESIGN.md section 2).
+
+Other code, the collector, the adapters and acceptance checks rely on these exact strings; every module uses
+these constants so that a rename is one edit.
+"""
+
+from __future__ import annotations
+
+# --- OpenTelemetry GenAI semantic conventions -------------------------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K = "gen_ai.request.top_k"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+# The log/event name the GenAI conventions give to message content when it is recorded as an event.
+GEN_AI_CONTENT_EVENT = "gen_ai.client.inference.operation.details"
+
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+
+# gen_ai.operation.name values
+OP_CHAT = "chat"
+OP_TEXT_COMPLETION = "text_completion"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_EXECUTE_TOOL = "execute_tool"
+# Operations whose spans are LLM calls (what adapters select on; never a span-name regex).
+LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION})
+
+# --- Our own data, under agl. ------------------------------------------------------------------------------
+AGL_ROLLOUT_ID = "agl.rollout.id"
+AGL_ATTEMPT_ID = "agl.attempt.id"
+AGL_PROMPT_TOKEN_IDS = "agl.llm.prompt_token_ids"
+AGL_RESPONSE_TOKEN_IDS = "agl.llm.response_token_ids"
+AGL_RESPONSE_LOGPROBS = "agl.llm.response_logprobs"
+AGL_TOKEN_IDS_COMPLETE = "agl.llm.token_ids_complete"
+# n > 1: choice 0 uses the keys above; choices 1..n-1 use these templates (format with the choice index).
+AGL_CHOICE_COUNT = "agl.llm.choice_count"
+AGL_CHOICE_RESPONSE_TOKEN_IDS = "agl.llm.choice.{index}.response_token_ids"
+AGL_CHOICE_RESPONSE_LOGPROBS = "agl.llm.choice.{index}.response_logprobs"
+AGL_REWARD_VALUE = "agl.reward.value"
+AGL_REWARD_NAME = "agl.reward.name"
+AGL_REWARD_RESPONSE_ID = "agl.reward.response_id"
+
+# Baggage keys: the rollout identity crossing process boundaries beside `traceparent`.
+BAGGAGE_ROLLOUT_ID = AGL_ROLLOUT_ID
+BAGGAGE_ATTEMPT_ID = AGL_ATTEMPT_ID
+
+# --- Span names ---------------------------------------------------------------------------------------------
+REWARD_SPAN_NAME = "agl.reward"
+DEFAULT_REWARD_NAME = "primary"
+AGENT_SPAN_PREFIX = "invoke_agent "
+TOOL_SPAN_PREFIX = "execute_tool "
+
+
+def agent_span_name(agent_name: str) -> str:
+    return AGENT_SPAN_PREFIX + agent_name
+
+
+def tool_span_name(tool_name: str) -> str:
+    return TOOL_SPAN_PREFIX + tool_name
+
+
+def llm_span_name(operation: str, model: str | None) -> str:
+    return f"{operation} {model}" if model else operation

@@ -1,0 +1,591 @@
+"""An OpenAI-compatible test server on loopback that answers like vLLM, token ids included.
+
+    with OpenAITestServer(replies=["SELECT 1;", Reply(tool_calls=[ToolCall("search", '{"q": "x"}')])]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test")
+
+Endpoints: `POST /v1/chat/completions` (streaming, n > 1, tools), `POST /v1/completions`, `POST /v1/responses`,
+`GET /v1/models`. The prompt is rendered with the ChatML template and tokenized by the tiny offline BPE; the
+reply is tokenized and ends with `<|im_end|>` like a real generation. Token ids (`prompt_token_ids`, per-choice
+`token_ids`, streaming deltas) are returned only when the request says `return_token_ids: true`, sampled
+logprobs only when asked, exactly as vLLM does; `strict=True` makes it reject vLLM-only fields like
+api.openai.com would. Replies: a list consumed in order, a callable `(body) -> str | Reply`, or by default an
+echo of the last user message. Every request body and its headers are kept in `requests`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
+
+VLLM_ONLY_FIELDS = frozenset(
+    {"return_token_ids", "top_k", "repetition_penalty", "enable_response_messages", "prompt_logprobs"}
+)
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: str = "{}"
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+ReplySource = Callable[[dict[str, Any]], "str | Reply"]
+
+
+def _logprob(token_id: int, position: int) -> float:
+    """Deterministic, distinct per (token, position): tests can compare values exactly."""
+    return -round(((token_id * 7919 + position * 104729) % 997) / 100.0 + 0.01, 4)
+
+
+class _Generation:
+    """One choice: the text the client sees and the token ids the 'model' sampled."""
+
+    def __init__(self, tokenizer: ChatTokenizer, reply: Reply, max_tokens: int | None) -> None:
+        self.reply = reply
+        rendered = reply.content or ""
+        for call in reply.tool_calls:
+            rendered += render_tool_call(call.name, call.arguments)
+        ids = [*tokenizer.encode(rendered), tokenizer.eos_token_id]
+        self.finish_reason = "tool_calls" if reply.tool_calls else "stop"
+        if max_tokens is not None and len(ids) > max_tokens:
+            ids = ids[:max_tokens]
+            self.finish_reason = "length"
+        self.token_ids = ids
+        self.logprobs = [_logprob(t, i) for i, t in enumerate(ids)]
+        if self.finish_reason == "length":
+            self.text = tokenizer.decode([t for t in ids if t != tokenizer.eos_token_id])
+        else:
+            self.text = reply.content or ""
+
+
+class OpenAITestServer:
+    """Serve the app with uvicorn in a background thread on 127.0.0.1 (a free port unless `port` is given)."""
+
+    def __init__(
+        self,
+        replies: Iterable[str | Reply] | ReplySource | None = None,
+        *,
+        tokenizer: ChatTokenizer | None = None,
+        model: str = "agl-tiny",
+        strict: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_s: float = 0.0,
+    ) -> None:
+        self.tokenizer = tokenizer or build_tokenizer()
+        self.model = model
+        self.strict = strict
+        self.latency_s = latency_s
+        self.requests: list[RecordedRequest] = []
+        self._scripted: deque[str | Reply] = deque()
+        self._reply_fn: ReplySource | None = None
+        self.set_replies(replies)
+        self._ids = itertools.count(1)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.host, self.port = self._socket.getsockname()[:2]
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    # --- configuration ---------------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def set_replies(self, replies: Iterable[str | Reply] | ReplySource | None) -> None:
+        """Script the next replies (consumed in order, then echo), or a function choosing each reply."""
+        self._scripted.clear()
+        self._reply_fn = None
+        if callable(replies):
+            self._reply_fn = replies
+        elif replies is not None:
+            self._scripted.extend(replies)
+
+    def reset(self) -> None:
+        self.set_replies(None)
+        self.requests.clear()
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> OpenAITestServer:
+        import uvicorn
+
+        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="agl-openai-test-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the OpenAI test server did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._socket.close()
+
+    def __enter__(self) -> OpenAITestServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- replies ---------------------------------------------------------------------------------------------
+    def _next_reply(self, body: dict[str, Any], prompt_text: str) -> Reply:
+        if self._reply_fn is not None:
+            reply: str | Reply = self._reply_fn(body)
+        elif self._scripted:
+            reply = self._scripted.popleft()
+        else:
+            reply = "You said: " + _last_user_text(body, prompt_text)
+        return Reply(content=reply) if isinstance(reply, str) else reply
+
+    def _generations(self, body: dict[str, Any], prompt_text: str) -> list[_Generation]:
+        count = int(body.get("n") or 1)
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens")
+        first = self._next_reply(body, prompt_text)
+        replies = [first] + [
+            Reply(content=f"{first.content or ''} ({index})", tool_calls=first.tool_calls)
+            for index in range(1, count)
+        ]
+        return [_Generation(self.tokenizer, reply, max_tokens) for reply in replies]
+
+    # --- the ASGI app ----------------------------------------------------------------------------------------
+    def app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.routing import Route
+
+        async def read(request: Request) -> dict[str, Any] | Response:
+            try:
+                body = json.loads(await request.body())
+            except json.JSONDecodeError as exc:
+                return _error(400, f"invalid JSON body: {exc}")
+            if not isinstance(body, dict):
+                return _error(400, "the request body must be a JSON object")
+            self.requests.append(RecordedRequest(request.url.path, body, dict(request.headers)))
+            if self.strict:
+                unknown = sorted(VLLM_ONLY_FIELDS & body.keys())
+                if unknown:
+                    return _error(400, f"Unrecognized request argument supplied: {', '.join(unknown)}")
+            if "model" not in body:
+                return _error(400, "you must provide a model parameter")
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            return body
+
+        def sse(events: AsyncIterator[str]) -> StreamingResponse:
+            return StreamingResponse(events, media_type="text/event-stream")
+
+        async def chat_completions(request: Request) -> Response:
+            body = await read(request)
+            if isinstance(body, Response):
+                return body
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return _error(400, "messages must be a non-empty list")
+            prompt_text = self.tokenizer.render_chat(messages)
+            prompt_ids = self.tokenizer.encode(prompt_text)
+            generations = self._generations(body, prompt_text)
+            response_id = f"chatcmpl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+            if body.get("stream"):
+                return sse(self._chat_stream(body, response_id, prompt_ids, generations))
+            return JSONResponse(self._chat_response(body, response_id, prompt_ids, generations))
+
+        async def completions(request: Request) -> Response:
+            body = await read(request)
+            if isinstance(body, Response):
+                return body
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1:
+                prompt = prompt[0]
+            if not isinstance(prompt, str):
+                return _error(400, "prompt must be a string")
+            prompt_ids = self.tokenizer.encode(prompt)
+            generations = self._generations(body, prompt)
+            response_id = f"cmpl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+            if body.get("stream"):
+                return sse(self._completion_stream(body, response_id, prompt_ids, generations))
+            return JSONResponse(self._completion_response(body, response_id, prompt_ids, generations))
+
+        async def responses(request: Request) -> Response:
+            body = await read(request)
+            if isinstance(body, Response):
+                return body
+            messages = _responses_messages(body)
+            if not messages:
+                return _error(400, "input must be a string or a list of messages")
+            prompt_text = self.tokenizer.render_chat(messages)
+            generation = self._generations({**body, "n": 1}, prompt_text)[0]
+            response = self._responses_response(body, prompt_text, generation)
+            if body.get("stream"):
+                return sse(_responses_stream(response, generation))
+            return JSONResponse(response)
+
+        async def models(request: Request) -> Response:
+            return JSONResponse(
+                {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "agl"}]}
+            )
+
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+                Route("/v1/completions", completions, methods=["POST"]),
+                Route("/v1/responses", responses, methods=["POST"]),
+                Route("/v1/models", models, methods=["GET"]),
+            ]
+        )
+
+    # --- chat completions ------------------------------------------------------------------------------------
+    def _chat_logprobs(self, generation: _Generation) -> dict[str, Any]:
+        return {
+            "content": [
+                {
+                    "token": self.tokenizer.token_text(token_id),
+                    "logprob": logprob,
+                    "bytes": None,
+                    "top_logprobs": [],
+                }
+                for token_id, logprob in zip(generation.token_ids, generation.logprobs, strict=True)
+            ]
+        }
+
+    def _chat_response(
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+    ) -> dict[str, Any]:
+        want_ids = bool(body.get("return_token_ids"))
+        choices = []
+        for index, generation in enumerate(generations):
+            message: dict[str, Any] = {"role": "assistant", "content": generation.reply.content}
+            if generation.reply.tool_calls and generation.finish_reason != "length":
+                message["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in generation.reply.tool_calls
+                ]
+            else:
+                message["content"] = generation.text
+            choice: dict[str, Any] = {
+                "index": index,
+                "message": message,
+                "finish_reason": generation.finish_reason,
+                "logprobs": self._chat_logprobs(generation) if body.get("logprobs") else None,
+            }
+            if want_ids:
+                choice["token_ids"] = generation.token_ids
+            choices.append(choice)
+        response: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": choices,
+            "usage": _usage(prompt_ids, generations),
+        }
+        if want_ids:
+            response["prompt_token_ids"] = prompt_ids
+        return response
+
+    async def _chat_stream(
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+    ) -> AsyncIterator[str]:
+        want_ids = bool(body.get("return_token_ids"))
+        want_logprobs = bool(body.get("logprobs"))
+        created = int(time.time())
+        model = body.get("model", self.model)
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+            payload = {
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": choices,
+                **extra,
+            }
+            return f"data: {json.dumps(payload)}\n\n"
+
+        first_choices = [
+            {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            for i in range(len(generations))
+        ]
+        yield chunk(first_choices, **({"prompt_token_ids": prompt_ids} if want_ids else {}))
+        for index, generation in enumerate(generations):
+            with_tools = bool(generation.reply.tool_calls) and generation.finish_reason != "length"
+            decoded = ""
+            for position, token_id in enumerate(generation.token_ids):
+                last = position == len(generation.token_ids) - 1
+                text = self.tokenizer.decode(
+                    [t for t in generation.token_ids[: position + 1] if t != self.tokenizer.eos_token_id]
+                )
+                delta_text, decoded = text[len(decoded) :], text
+                delta: dict[str, Any] = {"content": "" if with_tools else delta_text}
+                if with_tools and position == 0:
+                    delta["tool_calls"] = [
+                        {
+                            "index": k,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        }
+                        for k, call in enumerate(generation.reply.tool_calls)
+                    ]
+                choice: dict[str, Any] = {
+                    "index": index,
+                    "delta": delta,
+                    "logprobs": (
+                        {"content": self._chat_logprobs(generation)["content"][position : position + 1]}
+                        if want_logprobs
+                        else None
+                    ),
+                    "finish_reason": generation.finish_reason if last else None,
+                }
+                if want_ids:
+                    choice["token_ids"] = [token_id]
+                yield chunk([choice])
+                await asyncio.sleep(0)
+        options = body.get("stream_options") or {}
+        if options.get("include_usage"):
+            yield chunk([], usage=_usage(prompt_ids, generations))
+        yield "data: [DONE]\n\n"
+
+    # --- completions -----------------------------------------------------------------------------------------
+    def _completion_logprobs(self, generation: _Generation) -> dict[str, Any]:
+        tokens = [self.tokenizer.token_text(t) for t in generation.token_ids]
+        return {
+            "tokens": tokens,
+            "token_logprobs": generation.logprobs,
+            "top_logprobs": [{} for _ in tokens],
+            "text_offset": list(range(len(tokens))),
+        }
+
+    def _completion_response(
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+    ) -> dict[str, Any]:
+        want_ids = bool(body.get("return_token_ids"))
+        choices = []
+        for index, generation in enumerate(generations):
+            choice: dict[str, Any] = {
+                "index": index,
+                "text": generation.text,
+                "finish_reason": generation.finish_reason,
+                "logprobs": self._completion_logprobs(generation) if body.get("logprobs") is not None else None,
+            }
+            if want_ids:
+                choice["prompt_token_ids"] = prompt_ids
+                choice["token_ids"] = generation.token_ids
+            choices.append(choice)
+        return {
+            "id": response_id,
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": choices,
+            "usage": _usage(prompt_ids, generations),
+        }
+
+    async def _completion_stream(
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+    ) -> AsyncIterator[str]:
+        want_ids = bool(body.get("return_token_ids"))
+        for index, generation in enumerate(generations):
+            for position, token_id in enumerate(generation.token_ids):
+                last = position == len(generation.token_ids) - 1
+                choice: dict[str, Any] = {
+                    "index": index,
+                    "text": "" if token_id == self.tokenizer.eos_token_id else self.tokenizer.decode([token_id]),
+                    "finish_reason": generation.finish_reason if last else None,
+                    "logprobs": None,
+                }
+                if want_ids:
+                    choice["token_ids"] = [token_id]
+                    if position == 0:
+                        choice["prompt_token_ids"] = prompt_ids
+                payload = {
+                    "id": response_id,
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", self.model),
+                    "choices": [choice],
+                }
+                yield f"data: {json.dumps(payload)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    # --- responses -------------------------------------------------------------------------------------------
+    def _responses_response(
+        self, body: dict[str, Any], prompt_text: str, generation: _Generation
+    ) -> dict[str, Any]:
+        prompt_ids = self.tokenizer.encode(prompt_text)
+        output: list[dict[str, Any]] = []
+        if generation.reply.tool_calls:
+            output.extend(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{uuid.uuid4().hex[:8]}",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "status": "completed",
+                }
+                for call in generation.reply.tool_calls
+            )
+        else:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex[:8]}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": generation.text, "annotations": []}],
+                }
+            )
+        response: dict[str, Any] = {
+            "id": f"resp_{next(self._ids)}_{uuid.uuid4().hex[:8]}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": body.get("model", self.model),
+            "status": "incomplete" if generation.finish_reason == "length" else "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": len(prompt_ids),
+                "output_tokens": len(generation.token_ids),
+                "total_tokens": len(prompt_ids) + len(generation.token_ids),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+        if body.get("enable_response_messages"):
+            response["input_messages"] = [
+                {"type": "raw_message_tokens", "message": prompt_text, "tokens": prompt_ids}
+            ]
+            response["output_messages"] = [
+                {
+                    "type": "raw_message_tokens",
+                    "message": self.tokenizer.decode(generation.token_ids),
+                    "tokens": generation.token_ids,
+                }
+            ]
+        return response
+
+
+async def _responses_stream(response: dict[str, Any], generation: _Generation) -> AsyncIterator[str]:
+    sequence = itertools.count()
+
+    def event(kind: str, **payload: Any) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': next(sequence), **payload})}\n\n"
+
+    pending = {**response, "status": "in_progress", "output": []}
+    pending.pop("input_messages", None)
+    pending.pop("output_messages", None)
+    yield event("response.created", response=pending)
+    for item in response["output"]:
+        if item["type"] == "message":
+            yield event(
+                "response.output_text.delta", item_id=item["id"], output_index=0, content_index=0,
+                delta=generation.text, logprobs=[],
+            )
+    yield event("response.completed" if response["status"] == "completed" else "response.incomplete",
+                response=response)
+
+
+def _responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": str(body["instructions"])})
+    item = body.get("input")
+    if isinstance(item, str):
+        messages.append({"role": "user", "content": item})
+    elif isinstance(item, list):
+        for entry in item:
+            if isinstance(entry, dict) and entry.get("role"):
+                messages.append({"role": entry["role"], "content": entry.get("content")})
+            elif isinstance(entry, dict) and entry.get("type") == "function_call_output":
+                messages.append({"role": "tool", "content": str(entry.get("output", ""))})
+    return messages
+
+
+def _last_user_text(body: dict[str, Any], prompt_text: str) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    for message in reversed(_responses_messages(body)):
+        if message["role"] == "user":
+            return str(message["content"] or "")
+    return prompt_text[-200:]
+
+
+def _usage(prompt_ids: list[int], generations: list[_Generation]) -> dict[str, int]:
+    completion = sum(len(g.token_ids) for g in generations)
+    return {
+        "prompt_tokens": len(prompt_ids),
+        "completion_tokens": completion,
+        "total_tokens": len(prompt_ids) + completion,
+    }
+
+
+def _error(status: int, message: str) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
+        status_code=status,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m lightning_otel.testing.server --port 8000`: serve until interrupted."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="OpenAI-compatible test server with vLLM-format token ids")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--strict", action="store_true", help="reject vLLM-only fields like api.openai.com")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to wait before each reply")
+    args = parser.parse_args(argv)
+    server = OpenAITestServer(host=args.host, port=args.port, strict=args.strict, latency_s=args.latency).start()
+    print(f"OpenAI-compatible test server on {server.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

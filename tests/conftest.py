@@ -1,0 +1,8 @@
+"""Shared test setup: no exporter, no network (LiteLLM's model cost map stays local)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
