@@ -12,6 +12,7 @@ OpenAI client) finds it with `active_llm_call()` and contributes what it sees in
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from lightning_otel import message_content, semconv
 from lightning_otel.agent_naming import resolve_agent_name
 from lightning_otel.settings import settings
+from lightning_otel.span_finisher import finisher
 
 _ACTIVE_CALL_KEY = context.create_key("agl-active-llm-call")
 
@@ -44,7 +46,7 @@ def field(obj: Any, key: str) -> Any:
     """Read `key` from a dict or an attribute-style model (openai/litellm objects keep unknown fields)."""
     if obj is None:
         return None
-    if isinstance(obj, Mapping):
+    if isinstance(obj, dict):  # not `Mapping`: an ABC check per token would cost more than the read
         return obj.get(key)
     return getattr(obj, key, None)
 
@@ -192,8 +194,10 @@ class LLMCall:
         if logprobs is None:
             return None
         content = field(logprobs, "content")
-        if content is not None:  # chat: [{token, logprob, ...}]
-            return [float(field(entry, "logprob")) for entry in content]
+        if content is not None:  # chat: [{token, logprob, ...}], one entry per sampled token
+            if content and isinstance(content[0], dict):
+                return [entry["logprob"] for entry in content]
+            return [entry.logprob for entry in content]
         token_logprobs = field(logprobs, "token_logprobs")  # completions
         if token_logprobs is not None:
             return [float(value) for value in token_logprobs]
@@ -317,7 +321,10 @@ class LLMCall:
         return self.output_tokens is None or self.output_tokens == produced
 
     def finish(self, *, error: BaseException | None = None, stream_complete: bool = True) -> None:
-        """End the span once; `stream_complete=False` when the caller stopped reading a stream early."""
+        """End the span once; `stream_complete=False` when the caller stopped reading a stream early.
+
+        The end time is taken here; writing the attributes and ending happen on the span finisher's thread.
+        """
         if self.ended:
             return
         self.ended = True
@@ -374,10 +381,17 @@ class LLMCall:
                     semconv.GEN_AI_CONTENT_EVENT,
                     {semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
                      semconv.GEN_AI_OUTPUT_MESSAGES: output},
+                    timestamp=time.time_ns(),
                 )
-        span.set_attributes(attributes)
         if error is not None:
-            span.set_attribute(semconv.ERROR_TYPE, type(error).__qualname__)
-            span.record_exception(error)
-            span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
-        span.end()
+            attributes[semconv.ERROR_TYPE] = type(error).__qualname__
+        end_time = time.time_ns()
+
+        def end_span() -> None:
+            span.set_attributes(attributes)
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
+            span.end(end_time=end_time)
+
+        finisher.submit(end_span)

@@ -74,6 +74,12 @@ class CaptureSettings:
         self._endpoint_pattern: re.Pattern[str] | None = None
         self._registered: tuple[str, ...] = ()
         self._decisions: dict[str, bool] = {}
+        self.configured = False
+
+    def configure_from_environment_once(self) -> None:
+        """For instrumentors loaded by `opentelemetry-instrument`, where `instrument()` never runs."""
+        if not self.configured:
+            self.configure()
 
     def configure(
         self,
@@ -93,6 +99,7 @@ class CaptureSettings:
             self._all_endpoints = bool(token_ids)
             self._endpoint_pattern = re.compile(token_id_endpoints) if token_id_endpoints else None
             self._decisions = {}
+            self.configured = True
 
     def register_trainable_endpoint(self, url_prefix: str) -> None:
         with self._lock:
@@ -104,6 +111,10 @@ class CaptureSettings:
         with self._lock:
             self._registered = tuple(p for p in self._registered if p != url_prefix.rstrip("/"))
             self._decisions = {}
+
+    @property
+    def registered_endpoints(self) -> tuple[str, ...]:
+        return self._registered
 
     def wants_token_ids(self, url: str) -> bool:
         """Should a request to `url` ask the server for token ids? Cached: called on every LLM call."""
@@ -133,4 +144,4 @@ def unregister_trainable_endpoint(url_prefix: str) -> None:
 
 
 def trainable_endpoints() -> Iterable[str]:
-    return settings._registered
+    return settings.registered_endpoints

@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from lightning_otel.agent_naming import AgentTrackingProcessor
 from lightning_otel.rollout_identity import RolloutStampingProcessor
 from lightning_otel.settings import ContentCapture, settings
+from lightning_otel.span_finisher import finisher
 
 logger = logging.getLogger(__name__)
 
@@ -240,12 +241,14 @@ def uninstrument() -> None:
 
 
 def flush(timeout_millis: int = 30_000) -> bool:
-    """Force-flush our provider so a rollout's spans are at the collector when this returns."""
+    """End the LLM spans still being finished, then force-flush our provider: when this returns, a rollout's
+    spans are at the collector (read-your-writes)."""
+    drained = finisher.drain(timeout_millis / 1000)
     provider = _state.tracer_provider if _state is not None else trace.get_tracer_provider()
     force_flush = getattr(provider, "force_flush", None)
     if force_flush is None:
-        return True
-    return bool(force_flush(timeout_millis))
+        return drained
+    return bool(force_flush(timeout_millis)) and drained
 
 
 def current_instrumentation() -> Instrumentation | None:

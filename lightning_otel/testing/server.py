@@ -105,8 +105,11 @@ class OpenAITestServer:
         self._reply_fn: ReplySource | None = None
         self.set_replies(replies)
         self._ids = itertools.count(1)
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets that say they are TCP,
+        # and without it Nagle meets delayed ACKs and every reply waits 40 ms.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind((host, port))
         self.host, self.port = self._socket.getsockname()[:2]
         self._server: Any = None
@@ -335,6 +338,7 @@ class OpenAITestServer:
             }
             return f"data: {json.dumps(payload)}\n\n"
 
+        entries = [self._chat_logprobs(g)["content"] if want_logprobs else [] for g in generations]
         first_choices = [
             {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             for i in range(len(generations))
@@ -363,11 +367,7 @@ class OpenAITestServer:
                 choice: dict[str, Any] = {
                     "index": index,
                     "delta": delta,
-                    "logprobs": (
-                        {"content": self._chat_logprobs(generation)["content"][position : position + 1]}
-                        if want_logprobs
-                        else None
-                    ),
+                    "logprobs": {"content": entries[index][position : position + 1]} if want_logprobs else None,
                     "finish_reason": generation.finish_reason if last else None,
                 }
                 if want_ids:
@@ -569,7 +569,7 @@ def _error(status: int, message: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m lightning_otel.testing.server --port 8000`: serve until interrupted."""
+    """`python -m lightning_otel.testing --port 8000`: serve until interrupted."""
     import argparse
 
     parser = argparse.ArgumentParser(description="OpenAI-compatible test server with vLLM-format token ids")

@@ -10,6 +10,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from lightning_otel import semconv
+from lightning_otel.span_finisher import finisher
 
 
 class SpanCapture(SpanProcessor):
@@ -36,6 +37,8 @@ class SpanCapture(SpanProcessor):
     # --- queries ---------------------------------------------------------------------------------------------
     @property
     def spans(self) -> list[ReadableSpan]:
+        """Ended spans, after the LLM spans still being finished in the background have ended."""
+        finisher.drain(10.0)
         with self._lock:
             return list(self._spans)
 
@@ -66,6 +69,7 @@ class SpanCapture(SpanProcessor):
     def wait_for(self, predicate: Callable[[list[ReadableSpan]], bool], timeout_s: float = 5.0) -> list[ReadableSpan]:
         """Block until `predicate(spans)` holds (spans end on other threads, e.g. stream finalizers)."""
         deadline = time.monotonic() + timeout_s
+        finisher.drain(timeout_s)
         with self._lock:
             while not predicate(list(self._spans)):
                 remaining = deadline - time.monotonic()

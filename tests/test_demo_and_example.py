@@ -1,0 +1,36 @@
+"""The newcomer's commands work: `lightning-otel demo` and the example's --dev dry run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGL_"))}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
+
+
+def test_demo_prints_each_rollout_with_token_ids_and_rewards():
+    result = subprocess.run([str(BIN / "lightning-otel"), "demo"], capture_output=True, text=True, timeout=120,
+                            env=clean_env(), check=True)
+    out = result.stdout
+    assert out.count("rollout demo-rollout-") == 3
+    assert out.count("agent=writer") == 3 and out.count("agent=checker") == 3
+    assert "complete=False" not in out and "response_ids=0" not in out
+    assert "agl.reward             value=0.0" in out
+
+
+def test_example_dev_run(tmp_path):
+    result = subprocess.run(
+        [str(BIN / "lightning-otel-run"), "--", sys.executable, str(ROOT / "examples/sql_agent/agent.py"), "--dev"],
+        capture_output=True, text=True, timeout=120, env={**clean_env(), "OTEL_TRACES_EXPORTER": "none"},
+        check=True,
+    )
+    assert "reward=" in result.stdout
