@@ -11,12 +11,26 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["openai3"]
 nox.options.reuse_existing_virtualenvs = True
 
-TEST_TOOLS = ("pytest>=8", "pytest-asyncio>=0.24", "fastapi>=0.110", "requests>=2.31", "opentelemetry-distro>=0.48b0")
+TEST_TOOLS = (
+    "pytest>=8",
+    "pytest-asyncio>=0.24",
+    "fastapi>=0.110",
+    "requests>=2.31",
+    "opentelemetry-distro>=0.48b0",
+)
 
 
 @nox.session
 def openai3(session: nox.Session) -> None:
     session.install("-e", ".[testing]", "openai>=3,<4", *TEST_TOOLS)
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
-    session.run("python", "-m", "pytest", "-q", "tests", "--ignore=tests/test_packaging.py", *session.posargs,
-                env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "tests",
+        "--ignore=tests/test_packaging.py",
+        *session.posargs,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )

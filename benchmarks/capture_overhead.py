@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 
 os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
 
-import httpx  # noqa: E402
-import openai  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
+import httpx
+import openai
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-import lightning_otel  # noqa: E402
+import lightning_otel
 
 TOKEN_ID_BODY = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
@@ -59,7 +59,8 @@ def start_server() -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "lightning_otel.testing", "--port", str(port)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -73,16 +74,21 @@ def create_call(client: openai.OpenAI, messages: list[dict]) -> Callable[[], obj
 
 
 def stream_call(client: openai.OpenAI, messages: list[dict]) -> Callable[[], object]:
-    return lambda: sum(1 for _ in client.chat.completions.create(
-        model="agl-tiny", messages=messages, extra_body=TOKEN_ID_BODY, stream=True))
+    return lambda: sum(
+        1
+        for _ in client.chat.completions.create(
+            model="agl-tiny", messages=messages, extra_body=TOKEN_ID_BODY, stream=True
+        )
+    )
 
 
-def time_calls(call: Callable[[], object], count: int) -> list[float]:
+def time_calls(call: Callable[[], object], count: int) -> list[tuple[float, float]]:
+    """(wall seconds, calling-thread CPU seconds) per call: the second excludes background threads."""
     samples = []
     for _ in range(count):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         call()
-        samples.append(time.perf_counter() - start)
+        samples.append((time.perf_counter() - start, time.thread_time() - cpu_start))
     return samples
 
 
@@ -91,6 +97,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="calls per condition per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--prompt-words", type=int, default=120, help="size of the prompt (and of the echo)")
+    parser.add_argument(
+        "--hot-path-only",
+        action="store_true",
+        help="drop span finishing and export: measure only the work done on the caller's thread",
+    )
     args = parser.parse_args()
 
     server, base_url = start_server()
@@ -104,12 +115,19 @@ def main() -> None:
 def run(args: argparse.Namespace, base_url: str) -> None:
     exporter = EncodingExporter()
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    if args.hot_path_only:
+        from lightning_otel.span_finisher import finisher
+
+        finisher.submit = lambda job: None  # type: ignore[method-assign]  # spans are never ended or exported
+    else:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     lightning_otel.instrument(tracer_provider=provider, instrumentors=["openai"])
     lightning_otel.register_trainable_endpoint(base_url)
     lightning_otel.uninstrument()
 
     try:
+        if args.hot_path_only:
+            raise ImportError("the hot-path mode measures lightning-otel alone")
         from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
 
         openinference: OpenInference | None = OpenInference()
@@ -133,8 +151,12 @@ def run(args: argparse.Namespace, base_url: str) -> None:
         return httpx.Response(200, content=canned[streaming], headers={"content-type": kind})
 
     transports = {
-        "in-memory replay": openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0,
-                                          http_client=httpx.Client(transport=httpx.MockTransport(replay))),
+        "in-memory replay": openai.OpenAI(
+            base_url=base_url,
+            api_key="bench",
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(replay)),
+        ),
         "loopback server": openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0),
     }
 
@@ -146,6 +168,7 @@ def run(args: argparse.Namespace, base_url: str) -> None:
         ),
     }
     if openinference is not None:
+
         def disable_openinference() -> None:
             # OpenInference's uninstrument() leaves `request` set on openai.OpenAI itself, which would shadow
             # the base-class method we patch in every later round: restore plain inheritance.
@@ -161,10 +184,13 @@ def run(args: argparse.Namespace, base_url: str) -> None:
 
     lightning_otel.rollout_context("bench-rollout", "attempt-1").__enter__()  # spans carry rollout ids
     for transport, client in transports.items():
-        for shape, call in (("create", create_call(client, messages)), ("stream", stream_call(client, messages))):
+        for shape, call in (
+            ("create", create_call(client, messages)),
+            ("stream", stream_call(client, messages)),
+        ):
             for _ in range(20):  # warm up connections and code paths
                 call()
-            samples: dict[str, list[float]] = {name: [] for name in conditions}
+            samples: dict[str, list[tuple[float, float]]] = {name: [] for name in conditions}
             for _ in range(args.rounds):
                 for name, (enable, disable) in conditions.items():
                     enable()
@@ -179,15 +205,19 @@ def run(args: argparse.Namespace, base_url: str) -> None:
     print(f"\nexported {exporter.spans} lightning-otel spans ({exporter.bytes / max(exporter.spans, 1):.0f} B each)")
 
 
-def report(shape: str, samples: dict[str, list[float]]) -> None:
-    base = statistics.median(samples["uninstrumented"])
-    print(f"\n{shape}: {len(samples['uninstrumented'])} calls per condition, median per call")
-    print(f"  {'condition':<16}{'median us':>12}{'p90 us':>10}{'added us':>10}{'ratio':>8}")
+def report(title: str, samples: dict[str, list[tuple[float, float]]]) -> None:
+    """Median wall time per call, and the calling thread's median CPU time (the hot path proper)."""
+    base_wall = statistics.median(wall for wall, _ in samples["uninstrumented"])
+    base_cpu = statistics.median(cpu for _, cpu in samples["uninstrumented"])
+    print(f"\n{title}: {len(samples['uninstrumented'])} calls per condition")
+    print(f"  {'condition':<16}{'wall med us':>12}{'added us':>10}{'ratio':>8}{'caller CPU us':>15}{'added us':>10}")
     for name, values in samples.items():
-        median = statistics.median(values)
-        p90 = statistics.quantiles(values, n=10)[-1]
-        print(f"  {name:<16}{median * 1e6:>12.0f}{p90 * 1e6:>10.0f}{(median - base) * 1e6:>10.0f}"
-              f"{median / base:>8.3f}")
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        print(
+            f"  {name:<16}{wall * 1e6:>12.0f}{(wall - base_wall) * 1e6:>10.0f}{wall / base_wall:>8.3f}"
+            f"{cpu * 1e6:>15.0f}{(cpu - base_cpu) * 1e6:>10.0f}"
+        )
 
 
 if __name__ == "__main__":

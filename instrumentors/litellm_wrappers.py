@@ -25,8 +25,18 @@ from lightning_otel.token_id_params import CHAT, missing_token_id_params
 logger = logging.getLogger(__name__)
 
 _PROVIDER_NAMES = {"hosted_vllm": "vllm", "vllm": "vllm", "openai": "openai", "azure": "azure.ai.openai"}
-_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "n", "seed", "stop",
-                  "frequency_penalty", "presence_penalty")
+_SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "seed",
+    "stop",
+    "frequency_penalty",
+    "presence_penalty",
+)
 
 
 @functools.lru_cache(maxsize=512)
@@ -37,7 +47,11 @@ def _route(model: str, api_base: str | None) -> tuple[str, str, str | None]:
 
         sent_model, provider, _, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
     except Exception:
-        sent_model, provider, resolved_base = model, model.split("/", 1)[0] if "/" in model else "openai", None
+        sent_model, provider, resolved_base = (
+            model,
+            model.split("/", 1)[0] if "/" in model else "openai",
+            None,
+        )
     return sent_model, provider, api_base or resolved_base
 
 

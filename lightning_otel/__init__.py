@@ -1,12 +1,12 @@
 """lightning-otel: train the agents you already have with RL, traced with OpenTelemetry.
 
-    import lightning_otel.auto            # first import of the agent: instrument everything installed
+import lightning_otel.auto            # first import of the agent: instrument everything installed
 
-    with lightning_otel.rollout_context("rollout-1", "attempt-1"):
-        with lightning_otel.agent("writer"):
-            client.chat.completions.create(...)
-        lightning_otel.emit_reward(1.0)
-    lightning_otel.flush()
+with lightning_otel.rollout_context("rollout-1", "attempt-1"):
+    with lightning_otel.agent("writer"):
+        client.chat.completions.create(...)
+    lightning_otel.emit_reward(1.0)
+lightning_otel.flush()
 """
 
 from __future__ import annotations

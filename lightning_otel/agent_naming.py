@@ -18,9 +18,9 @@ Resolution order:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
-import contextvars
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -126,7 +126,7 @@ class AgentTrackingProcessor(SpanProcessor):
         tracker.on_end(span)
 
 
-class agent:  # noqa: N801 - reads as a function: `with agent("writer")`, `@agent("writer")`
+class agent:
     """Name a plain-Python agent: opens an `invoke_agent {name}` span and names every LLM call inside it.
 
     Works as a sync or async context manager and as a decorator of sync or async functions.

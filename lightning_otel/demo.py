@@ -31,8 +31,9 @@ def run_demo(endpoint: str | None = None) -> int:
 
     capture = SpanCapture()
     with OpenAITestServer(replies=_scripted_reply) as server:
-        lightning_otel.instrument(endpoint=endpoint, service_name="lightning-otel-demo",
-                                  token_id_endpoints=f"^{server.base_url}")
+        lightning_otel.instrument(
+            endpoint=endpoint, service_name="lightning-otel-demo", token_id_endpoints=f"^{server.base_url}"
+        )
         add_span_processor(capture)
         client = openai.OpenAI(base_url=server.base_url, api_key="demo", max_retries=0)
 
@@ -84,10 +85,12 @@ def _print_rollouts(spans: list) -> None:
             a = span.attributes or {}
             operation = a.get(semconv.GEN_AI_OPERATION_NAME)
             if operation in semconv.LLM_OPERATIONS:
-                print(f"  {span.name:<22} agent={a.get(semconv.GEN_AI_AGENT_NAME)!s:<8} "
-                      f"prompt_ids={len(a.get(semconv.AGL_PROMPT_TOKEN_IDS, ()))} "
-                      f"response_ids={len(a.get(semconv.AGL_RESPONSE_TOKEN_IDS, ()))} "
-                      f"complete={a.get(semconv.AGL_TOKEN_IDS_COMPLETE)}")
+                print(
+                    f"  {span.name:<22} agent={a.get(semconv.GEN_AI_AGENT_NAME)!s:<8} "
+                    f"prompt_ids={len(a.get(semconv.AGL_PROMPT_TOKEN_IDS, ()))} "
+                    f"response_ids={len(a.get(semconv.AGL_RESPONSE_TOKEN_IDS, ()))} "
+                    f"complete={a.get(semconv.AGL_TOKEN_IDS_COMPLETE)}"
+                )
             elif span.name == semconv.REWARD_SPAN_NAME:
                 print(f"  {span.name:<22} value={a.get(semconv.AGL_REWARD_VALUE)}")
             else:

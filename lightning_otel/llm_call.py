@@ -379,8 +379,10 @@ class LLMCall:
             if self._content_as_event:
                 span.add_event(
                     semconv.GEN_AI_CONTENT_EVENT,
-                    {semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
-                     semconv.GEN_AI_OUTPUT_MESSAGES: output},
+                    {
+                        semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
+                        semconv.GEN_AI_OUTPUT_MESSAGES: output,
+                    },
                     timestamp=time.time_ns(),
                 )
         if error is not None:

@@ -40,7 +40,7 @@ def extract_context(headers: Mapping[str, str] | Any) -> context.Context:
     return _BAGGAGE.extract(carrier, context=ctx)
 
 
-class incoming_context:  # noqa: N801 - reads as a function in a `with`
+class incoming_context:
     """Attach the context carried by `headers` for the duration of a request (sync or async)."""
 
     def __init__(self, headers: Mapping[str, str] | Any) -> None:

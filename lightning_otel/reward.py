@@ -47,9 +47,11 @@ def emit_reward(
             "no rollout. Run the agent inside a rollout (the trainer's runners do), or pass "
             "require_rollout=False to record it anyway."
         )
-    rewards = {str(k): _as_reward(str(k), v) for k, v in value.items()} if isinstance(value, Mapping) else {
-        name: _as_reward(name, value)
-    }
+    rewards = (
+        {str(k): _as_reward(str(k), v) for k, v in value.items()}
+        if isinstance(value, Mapping)
+        else {name: _as_reward(name, value)}
+    )
     if not rewards:
         raise ValueError("emit_reward() got an empty dict of rewards")
     from lightning_otel.tracing import get_tracer
@@ -63,6 +65,7 @@ def emit_reward(
         }
         if response_id:
             attributes[semconv.AGL_REWARD_RESPONSE_ID] = response_id
-        span = tracer.start_span(semconv.REWARD_SPAN_NAME, kind=trace.SpanKind.INTERNAL,
-                                 attributes=attributes, start_time=now)
+        span = tracer.start_span(
+            semconv.REWARD_SPAN_NAME, kind=trace.SpanKind.INTERNAL, attributes=attributes, start_time=now
+        )
         span.end(end_time=now)

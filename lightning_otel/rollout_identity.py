@@ -38,15 +38,13 @@ def current_rollout(ctx: context.Context | None = None) -> RolloutIdentity | Non
     return RolloutIdentity(str(rollout_id), str(values.get(semconv.BAGGAGE_ATTEMPT_ID, "")))
 
 
-def context_with_rollout(
-    rollout_id: str, attempt_id: str, ctx: context.Context | None = None
-) -> context.Context:
+def context_with_rollout(rollout_id: str, attempt_id: str, ctx: context.Context | None = None) -> context.Context:
     """Return `ctx` (default: current) with the rollout identity set in its baggage."""
     ctx = baggage.set_baggage(semconv.BAGGAGE_ROLLOUT_ID, rollout_id, ctx)
     return baggage.set_baggage(semconv.BAGGAGE_ATTEMPT_ID, attempt_id, ctx)
 
 
-class rollout_context:  # noqa: N801 - used like a function: `with rollout_context(...)`
+class rollout_context:
     """Sync and async context manager stamping `agl.rollout.id`/`agl.attempt.id` on every span started inside.
 
     The context is attached on enter and detached on exit in the same task or thread, so it is safe with
@@ -64,9 +62,7 @@ class rollout_context:  # noqa: N801 - used like a function: `with rollout_conte
     def __enter__(self) -> RolloutIdentity:
         if self._token is not None:
             raise RuntimeError("this rollout_context is already entered; create one per `with` block")
-        self._token = context.attach(
-            context_with_rollout(self.identity.rollout_id, self.identity.attempt_id)
-        )
+        self._token = context.attach(context_with_rollout(self.identity.rollout_id, self.identity.attempt_id))
         return self.identity
 
     def __exit__(

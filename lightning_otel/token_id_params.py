@@ -26,8 +26,4 @@ _PARAMS: dict[str, dict[str, Any]] = {
 def missing_token_id_params(kind: str, *bodies: Mapping[str, Any] | None) -> dict[str, Any]:
     """The parameters for `kind` that none of `bodies` (json body, extra_body...) already sets."""
     params = _PARAMS[kind]
-    return {
-        key: value
-        for key, value in params.items()
-        if not any(body is not None and key in body for body in bodies)
-    }
+    return {key: value for key, value in params.items() if not any(body is not None and key in body for body in bodies)}

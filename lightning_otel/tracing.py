@@ -195,9 +195,7 @@ def instrument(
             logger.info("lightning-otel: OTEL_SDK_DISABLED=true, nothing is instrumented")
             _state = Instrumentation(tracer_provider=None, disabled=True)
             return _state
-        settings.configure(
-            capture_content=capture_content, token_ids=token_ids, token_id_endpoints=token_id_endpoints
-        )
+        settings.configure(capture_content=capture_content, token_ids=token_ids, token_id_endpoints=token_id_endpoints)
         if tracer_provider is not None:
             provider: TracerProvider | None = tracer_provider
             owns = False

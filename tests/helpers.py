@@ -16,7 +16,5 @@ def assert_ids_match_server_response(span: Any, response: dict[str, Any], choice
     a = attrs(span)
     prompt_ids = response.get("prompt_token_ids") or response["choices"][choice].get("prompt_token_ids")
     assert list(a[semconv.AGL_PROMPT_TOKEN_IDS]) == prompt_ids
-    key = semconv.AGL_RESPONSE_TOKEN_IDS if choice == 0 else semconv.AGL_CHOICE_RESPONSE_TOKEN_IDS.format(
-        index=choice
-    )
+    key = semconv.AGL_RESPONSE_TOKEN_IDS if choice == 0 else semconv.AGL_CHOICE_RESPONSE_TOKEN_IDS.format(index=choice)
     assert list(a[key]) == response["choices"][choice]["token_ids"]

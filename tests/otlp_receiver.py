@@ -27,7 +27,7 @@ class OTLPReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -37,11 +37,13 @@ class OTLPReceiver:
                         resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
                         for scope_spans in resource_spans.scope_spans:
                             for span in scope_spans.spans:
-                                receiver.spans.append({
-                                    "name": span.name,
-                                    "attributes": {a.key: _value(a.value) for a in span.attributes},
-                                    "resource": resource,
-                                })
+                                receiver.spans.append(
+                                    {
+                                        "name": span.name,
+                                        "attributes": {a.key: _value(a.value) for a in span.attributes},
+                                        "resource": resource,
+                                    }
+                                )
                     receiver._event.notify_all()
                 payload = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)

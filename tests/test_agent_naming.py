@@ -54,8 +54,10 @@ def test_nearest_ancestor_agent_span_names_the_call(client, agl_spans):
     tracer = lightning_otel.get_tracer()
     with tracer.start_as_current_span("invoke_agent planner"), tracer.start_as_current_span("step"):
         client.chat.completions.create(model="m", messages=MESSAGES)
-    with tracer.start_as_current_span("invoke_agent", attributes={
-        semconv.GEN_AI_OPERATION_NAME: "invoke_agent", semconv.GEN_AI_AGENT_NAME: "solver"}):
+    with tracer.start_as_current_span(
+        "invoke_agent",
+        attributes={semconv.GEN_AI_OPERATION_NAME: "invoke_agent", semconv.GEN_AI_AGENT_NAME: "solver"},
+    ):
         client.chat.completions.create(model="m", messages=MESSAGES)
     client.chat.completions.create(model="m", messages=MESSAGES)
     first, second, third = agl_spans.llm_spans()

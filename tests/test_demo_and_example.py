@@ -18,8 +18,14 @@ def clean_env() -> dict[str, str]:
 
 
 def test_demo_prints_each_rollout_with_token_ids_and_rewards():
-    result = subprocess.run([str(BIN / "lightning-otel"), "demo"], capture_output=True, text=True, timeout=120,
-                            env=clean_env(), check=True)
+    result = subprocess.run(
+        [str(BIN / "lightning-otel"), "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        check=True,
+    )
     out = result.stdout
     assert out.count("rollout demo-rollout-") == 3
     assert out.count("agent=writer") == 3 and out.count("agent=checker") == 3
@@ -29,8 +35,17 @@ def test_demo_prints_each_rollout_with_token_ids_and_rewards():
 
 def test_example_dev_run(tmp_path):
     result = subprocess.run(
-        [str(BIN / "lightning-otel-run"), "--", sys.executable, str(ROOT / "examples/sql_agent/agent.py"), "--dev"],
-        capture_output=True, text=True, timeout=120, env={**clean_env(), "OTEL_TRACES_EXPORTER": "none"},
+        [
+            str(BIN / "lightning-otel-run"),
+            "--",
+            sys.executable,
+            str(ROOT / "examples/sql_agent/agent.py"),
+            "--dev",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean_env(), "OTEL_TRACES_EXPORTER": "none"},
         check=True,
     )
     assert "reward=" in result.stdout

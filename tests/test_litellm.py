@@ -17,8 +17,9 @@ MESSAGES = [{"role": "user", "content": "Write a SQL query"}]
 def test_completion_one_span_with_exact_ids(model, openai_test_server, agl_spans):
     openai_test_server.set_replies(["SELECT 1;"])
     with lightning_otel.rollout_context("ro-l", "at-l"), lightning_otel.agent("writer"):
-        result = litellm.completion(model=model, api_base=openai_test_server.base_url, api_key="t",
-                                    messages=MESSAGES, temperature=0.3)
+        result = litellm.completion(
+            model=model, api_base=openai_test_server.base_url, api_key="t", messages=MESSAGES, temperature=0.3
+        )
     assert result.choices[0].message.content == "SELECT 1;"
     (span,) = agl_spans.llm_spans()
     a = attrs(span)
@@ -37,18 +38,25 @@ def test_completion_one_span_with_exact_ids(model, openai_test_server, agl_spans
 async def test_acompletion_through_openai_client(openai_test_server, agl_spans):
     openai_test_server.set_replies(["async"])
     with lightning_otel.rollout_context("ro-a"):
-        await litellm.acompletion(model="openai/agl-model", api_base=openai_test_server.base_url, api_key="t",
-                                  messages=MESSAGES)
+        await litellm.acompletion(
+            model="openai/agl-model", api_base=openai_test_server.base_url, api_key="t", messages=MESSAGES
+        )
     (span,) = agl_spans.llm_spans()
     assert list(attrs(span)[semconv.AGL_RESPONSE_TOKEN_IDS]) == [
-        *openai_test_server.tokenizer.encode("async"), openai_test_server.tokenizer.eos_token_id
+        *openai_test_server.tokenizer.encode("async"),
+        openai_test_server.tokenizer.eos_token_id,
     ]
 
 
 def test_streaming_through_openai_client_is_complete(openai_test_server, agl_spans):
     openai_test_server.set_replies(["streamed via litellm"])
-    stream = litellm.completion(model="openai/agl-model", api_base=openai_test_server.base_url, api_key="t",
-                                messages=MESSAGES, stream=True)
+    stream = litellm.completion(
+        model="openai/agl-model",
+        api_base=openai_test_server.base_url,
+        api_key="t",
+        messages=MESSAGES,
+        stream=True,
+    )
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
     assert text == "streamed via litellm"
     (span,) = agl_spans.llm_spans()
@@ -60,8 +68,13 @@ def test_streaming_through_openai_client_is_complete(openai_test_server, agl_spa
 
 def test_hosted_vllm_streaming_is_flagged_incomplete(openai_test_server, agl_spans):
     """LiteLLM's hosted_vllm stream chunks drop the prompt ids: the span says so instead of pretending."""
-    stream = litellm.completion(model="hosted_vllm/agl-model", api_base=openai_test_server.base_url,
-                                api_key="t", messages=MESSAGES, stream=True)
+    stream = litellm.completion(
+        model="hosted_vllm/agl-model",
+        api_base=openai_test_server.base_url,
+        api_key="t",
+        messages=MESSAGES,
+        stream=True,
+    )
     for _ in stream:
         pass
     (span,) = agl_spans.llm_spans()
@@ -70,8 +83,13 @@ def test_hosted_vllm_streaming_is_flagged_incomplete(openai_test_server, agl_spa
 
 def test_error_ends_span_with_error(openai_test_server, agl_spans):
     with pytest.raises(litellm.BadRequestError):
-        litellm.completion(model="openai/agl-model", api_base=openai_test_server.base_url, api_key="t",
-                           messages=[], num_retries=0)
+        litellm.completion(
+            model="openai/agl-model",
+            api_base=openai_test_server.base_url,
+            api_key="t",
+            messages=[],
+            num_retries=0,
+        )
     spans = agl_spans.llm_spans()
     assert len(spans) == 1
     assert spans[0].status.status_code.name == "ERROR"

@@ -160,18 +160,22 @@ def test_stream_closed_with_context_manager(client, openai_test_server, agl_span
 
 
 def test_with_streaming_response(client, openai_test_server, agl_spans):
-    with in_rollout(), client.chat.completions.with_streaming_response.create(
-        model="agl-model", messages=MESSAGES
-    ) as response:
+    with (
+        in_rollout(),
+        client.chat.completions.with_streaming_response.create(model="agl-model", messages=MESSAGES) as response,
+    ):
         result = response.parse()
     check_llm_span(only_llm_span(agl_spans), openai_test_server, MESSAGES, result.choices[0].message.content)
 
 
 def test_with_streaming_response_and_stream(client, openai_test_server, agl_spans):
     openai_test_server.set_replies(["a streamed reply"])
-    with in_rollout(), client.chat.completions.with_streaming_response.create(
-        model="agl-model", messages=MESSAGES, stream=True
-    ) as response:
+    with (
+        in_rollout(),
+        client.chat.completions.with_streaming_response.create(
+            model="agl-model", messages=MESSAGES, stream=True
+        ) as response,
+    ):
         for _ in response.parse():
             pass
     check_llm_span(only_llm_span(agl_spans), openai_test_server, MESSAGES, "a streamed reply")
@@ -197,7 +201,8 @@ def test_n_greater_than_one_streaming(client, openai_test_server, agl_spans):
     a = attrs(only_llm_span(agl_spans))
     tokenizer = openai_test_server.tokenizer
     assert list(a[semconv.AGL_CHOICE_RESPONSE_TOKEN_IDS.format(index=1)]) == [
-        *tokenizer.encode("base (1)"), tokenizer.eos_token_id
+        *tokenizer.encode("base (1)"),
+        tokenizer.eos_token_id,
     ]
     assert a[semconv.AGL_TOKEN_IDS_COMPLETE] is True
 
@@ -206,8 +211,9 @@ def test_responses_create_and_stream(client, openai_test_server, agl_spans):
     openai_test_server.set_replies(["first", "second"])
     with in_rollout():
         result = client.responses.create(model="agl-model", input="Write a SQL query", instructions="Be brief.")
-        events = list(client.responses.create(model="agl-model", input="Write a SQL query",
-                                              instructions="Be brief.", stream=True))
+        events = list(
+            client.responses.create(model="agl-model", input="Write a SQL query", instructions="Be brief.", stream=True)
+        )
     spans = agl_spans.llm_spans()
     assert len(spans) == 2
     assert result.output_text == "first"
@@ -243,8 +249,11 @@ def test_bare_client_post(client, openai_test_server, agl_spans):
 
 def test_tool_call_reply(client, openai_test_server, agl_spans):
     openai_test_server.set_replies([Reply(tool_calls=[ToolCall("run_sql", '{"q": "SELECT 1"}')])])
-    result = client.chat.completions.create(model="agl-model", messages=MESSAGES, tools=[{
-        "type": "function", "function": {"name": "run_sql", "parameters": {"type": "object"}}}])
+    result = client.chat.completions.create(
+        model="agl-model",
+        messages=MESSAGES,
+        tools=[{"type": "function", "function": {"name": "run_sql", "parameters": {"type": "object"}}}],
+    )
     assert result.choices[0].message.tool_calls[0].function.name == "run_sql"
     a = attrs(only_llm_span(agl_spans))
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
@@ -299,11 +308,13 @@ def test_content_capture_is_opt_in(client, openai_test_server, agl_spans):
     span = only_llm_span(agl_spans)
     a = attrs(span)
     assert json.loads(a[semconv.GEN_AI_INPUT_MESSAGES])[1] == {
-        "role": "user", "parts": [{"type": "text", "content": "Write a SQL query"}]
+        "role": "user",
+        "parts": [{"type": "text", "content": "Write a SQL query"}],
     }
     output = json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES])
-    assert output == [{"role": "assistant", "parts": [{"type": "text", "content": "captured"}],
-                       "finish_reason": "stop"}]
+    assert output == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "captured"}], "finish_reason": "stop"}
+    ]
     assert span.events[0].name == semconv.GEN_AI_CONTENT_EVENT
 
 

@@ -12,26 +12,43 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_contains_every_package_and_imports_from_the_wheel(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = tmp_path.glob("lightning_otel-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
         archive.extractall(tmp_path / "site")
-    for required in ("lightning_otel/__init__.py", "lightning_otel/instrumentors/openai.py",
-                     "lightning_otel/collector/__init__.py", "lightning_otel/testing/corpus.txt",
-                     "lightning_otel/_bootstrap/sitecustomize.py"):
+    for required in (
+        "lightning_otel/__init__.py",
+        "lightning_otel/instrumentors/openai.py",
+        "lightning_otel/collector/__init__.py",
+        "lightning_otel/testing/corpus.txt",
+        "lightning_otel/_bootstrap/sitecustomize.py",
+    ):
         assert required in names
     assert "agl_openai = lightning_otel.instrumentors.openai:OpenAIInstrumentor" in entry_points
     assert "lightning-otel-run = lightning_otel.run:main" in entry_points
     # -S: no .pth files, so the editable checkout is invisible; dependencies come from site-packages.
-    probe = ("import lightning_otel, lightning_otel.instrumentors.openai, lightning_otel.collector, "
-             "lightning_otel.testing; print(lightning_otel.__file__); "
-             "print(lightning_otel.testing.build_tokenizer().vocab_size)")
+    probe = (
+        "import lightning_otel, lightning_otel.instrumentors.openai, lightning_otel.collector, "
+        "lightning_otel.testing; print(lightning_otel.__file__); "
+        "print(lightning_otel.testing.build_tokenizer().vocab_size)"
+    )
     path = f"{tmp_path / 'site'}:{sysconfig.get_paths()['purelib']}:{sysconfig.get_paths()['platlib']}"
-    result = subprocess.run([sys.executable, "-S", "-c", probe], env={"PYTHONPATH": path}, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env={"PYTHONPATH": path},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     location, vocab = result.stdout.split()
     assert location.startswith(str(tmp_path / "site"))
     assert int(vocab) > 256

@@ -31,7 +31,7 @@ def test_dict_of_rewards_makes_one_span_each(agl_spans):
 
 
 def test_outside_a_rollout_is_a_clear_error_unless_opted_out(agl_spans):
-    with pytest.raises(lightning_otel.RolloutContextError, match="outside lightning_otel.rollout_context"):
+    with pytest.raises(lightning_otel.RolloutContextError, match=r"outside lightning_otel\.rollout_context"):
         lightning_otel.emit_reward(1.0)
     lightning_otel.emit_reward(1.0, require_rollout=False)
     assert len(agl_spans.reward_spans()) == 1

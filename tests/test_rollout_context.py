@@ -18,9 +18,8 @@ from tests.helpers import attrs
 
 def test_every_span_inside_is_stamped_and_outside_is_not(agl_spans):
     tracer = lightning_otel.get_tracer()
-    with lightning_otel.rollout_context("ro-9", "at-2"):
-        with tracer.start_as_current_span("framework step"):
-            pass
+    with lightning_otel.rollout_context("ro-9", "at-2"), tracer.start_as_current_span("framework step"):
+        pass
     with tracer.start_as_current_span("outside"):
         pass
     inside, outside = agl_spans.spans
@@ -36,9 +35,7 @@ async def test_200_concurrent_async_rollouts_never_mix(openai_test_server, agl_s
         async with lightning_otel.rollout_context(f"ro-{index}", f"at-{index}"):
             with lightning_otel.agent(f"agent-{index}"):
                 await asyncio.sleep(0.001 * (index % 7))
-                await client.chat.completions.create(
-                    model="m", messages=[{"role": "user", "content": f"task {index}"}]
-                )
+                await client.chat.completions.create(model="m", messages=[{"role": "user", "content": f"task {index}"}])
                 lightning_otel.emit_reward(float(index))
 
     await asyncio.gather(*(rollout(i) for i in range(200)))
@@ -112,7 +109,10 @@ def agent_server(openai_test_server):
 
 def test_baggage_crosses_http_to_an_agent_server_and_back_into_its_spans(agent_server, agl_spans):
     tracer = lightning_otel.get_tracer()
-    with lightning_otel.rollout_context("ro-remote", "at-3"), tracer.start_as_current_span("caller") as caller:
+    with (
+        lightning_otel.rollout_context("ro-remote", "at-3"),
+        tracer.start_as_current_span("caller") as caller,
+    ):
         reply = httpx.post(f"{agent_server}/run", json={"task": "remote work"}).json()
     assert reply == {"rollout": "ro-remote", "attempt": "at-3"}
     llm = [s for s in agl_spans.llm_spans() if attrs(s).get(semconv.GEN_AI_AGENT_NAME) == "remote-agent"]

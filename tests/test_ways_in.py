@@ -46,8 +46,15 @@ def wait_for_llm_spans(receiver, count=1, timeout=10.0):
 
 def test_lightning_otel_run_traces_an_unmodified_program(receiver, openai_test_server):
     result = run(
-        [str(BIN / "lightning-otel-run"), "--service-name", "plain-agent", "--token-ids", "--",
-         sys.executable, str(PROGRAMS / "plain_agent.py")],
+        [
+            str(BIN / "lightning-otel-run"),
+            "--service-name",
+            "plain-agent",
+            "--token-ids",
+            "--",
+            sys.executable,
+            str(PROGRAMS / "plain_agent.py"),
+        ],
         openai_test_server,
         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
     )
@@ -90,8 +97,12 @@ def test_existing_sdk_provider_is_reused(openai_test_server):
 
 
 def test_sdk_disabled_patches_nothing(receiver, openai_test_server):
-    result = run([sys.executable, str(PROGRAMS / "sdk_disabled.py")], openai_test_server,
-                 OTEL_SDK_DISABLED="true", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+    result = run(
+        [sys.executable, str(PROGRAMS / "sdk_disabled.py")],
+        openai_test_server,
+        OTEL_SDK_DISABLED="true",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+    )
     assert json.loads(result.stdout.strip()) == {"patched": False, "content": "You said: hi"}
     time.sleep(0.2)
     assert receiver.spans == []

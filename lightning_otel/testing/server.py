@@ -140,7 +140,10 @@ class OpenAITestServer:
         config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, name="agl-openai-test-server", daemon=True
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="agl-openai-test-server",
+            daemon=True,
         )
         self._thread.start()
         deadline = time.monotonic() + 10
@@ -178,8 +181,7 @@ class OpenAITestServer:
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens")
         first = self._next_reply(body, prompt_text)
         replies = [first] + [
-            Reply(content=f"{first.content or ''} ({index})", tool_calls=first.tool_calls)
-            for index in range(1, count)
+            Reply(content=f"{first.content or ''} ({index})", tool_calls=first.tool_calls) for index in range(1, count)
         ]
         return [_Generation(self.tokenizer, reply, max_tokens) for reply in replies]
 
@@ -257,9 +259,7 @@ class OpenAITestServer:
             return JSONResponse(response)
 
         async def models(request: Request) -> Response:
-            return JSONResponse(
-                {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "agl"}]}
-            )
+            return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "agl"}]})
 
         return Starlette(
             routes=[
@@ -340,7 +340,12 @@ class OpenAITestServer:
 
         entries = [self._chat_logprobs(g)["content"] if want_logprobs else [] for g in generations]
         first_choices = [
-            {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            {
+                "index": i,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
             for i in range(len(generations))
         ]
         yield chunk(first_choices, **({"prompt_token_ids": prompt_ids} if want_ids else {}))
@@ -442,9 +447,7 @@ class OpenAITestServer:
         yield "data: [DONE]\n\n"
 
     # --- responses -------------------------------------------------------------------------------------------
-    def _responses_response(
-        self, body: dict[str, Any], prompt_text: str, generation: _Generation
-    ) -> dict[str, Any]:
+    def _responses_response(self, body: dict[str, Any], prompt_text: str, generation: _Generation) -> dict[str, Any]:
         prompt_ids = self.tokenizer.encode(prompt_text)
         output: list[dict[str, Any]] = []
         if generation.reply.tool_calls:
@@ -488,9 +491,7 @@ class OpenAITestServer:
             },
         }
         if body.get("enable_response_messages"):
-            response["input_messages"] = [
-                {"type": "raw_message_tokens", "message": prompt_text, "tokens": prompt_ids}
-            ]
+            response["input_messages"] = [{"type": "raw_message_tokens", "message": prompt_text, "tokens": prompt_ids}]
             response["output_messages"] = [
                 {
                     "type": "raw_message_tokens",
@@ -514,11 +515,17 @@ async def _responses_stream(response: dict[str, Any], generation: _Generation) -
     for item in response["output"]:
         if item["type"] == "message":
             yield event(
-                "response.output_text.delta", item_id=item["id"], output_index=0, content_index=0,
-                delta=generation.text, logprobs=[],
+                "response.output_text.delta",
+                item_id=item["id"],
+                output_index=0,
+                content_index=0,
+                delta=generation.text,
+                logprobs=[],
             )
-    yield event("response.completed" if response["status"] == "completed" else "response.incomplete",
-                response=response)
+    yield event(
+        "response.completed" if response["status"] == "completed" else "response.incomplete",
+        response=response,
+    )
 
 
 def _responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

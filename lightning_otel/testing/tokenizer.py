@@ -105,9 +105,7 @@ class ChatTokenizer:
             "additional_special_tokens": [IM_START, IM_END, TOOL_CALL_START, TOOL_CALL_END],
         }
         (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-        (path / "special_tokens_map.json").write_text(
-            json.dumps({"eos_token": IM_END, "pad_token": END_OF_TEXT})
-        )
+        (path / "special_tokens_map.json").write_text(json.dumps({"eos_token": IM_END, "pad_token": END_OF_TEXT}))
         return path
 
 

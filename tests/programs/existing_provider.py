@@ -21,9 +21,19 @@ client = openai.OpenAI(base_url=os.environ["AGENT_LLM_URL"], api_key="test", max
 with lightning_otel.rollout_context("ro-existing", "at-1"), lightning_otel.agent("writer"):
     client.chat.completions.create(model="agl-model", messages=[{"role": "user", "content": "hi"}])
 lightning_otel.flush()  # end of the rollout: every span is finished and exported
-print(json.dumps({
-    "same_provider": state.tracer_provider is provider,
-    "spans": [{"name": s.name, "attributes": {k: (list(v) if isinstance(v, tuple) else v)
-                                             for k, v in (s.attributes or {}).items()}}
-              for s in exporter.get_finished_spans()],
-}))
+print(
+    json.dumps(
+        {
+            "same_provider": state.tracer_provider is provider,
+            "spans": [
+                {
+                    "name": s.name,
+                    "attributes": {
+                        k: (list(v) if isinstance(v, tuple) else v) for k, v in (s.attributes or {}).items()
+                    },
+                }
+                for s in exporter.get_finished_spans()
+            ],
+        }
+    )
+)

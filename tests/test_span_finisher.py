@@ -1,0 +1,42 @@
+"""LLM spans end on a background thread; `flush()` guarantees they are ended and exported when it returns."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import lightning_otel
+from lightning_otel.span_finisher import SpanFinisher
+from lightning_otel.tracing import add_span_processor
+
+
+def test_flush_returns_after_every_llm_span_is_exported_with_its_real_end_time(openai_test_server, agl_spans):
+    exporter = InMemorySpanExporter()
+    add_span_processor(SimpleSpanProcessor(exporter))
+    client = openai.OpenAI(base_url=openai_test_server.base_url, api_key="t", max_retries=0)
+    with lightning_otel.rollout_context("ro-f"):
+        for _ in range(20):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        returned_at = time.time_ns()
+    assert lightning_otel.flush() is True
+    llm = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    assert len(llm) == 20
+    assert all(s.end_time <= returned_at for s in llm)  # the end time is the call's, not the background thread's
+    assert all(s.attributes["agl.llm.response_token_ids"] for s in llm)
+
+
+def test_finisher_runs_jobs_in_order_and_survives_a_failing_job():
+    finisher = SpanFinisher()
+    done: list[int] = []
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
+    finisher.submit(lambda: done.append(1))
+    finisher.submit(fail)
+    finisher.submit(lambda: done.append(2))
+    assert finisher.drain(5.0) is True
+    assert done == [1, 2]
