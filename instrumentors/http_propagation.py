@@ -11,11 +11,12 @@ import importlib.util
 from collections.abc import Collection
 from typing import Any
 
-from lightning_otel.instrumentors.import_hooks import when_imported
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
+
+from lightning_otel.instrumentors.import_hooks import when_imported
 
 _instruments = ("httpx >= 0.23",)
 

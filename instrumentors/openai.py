@@ -23,12 +23,12 @@ from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
-from lightning_otel.instrumentors.import_hooks import when_imported
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
+from lightning_otel.instrumentors.import_hooks import when_imported
 from lightning_otel.settings import settings
 from lightning_otel.tracing import ensure_span_processors, get_tracer
 

@@ -1,0 +1,3 @@
+from lightning_otel.collector.cli import main
+
+main()

@@ -1,0 +1,99 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` (64 MiB receive limit).
+
+Overload and transient store errors answer UNAVAILABLE with a `google.rpc.RetryInfo` in the status details, so
+OTLP exporters back off and retry; a missing bearer token in the `authorization` metadata is UNAUTHENTICATED.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status as RpcStatus
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+
+from lightning_otel.collector.http_receiver import RETRY_AFTER_S, bearer_ok
+from lightning_otel.collector.ingest import Ingestor, Overloaded
+from lightning_otel.collector.otlp_decoding import DecodeError, decode_protobuf
+from lightning_otel.collector.store import TransientStoreError
+
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+def _retry_details(message: str) -> bytes:
+    detail = AnyProto()
+    detail.Pack(RetryInfo(retry_delay=Duration(seconds=RETRY_AFTER_S)))
+    return RpcStatus(code=grpc.StatusCode.UNAVAILABLE.value[0], message=message, details=[detail]).SerializeToString()
+
+
+class TraceService:
+    """`TraceService/Export` on raw bytes, so admission happens before the request is decoded."""
+
+    def __init__(self, ingestor: Ingestor, auth_token: str | None) -> None:
+        self.ingestor = ingestor
+        self.auth_token = auth_token
+
+    async def export(self, body: bytes, context: grpc.aio.ServicerContext) -> ExportTraceServiceResponse:
+        metrics = self.ingestor.metrics
+        metadata = dict(context.invocation_metadata() or ())
+        if not bearer_ok(metadata.get("authorization"), self.auth_token):
+            metrics.requests.labels("grpc", "unauthorized").inc()
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            release = self.ingestor.admit(max(len(body), 1))
+        except Overloaded as exc:
+            metrics.requests.labels("grpc", "overloaded").inc()
+            await self._unavailable(context, str(exc))
+        try:
+            try:
+                decoded = decode_protobuf(body)
+            except DecodeError as exc:
+                metrics.requests.labels("grpc", "bad_request").inc()
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            try:
+                result = await self.ingestor.ingest(decoded)
+            except TransientStoreError as exc:
+                metrics.requests.labels("grpc", "store_unavailable").inc()
+                await self._unavailable(context, str(exc))
+        finally:
+            release()
+        metrics.requests.labels("grpc", "ok").inc()
+        response = ExportTraceServiceResponse()
+        if result.rejected:
+            response.partial_success.CopyFrom(
+                ExportTracePartialSuccess(rejected_spans=result.rejected, error_message=result.error_message)
+            )
+        return response
+
+    @staticmethod
+    async def _unavailable(context: grpc.aio.ServicerContext, message: str) -> None:
+        context.set_trailing_metadata((("grpc-status-details-bin", _retry_details(message)),))
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        method = grpc.unary_unary_rpc_method_handler(
+            self.export, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString
+        )
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, {"Export": method})
+
+
+def build_grpc_server(
+    ingestor: Ingestor, address: str, *, auth_token: str | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """A started-later aio server bound to `address` (`host:port`, port 0 picks one); returns it and the port."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    server.add_generic_rpc_handlers((TraceService(ingestor, auth_token).handler(),))
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen for gRPC on {address}")
+    return server, port

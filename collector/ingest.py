@@ -1,0 +1,136 @@
+"""The receiving pipeline shared by OTLP/HTTP and OTLP/gRPC: admission, decoding, storing, metrics.
+
+Admission happens before any decoding: a bounded in-flight byte budget turns overload into a quick 503 /
+UNAVAILABLE the client retries, instead of memory growth. Spans are acknowledged only after the store committed them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from lightning_otel.collector.otlp_decoding import DecodedRequest
+from lightning_otel.collector.store import SpanStore, WriteResult
+
+
+class Overloaded(RuntimeError):
+    """The in-flight budget is spent: answer 503 / UNAVAILABLE with a retry delay."""
+
+
+@dataclass(slots=True)
+class IngestResult:
+    accepted: int
+    duplicates: int
+    rejected: int
+    error_message: str
+
+
+class CollectorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "agl_collector_requests",
+            "OTLP export requests by transport and outcome",
+            ["transport", "outcome"],
+            registry=self.registry,
+        )
+        self.spans_stored = Counter(
+            "agl_collector_spans_stored", "Spans committed to the store", registry=self.registry
+        )
+        self.spans_duplicate = Counter(
+            "agl_collector_spans_duplicate", "Spans already stored (resent)", registry=self.registry
+        )
+        self.spans_rejected = Counter(
+            "agl_collector_spans_rejected", "Spans rejected (reported in partial_success)", registry=self.registry
+        )
+        self.spans_without_rollout = Counter(
+            "agl_collector_spans_without_rollout",
+            "Spans stored without agl.rollout.id (kept for Jaeger)",
+            registry=self.registry,
+        )
+        self.in_flight_bytes = Gauge(
+            "agl_collector_in_flight_bytes", "Request bytes being processed", registry=self.registry
+        )
+        self.ack_seconds = Histogram(
+            "agl_collector_ack_seconds",
+            "Time from admission to acknowledgement",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
+        self.forward_batches = Counter(
+            "agl_collector_forward_batches",
+            "Forwarded batches by destination/outcome",
+            ["destination", "outcome"],
+            registry=self.registry,
+        )
+        self.forward_spans = Counter(
+            "agl_collector_forward_spans",
+            "Forwarded spans by destination/outcome",
+            ["destination", "outcome"],
+            registry=self.registry,
+        )
+
+
+class Ingestor:
+    def __init__(
+        self, store: SpanStore, *, max_in_flight_bytes: int = 64 * 1024 * 1024, metrics: CollectorMetrics | None = None
+    ) -> None:
+        self.store = store
+        self.max_in_flight_bytes = max_in_flight_bytes
+        self.metrics = metrics or CollectorMetrics()
+        self._in_flight = 0
+        self._committed: asyncio.Future[None] | None = None
+
+    def admit(self, size: int) -> Callable[[], None]:
+        """Reserve `size` bytes of the in-flight budget (before reading or decoding); returns the release."""
+        if self._in_flight > 0 and self._in_flight + size > self.max_in_flight_bytes:
+            raise Overloaded(f"collector busy: {self._in_flight} bytes in flight")
+        self._in_flight += size
+        self.metrics.in_flight_bytes.set(self._in_flight)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._in_flight -= size
+                self.metrics.in_flight_bytes.set(self._in_flight)
+
+        return release
+
+    async def wait_for_commit(self, timeout_s: float) -> bool:
+        """Sleep until the next commit (or `timeout_s`): readers waiting for a rollout's spans are woken by
+        writes instead of polling. Returns False on timeout."""
+        if timeout_s <= 0:
+            return False
+        if self._committed is None or self._committed.done():
+            self._committed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._committed), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def _notify_commit(self) -> None:
+        if self._committed is not None and not self._committed.done():
+            self._committed.set_result(None)
+
+    async def ingest(self, decoded: DecodedRequest) -> IngestResult:
+        """Store the decoded spans; returns once they are committed (the caller acknowledges after that)."""
+        started = time.perf_counter()
+        result: WriteResult = await self.store.write(decoded.records)
+        if result.inserted:
+            self._notify_commit()
+        metrics = self.metrics
+        metrics.ack_seconds.observe(time.perf_counter() - started)
+        metrics.spans_stored.inc(result.inserted)
+        metrics.spans_duplicate.inc(result.duplicates)
+        metrics.spans_rejected.inc(decoded.rejected)
+        without_rollout = sum(1 for record in decoded.records if record.rollout_id is None)
+        if without_rollout:
+            metrics.spans_without_rollout.inc(without_rollout)
+        return IngestResult(result.inserted, result.duplicates, decoded.rejected, decoded.error_message)

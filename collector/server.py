@@ -1,0 +1,178 @@
+"""The collector process: OTLP/HTTP, OTLP/gRPC and the query API in one asyncio loop over one store.
+
+`Collector` binds its sockets in `start()` (port 0 picks a free one, so tests and an embedded trainer can run
+several), reports the addresses it really listens on, and on `stop()` drains in-flight requests before closing the
+store, so every acknowledged span is committed. `EmbeddedCollector` runs one in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+import uvicorn
+from starlette.types import ASGIApp
+
+from lightning_otel.collector.forwarder import Forwarder
+from lightning_otel.collector.grpc_receiver import build_grpc_server
+from lightning_otel.collector.http_receiver import build_otlp_app
+from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
+from lightning_otel.collector.query_api import build_query_app
+from lightning_otel.collector.sqlite_store import default_sqlite_url
+from lightning_otel.collector.store import SpanStore, open_store
+
+
+@dataclass(slots=True)
+class CollectorConfig:
+    host: str = "127.0.0.1"
+    http_port: int = 4318
+    grpc_port: int | None = 4317  # None: no gRPC receiver
+    query_port: int = 16686
+    store_url: str = field(default_factory=default_sqlite_url)
+    auth_token: str | None = None
+    forward_otlp: list[str] = field(default_factory=list)
+    jaeger_ui_url: str | None = None
+    max_body_bytes: int = 64 * 1024 * 1024
+    max_in_flight_bytes: int = 64 * 1024 * 1024
+    drain_timeout_s: float = 10.0
+
+
+@dataclass(slots=True)
+class Addresses:
+    otlp_http: str
+    otlp_grpc: str | None
+    query: str
+    store: str
+
+    def lines(self) -> list[str]:
+        return [
+            f"  OTLP/HTTP  {self.otlp_http}/v1/traces",
+            f"  OTLP/gRPC  {self.otlp_grpc or 'off'}",
+            f"  query API  {self.query}  (Jaeger: {self.query}/api/traces, rollouts: {self.query}/v1/rollouts)",
+            f"  store      {self.store}",
+        ]
+
+
+class _QuietServer(uvicorn.Server):
+    """Our process owns the signal handlers (three servers share one loop), so uvicorn must not take them."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class Collector:
+    def __init__(self, config: CollectorConfig | None = None, *, store: SpanStore | None = None) -> None:
+        self.config = config or CollectorConfig()
+        self.store = store or open_store(self.config.store_url)
+        self.metrics = CollectorMetrics()
+        self.ingestor = Ingestor(self.store, max_in_flight_bytes=self.config.max_in_flight_bytes, metrics=self.metrics)
+        self.addresses: Addresses | None = None
+        self._http_servers: list[_QuietServer] = []
+        self._http_tasks: list[asyncio.Task[None]] = []
+        self._grpc_server: grpc.aio.Server | None = None
+        self._forwarders: list[Forwarder] = []
+
+    async def start(self) -> Addresses:
+        config = self.config
+        await self.store.start()
+        sockets = [_listen(config.host, config.http_port), _listen(config.host, config.query_port)]
+        apps: list[ASGIApp] = [
+            build_otlp_app(self.ingestor, auth_token=config.auth_token, max_body_bytes=config.max_body_bytes),
+            build_query_app(self.store, self.ingestor, auth_token=config.auth_token),
+        ]
+        for app, sock in zip(apps, sockets, strict=True):
+            server = _QuietServer(
+                uvicorn.Config(
+                    app,
+                    log_level="warning",
+                    access_log=False,
+                    lifespan="off",
+                    timeout_graceful_shutdown=config.drain_timeout_s,
+                )
+            )
+            self._http_servers.append(server)
+            self._http_tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
+        grpc_address = None
+        if config.grpc_port is not None:
+            host = f"[{config.host}]" if ":" in config.host else config.host
+            self._grpc_server, grpc_port = build_grpc_server(
+                self.ingestor, f"{host}:{config.grpc_port}", auth_token=config.auth_token
+            )
+            await self._grpc_server.start()
+            grpc_address = f"{host}:{grpc_port}"
+        while not all(server.started for server in self._http_servers):
+            if any(task.done() for task in self._http_tasks):
+                await asyncio.gather(*self._http_tasks)  # surfaces the startup error
+                raise RuntimeError("an HTTP server stopped during startup")
+            await asyncio.sleep(0.01)
+        for url in config.forward_otlp:
+            forwarder = Forwarder(self.store, self.ingestor, url, metrics=self.metrics)
+            forwarder.start()
+            self._forwarders.append(forwarder)
+        http_port, query_port = (sock.getsockname()[1] for sock in sockets)
+        self.addresses = Addresses(
+            otlp_http=_url(config.host, http_port),
+            otlp_grpc=grpc_address,
+            query=_url(config.host, query_port),
+            store=self.store.url.split("?", 1)[0],
+        )
+        return self.addresses
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight exports finish (they are acknowledged after commit), close the store."""
+        for server in self._http_servers:
+            server.should_exit = True
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(grace=self.config.drain_timeout_s)
+        await asyncio.gather(*self._http_tasks, return_exceptions=True)
+        await asyncio.gather(*(forwarder.stop() for forwarder in self._forwarders))
+        await self.store.close()
+
+
+class EmbeddedCollector:
+    """A collector in a background thread: `with EmbeddedCollector(config) as addresses: ...`."""
+
+    def __init__(self, config: CollectorConfig | None = None) -> None:
+        self.collector = Collector(config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agl-collector", daemon=True)
+
+    def start(self) -> Addresses:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.collector.start(), self._loop).result(timeout=60)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.collector.stop(), self._loop).result(timeout=60)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop.close()
+
+    def __enter__(self) -> Addresses:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,131 @@
+"""The store interface every backend implements (SQLite embedded, PostgreSQL at scale).
+
+A store knows spans and SQL, never HTTP. Writes return only after the spans are committed (the receivers answer
+after that), and are deduplicated on (trace_id, span_id). `seq` is the ingest order: rollout reads come back in
+it, and the forwarding outbox tails it with a persisted cursor.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lightning_otel.collector.otlp_decoding import SpanRecord
+
+
+class TransientStoreError(RuntimeError):
+    """The store cannot take writes right now (locked, disk full, connection lost): clients should retry (503)."""
+
+
+@dataclass(slots=True)
+class StoredSpan:
+    seq: int
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
+    service_name: str
+    span_bytes: bytes
+    resource_bytes: bytes
+    scope_bytes: bytes
+
+
+@dataclass(slots=True)
+class WriteResult:
+    inserted: int
+    duplicates: int
+
+
+@dataclass(slots=True)
+class RolloutSummary:
+    rollout_id: str
+    span_count: int
+    start_ns: int
+    end_ns: int
+    agents: list[str]
+    attempts: list[str]
+
+
+@dataclass(slots=True)
+class TraceQuery:
+    """Jaeger-style search: a trace matches when one of its spans matches every condition given."""
+
+    service: str | None = None
+    operation: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    start_ns: int | None = None
+    end_ns: int | None = None
+    min_duration_ns: int | None = None
+    max_duration_ns: int | None = None
+    limit: int = 20
+
+
+class SpanStore(abc.ABC):
+    """Async interface; implementations run blocking database work off the event loop."""
+
+    url: str
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
+        """Commit `records` (duplicates ignored); returns once they are durable."""
+
+    @abc.abstractmethod
+    async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
+        """Spans of a rollout (one attempt, `"latest"`, or all with None) in ingest order."""
+
+    @abc.abstractmethod
+    async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]: ...
+
+    @abc.abstractmethod
+    async def find_trace_ids(self, query: TraceQuery) -> list[bytes]:
+        """Trace ids matching `query` (tags are checked by the caller on candidate spans), newest first."""
+
+    @abc.abstractmethod
+    async def candidate_spans(self, query: TraceQuery, limit: int) -> list[StoredSpan]:
+        """Spans matching every condition of `query` except tags, newest first."""
+
+    @abc.abstractmethod
+    async def services(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def operations(self, service: str | None = None) -> list[tuple[str, int]]:
+        """(span name, span kind) pairs, for one service or all."""
+
+    @abc.abstractmethod
+    async def rollouts(self, limit: int = 100, since_ns: int | None = None) -> list[RolloutSummary]: ...
+
+    @abc.abstractmethod
+    async def delete_before(self, end_ns: int) -> int:
+        """Retention: delete spans that ended before `end_ns`; returns how many."""
+
+    @abc.abstractmethod
+    async def spans_after(self, seq: int, limit: int) -> list[StoredSpan]:
+        """Spans with `seq` greater than `seq`, in order (the forwarding outbox)."""
+
+    @abc.abstractmethod
+    async def get_cursor(self, name: str) -> int: ...
+
+    @abc.abstractmethod
+    async def set_cursor(self, name: str, seq: int) -> None: ...
+
+    @abc.abstractmethod
+    async def span_count(self) -> int: ...
+
+
+def open_store(url: str, **options: object) -> SpanStore:
+    """`sqlite:///path/to/file.sqlite3` (add `?synchronous=full` for power-loss durability) or `postgresql://...`."""
+    if url.startswith("sqlite:"):
+        from lightning_otel.collector.sqlite_store import SQLiteStore
+
+        return SQLiteStore(url, **options)  # type: ignore[arg-type]
+    if url.startswith(("postgresql:", "postgres:")):
+        from lightning_otel.collector.postgres_store import PostgresStore
+
+        return PostgresStore(url, **options)  # type: ignore[arg-type]
+    raise ValueError(f"unsupported store URL {url!r}: use sqlite:///path or postgresql://user@host/db")
