@@ -1,0 +1,330 @@
+"""PostgreSQL backend: the scale store. One writer connection with group commit, a small pool for reads.
+
+Writes queued while a commit runs share the next transaction; each request's spans go in as one
+`INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`, so its inserted/duplicate counts stay exact. A single
+writer also keeps `seq` (the ingest order) equal to commit order, which the forwarding outbox's cursor relies on.
+Connection errors are `TransientStoreError` (the receivers answer 503 and clients retry); the writer reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from lightning_otel.collector.otlp_decoding import SpanRecord
+from lightning_otel.collector.store import (
+    RolloutSummary,
+    SpanStore,
+    StoredSpan,
+    TraceQuery,
+    TransientStoreError,
+    WriteResult,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agl_scopes (
+    id BIGSERIAL PRIMARY KEY,
+    digest BYTEA NOT NULL UNIQUE,
+    resource BYTEA NOT NULL,
+    scope BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agl_spans (
+    seq BIGSERIAL PRIMARY KEY,
+    trace_id BYTEA NOT NULL,
+    span_id BYTEA NOT NULL,
+    parent_span_id BYTEA NOT NULL,
+    name TEXT NOT NULL,
+    kind SMALLINT NOT NULL,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    status_code SMALLINT NOT NULL,
+    service TEXT NOT NULL,
+    rollout_id TEXT,
+    attempt_id TEXT,
+    agent_name TEXT,
+    operation TEXT,
+    scope_id BIGINT NOT NULL,
+    span BYTEA NOT NULL,
+    UNIQUE (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS agl_spans_by_rollout ON agl_spans (rollout_id, attempt_id, seq)
+    WHERE rollout_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS agl_spans_by_service_start ON agl_spans (service, start_ns);
+CREATE INDEX IF NOT EXISTS agl_spans_by_start ON agl_spans (start_ns);
+CREATE INDEX IF NOT EXISTS agl_spans_by_end ON agl_spans (end_ns);
+CREATE TABLE IF NOT EXISTS agl_cursors (name TEXT PRIMARY KEY, seq BIGINT NOT NULL);
+"""
+
+_SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
+_FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
+_INSERT = (
+    "INSERT INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, service, "
+    "rollout_id, attempt_id, agent_name, operation, scope_id, span) "
+    "SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], %s::text[], %s::smallint[], %s::bigint[], "
+    "%s::bigint[], %s::smallint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::bytea[]) ON CONFLICT (trace_id, span_id) DO NOTHING"
+)
+_TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+
+def _stored(row: tuple) -> StoredSpan:
+    return StoredSpan(
+        row[0], bytes(row[1]), bytes(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]), bytes(row[7])
+    )
+
+
+class PostgresStore(SpanStore):
+    def __init__(self, url: str, *, max_batch_spans: int = 20_000, read_connections: int = 4) -> None:
+        self.url = url
+        self.conninfo = url.replace("postgres://", "postgresql://", 1)
+        self.max_batch_spans = max_batch_spans
+        self._pool = AsyncConnectionPool(
+            self.conninfo, min_size=1, max_size=read_connections, open=False, kwargs={"autocommit": True}
+        )
+        self._writes: asyncio.Queue[tuple[Sequence[SpanRecord], asyncio.Future[WriteResult]] | None] = asyncio.Queue()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._connection: psycopg.AsyncConnection | None = None
+        self._scope_ids: dict[bytes, int] = {}
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        try:
+            async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as connection:
+                await connection.execute("SELECT pg_advisory_lock(7283361)")  # two collectors creating at once
+                await connection.execute(SCHEMA)
+                await connection.execute("SELECT pg_advisory_unlock(7283361)")
+            await self._pool.open(wait=True, timeout=30)
+        except psycopg.Error as exc:
+            raise TransientStoreError(f"PostgreSQL at {self._safe_url()} unavailable: {exc}") from exc
+        self._writer_task = asyncio.create_task(self._write_loop(), name="agl-postgres-writer")
+
+    async def close(self) -> None:
+        if self._writer_task is not None:
+            await self._writes.put(None)
+            await self._writer_task
+            self._writer_task = None
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+        await self._pool.close()
+
+    def _safe_url(self) -> str:
+        return self.url.split("@")[-1]
+
+    # --- writes ----------------------------------------------------------------------------------------------
+    async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
+        if not records:
+            return WriteResult(0, 0)
+        if self._writer_task is None:
+            raise TransientStoreError("the store is not running")
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        await self._writes.put((records, future))
+        return await future
+
+    async def _write_loop(self) -> None:
+        while True:
+            first = await self._writes.get()
+            if first is None:
+                return
+            batch, spans, stop = [first], len(first[0]), False
+            while spans < self.max_batch_spans and not self._writes.empty():
+                item = self._writes.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+                spans += len(item[0])
+            await self._commit(batch)
+            if stop:
+                return
+
+    async def _writer_connection(self) -> psycopg.AsyncConnection:
+        if self._connection is None or self._connection.closed:
+            self._connection = await psycopg.AsyncConnection.connect(self.conninfo)
+            self._scope_ids.clear()
+        return self._connection
+
+    async def _scope_id(self, cursor: psycopg.AsyncCursor, record: SpanRecord) -> int:
+        digest = hashlib.blake2b(record.resource_bytes + b"\0" + record.scope_bytes, digest_size=16).digest()
+        scope_id = self._scope_ids.get(digest)
+        if scope_id is None:
+            await cursor.execute(
+                "INSERT INTO agl_scopes (digest, resource, scope) VALUES (%s, %s, %s) "
+                "ON CONFLICT (digest) DO UPDATE SET digest = EXCLUDED.digest RETURNING id",
+                (digest, record.resource_bytes, record.scope_bytes),
+            )
+            scope_id = (await cursor.fetchone())[0]  # type: ignore[index]
+            self._scope_ids[digest] = scope_id
+        return scope_id
+
+    async def _commit(self, batch: list[tuple[Sequence[SpanRecord], asyncio.Future[WriteResult]]]) -> None:
+        results: list[WriteResult] = []
+        try:
+            connection = await self._writer_connection()
+            async with connection.transaction(), connection.cursor() as cursor:
+                for records, _ in batch:
+                    columns: list[list[Any]] = [[] for _ in range(15)]
+                    for record in records:
+                        row = (
+                            record.trace_id,
+                            record.span_id,
+                            record.parent_span_id,
+                            record.name,
+                            record.kind,
+                            record.start_ns,
+                            record.end_ns,
+                            record.status_code,
+                            record.service_name,
+                            record.rollout_id,
+                            record.attempt_id,
+                            record.agent_name,
+                            record.operation,
+                            await self._scope_id(cursor, record),
+                            record.span_bytes,
+                        )
+                        for column, value in zip(columns, row, strict=True):
+                            column.append(value)
+                    await cursor.execute(_INSERT, columns)
+                    results.append(WriteResult(cursor.rowcount, len(records) - cursor.rowcount))
+        except (psycopg.Error, OSError) as exc:
+            self._scope_ids.clear()  # ids from a rolled-back transaction are gone
+            if isinstance(exc, _TRANSIENT) or self._connection is None or self._connection.closed:
+                with contextlib.suppress(Exception):
+                    if self._connection is not None:
+                        await self._connection.close()
+                self._connection = None
+            error = TransientStoreError(f"PostgreSQL write failed: {exc}")
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+    # --- reads -----------------------------------------------------------------------------------------------
+    async def _read(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
+        try:
+            async with self._pool.connection() as connection, connection.cursor() as cursor:
+                await cursor.execute(sql, parameters)
+                return await cursor.fetchall()
+        except _TRANSIENT as exc:
+            raise TransientStoreError(f"PostgreSQL read failed: {exc}") from exc
+
+    async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int:
+        try:
+            async with self._pool.connection() as connection, connection.cursor() as cursor:
+                await cursor.execute(sql, parameters)
+                return cursor.rowcount
+        except _TRANSIENT as exc:
+            raise TransientStoreError(f"PostgreSQL write failed: {exc}") from exc
+
+    async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
+        if attempt_id == "latest":
+            latest = await self._read(
+                "SELECT attempt_id FROM agl_spans WHERE rollout_id = %s ORDER BY seq DESC LIMIT 1", (rollout_id,)
+            )
+            if not latest:
+                return []
+            attempt_id = latest[0][0]
+        if attempt_id is None:
+            rows = await self._read(
+                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = %s ORDER BY s.seq", (rollout_id,)
+            )
+        else:
+            rows = await self._read(
+                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = %s AND s.attempt_id = %s ORDER BY s.seq",
+                (rollout_id, attempt_id),
+            )
+        return [_stored(row) for row in rows]
+
+    async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]:
+        rows = await self._read(
+            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.trace_id = %s ORDER BY s.start_ns, s.seq", (trace_id,)
+        )
+        return [_stored(row) for row in rows]
+
+    @staticmethod
+    def _conditions(query: TraceQuery) -> tuple[str, list[object]]:
+        clauses, parameters = ["TRUE"], []
+        for clause, value in (
+            ("s.service = %s", query.service),
+            ("s.name = %s", query.operation),
+            ("s.start_ns >= %s", query.start_ns),
+            ("s.start_ns <= %s", query.end_ns),
+            ("s.end_ns - s.start_ns >= %s", query.min_duration_ns),
+            ("s.end_ns - s.start_ns <= %s", query.max_duration_ns),
+        ):
+            if value is not None and value != "":
+                clauses.append(clause)
+                parameters.append(value)
+        return " AND ".join(clauses), parameters
+
+    async def find_trace_ids(self, query: TraceQuery) -> list[bytes]:
+        where, parameters = self._conditions(query)
+        rows = await self._read(
+            f"SELECT s.trace_id FROM agl_spans s WHERE {where} GROUP BY s.trace_id "
+            "ORDER BY MAX(s.start_ns) DESC LIMIT %s",
+            [*parameters, query.limit],
+        )
+        return [bytes(row[0]) for row in rows]
+
+    async def candidate_spans(self, query: TraceQuery, limit: int) -> list[StoredSpan]:
+        where, parameters = self._conditions(query)
+        rows = await self._read(
+            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE {where} ORDER BY s.start_ns DESC LIMIT %s", [*parameters, limit]
+        )
+        return [_stored(row) for row in rows]
+
+    async def services(self) -> list[str]:
+        return [row[0] for row in await self._read("SELECT DISTINCT service FROM agl_spans ORDER BY service")]
+
+    async def operations(self, service: str | None = None) -> list[tuple[str, int]]:
+        if service is None:
+            rows = await self._read("SELECT DISTINCT name, kind FROM agl_spans ORDER BY name")
+        else:
+            rows = await self._read(
+                "SELECT DISTINCT name, kind FROM agl_spans WHERE service = %s ORDER BY name", (service,)
+            )
+        return [(row[0], row[1]) for row in rows]
+
+    async def rollouts(self, limit: int = 100, since_ns: int | None = None) -> list[RolloutSummary]:
+        rows = await self._read(
+            "SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns), "
+            "array_agg(DISTINCT agent_name) FILTER (WHERE agent_name IS NOT NULL), "
+            "array_agg(DISTINCT attempt_id) FILTER (WHERE attempt_id IS NOT NULL), MAX(seq) AS last "
+            "FROM agl_spans WHERE rollout_id IS NOT NULL AND end_ns >= %s "
+            "GROUP BY rollout_id ORDER BY last DESC LIMIT %s",
+            (since_ns or 0, limit),
+        )
+        return [
+            RolloutSummary(row[0], row[1], row[2], row[3], sorted(row[4] or []), sorted(row[5] or [])) for row in rows
+        ]
+
+    async def delete_before(self, end_ns: int) -> int:
+        return await self._execute("DELETE FROM agl_spans WHERE end_ns < %s", (end_ns,))
+
+    async def spans_after(self, seq: int, limit: int) -> list[StoredSpan]:
+        rows = await self._read(
+            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.seq > %s ORDER BY s.seq LIMIT %s", (seq, limit)
+        )
+        return [_stored(row) for row in rows]
+
+    async def get_cursor(self, name: str) -> int:
+        rows = await self._read("SELECT seq FROM agl_cursors WHERE name = %s", (name,))
+        return int(rows[0][0]) if rows else 0
+
+    async def set_cursor(self, name: str, seq: int) -> None:
+        await self._execute(
+            "INSERT INTO agl_cursors (name, seq) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq",
+            (name, seq),
+        )
+
+    async def span_count(self) -> int:
+        return int((await self._read("SELECT COUNT(*) FROM agl_spans"))[0][0])

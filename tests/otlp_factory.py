@@ -1,0 +1,90 @@
+"""Deterministic OTLP spans and requests for the collector tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+BASE_NS = 1_790_000_000_000_000_000
+
+
+def trace_id(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def span_id(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def value(v: Any) -> AnyValue:
+    if isinstance(v, bool):
+        return AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return AnyValue(int_value=v)
+    if isinstance(v, float):
+        return AnyValue(double_value=v)
+    if isinstance(v, (list, tuple)):
+        return AnyValue(array_value=ArrayValue(values=[value(x) for x in v]))
+    return AnyValue(string_value=str(v))
+
+
+def kv(attributes: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=k, value=value(v)) for k, v in attributes.items()]
+
+
+def make_span(
+    trace: int,
+    span: int,
+    *,
+    parent: int = 0,
+    name: str = "op",
+    rollout: str | None = None,
+    attempt: str | None = None,
+    agent: str | None = None,
+    operation: str | None = None,
+    start_us: int = 0,
+    duration_us: int = 1000,
+    kind: int = 1,
+    status: int = 0,
+    attributes: dict[str, Any] | None = None,
+) -> Span:
+    attrs = dict(attributes or {})
+    for key, val in (
+        ("agl.rollout.id", rollout),
+        ("agl.attempt.id", attempt),
+        ("gen_ai.agent.name", agent),
+        ("gen_ai.operation.name", operation),
+    ):
+        if val is not None:
+            attrs[key] = val
+    start = BASE_NS + start_us * 1000
+    return Span(
+        trace_id=trace_id(trace),
+        span_id=span_id(span),
+        parent_span_id=span_id(parent) if parent else b"",
+        name=name,
+        kind=kind,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + duration_us * 1000,
+        attributes=kv(attrs),
+        status=Status(code=status),
+    )
+
+
+def make_request(spans: list[Span], service: str = "svc", scope: str = "tests") -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.extend(kv({"service.name": service}))
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.name = scope
+    scope_spans.spans.extend(spans)
+    return request
+
+
+def records(spans: list[Span], service: str = "svc") -> list:
+    from lightning_otel.collector.otlp_decoding import records_of
+
+    return records_of(make_request(spans, service)).records
