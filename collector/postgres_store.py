@@ -210,20 +210,22 @@ class PostgresStore(SpanStore):
 
     # --- reads -----------------------------------------------------------------------------------------------
     async def _read(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
-        try:
-            async with self._pool.connection() as connection, connection.cursor() as cursor:
-                await cursor.execute(sql, parameters)
-                return await cursor.fetchall()
-        except _TRANSIENT as exc:
-            raise TransientStoreError(f"PostgreSQL read failed: {exc}") from exc
+        return await self._on_pool(sql, parameters, fetch=True)  # type: ignore[return-value]
 
     async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int:
-        try:
-            async with self._pool.connection() as connection, connection.cursor() as cursor:
-                await cursor.execute(sql, parameters)
-                return cursor.rowcount
-        except _TRANSIENT as exc:
-            raise TransientStoreError(f"PostgreSQL write failed: {exc}") from exc
+        return await self._on_pool(sql, parameters, fetch=False)  # type: ignore[return-value]
+
+    async def _on_pool(self, sql: str, parameters: Sequence[object], *, fetch: bool) -> list[tuple] | int:
+        # A second try: pooled connections opened before a server restart fail once, then are replaced.
+        for attempt in (1, 2):
+            try:
+                async with self._pool.connection() as connection, connection.cursor() as cursor:
+                    await cursor.execute(sql, parameters)
+                    return await cursor.fetchall() if fetch else cursor.rowcount
+            except _TRANSIENT as exc:
+                if attempt == 2:
+                    raise TransientStoreError(f"PostgreSQL query failed: {exc}") from exc
+        raise AssertionError("unreachable")
 
     async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
         if attempt_id == "latest":

@@ -31,7 +31,7 @@ from lightning_otel.collector.http_receiver import bearer_ok
 from lightning_otel.collector.ingest import Ingestor
 from lightning_otel.collector.jaeger_json import envelope, error_envelope, jaeger_trace, span_matches_tags
 from lightning_otel.collector.otlp_json import flat_span, traces_data_json
-from lightning_otel.collector.store import SpanStore, TraceQuery
+from lightning_otel.collector.store import SpanStore, TraceQuery, TransientStoreError
 
 _KIND_NAMES = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
@@ -314,9 +314,12 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
     async def bad_query(request: Request, exc: Exception) -> Response:
         return JSONResponse(error_envelope(400, str(exc)), status_code=400)
 
+    async def store_unavailable(request: Request, exc: Exception) -> Response:
+        return JSONResponse(error_envelope(503, str(exc)), status_code=503, headers={"Retry-After": "1"})
+
     return Starlette(
         routes=routes,
-        exception_handlers={BadQuery: bad_query},
+        exception_handlers={BadQuery: bad_query, TransientStoreError: store_unavailable},
         middleware=[Middleware(BearerAuth, token=auth_token, open_paths={"/healthz"})],
     )
 

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import grpc
 import uvicorn
@@ -25,6 +26,8 @@ from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
 from lightning_otel.collector.query_api import build_query_app
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore, open_store
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -159,13 +162,26 @@ class EmbeddedCollector:
 
     def start(self) -> Addresses:
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self.collector.start(), self._loop).result(timeout=60)
+        return self.run(self.collector.start(), timeout=60)
+
+    @property
+    def addresses(self) -> Addresses:
+        assert self.collector.addresses is not None, "start() the collector first"
+        return self.collector.addresses
+
+    @property
+    def store(self) -> SpanStore:
+        return self.collector.store
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        """Run `coroutine` on the collector's loop (e.g. a store query) and return its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=timeout)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
             return
         try:
-            asyncio.run_coroutine_threadsafe(self.collector.stop(), self._loop).result(timeout=60)
+            self.run(self.collector.stop(), timeout=60)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)

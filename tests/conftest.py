@@ -47,3 +47,29 @@ async def span_store(store_url: str) -> AsyncIterator[object]:
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture
+def start_collector(tmp_path: object) -> Iterator[object]:
+    """Start in-process collectors on free loopback ports: `collector = start_collector(auth_token="t")`;
+    `collector.addresses` has the URLs, `collector.run(collector.store.trace_spans(...))` queries the store."""
+    from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+
+    running: list[EmbeddedCollector] = []
+
+    def start(**overrides: object) -> object:
+        options: dict[str, object] = {
+            "http_port": 0,
+            "grpc_port": 0,
+            "query_port": 0,
+            "store_url": f"sqlite:///{tmp_path}/collector-{len(running)}.sqlite3",
+        }
+        options.update(overrides)
+        embedded = EmbeddedCollector(CollectorConfig(**options))  # type: ignore[arg-type]
+        running.append(embedded)
+        embedded.start()
+        return embedded
+
+    yield start
+    for embedded in reversed(running):
+        embedded.stop()

@@ -65,14 +65,29 @@ class ThrowawayPostgres:
             "--no-sync",
             "--locale=C",
         )
-        options = (
-            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync={'on' if self.fsync else 'off'}"
-            " -c max_connections=200 -c shared_buffers=256MB"
-        )
-        self._run(
-            str(self.bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.base / "log"), "-w", "start"
-        )
+        self.start_again()
         return self
+
+    def start_again(self) -> None:
+        """Start the initialized cluster (again, after `stop()`, on the same port)."""
+        self._run(
+            str(self.bin_dir / "pg_ctl"),
+            "-D",
+            str(self.base / "data"),
+            "-o",
+            self._options(),
+            "-l",
+            str(self.base / "log"),
+            "-w",
+            "start",
+        )
+
+    def _options(self) -> str:
+        fsync = "on" if self.fsync else "off"
+        return (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync={fsync} "
+            "-c max_connections=200 -c shared_buffers=256MB"
+        )
 
     def stop(self) -> None:
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.base / "data"), "-m", "fast", "-w", "stop")
