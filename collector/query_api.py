@@ -234,13 +234,13 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
 
     async def traces(request: Request) -> Response:
         found = await find_traces(legacy_query(request))
-        return JSONResponse(envelope([jaeger_trace(spans) for spans in found]))
+        return JSONResponse(envelope([jaeger_trace(spans) for spans in found], total=0))  # as Jaeger answers
 
     async def trace(request: Request) -> Response:
         spans = await store.trace_spans(_trace_id(request.path_params["trace_id"]))
         if not spans:
             return JSONResponse(error_envelope(404, "trace not found"), status_code=404)
-        return JSONResponse(envelope([jaeger_trace(spans)]))
+        return JSONResponse(envelope([jaeger_trace(spans)], total=0))
 
     # --- Jaeger v3 ---------------------------------------------------------------------------------------------
     async def v3_services(request: Request) -> Response:

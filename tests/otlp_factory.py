@@ -88,3 +88,55 @@ def records(spans: list[Span], service: str = "svc") -> list:
     from lightning_otel.collector.otlp_decoding import records_of
 
     return records_of(make_request(spans, service)).records
+
+
+def golden_request() -> ExportTraceServiceRequest:
+    """A small agent trace with every shape the Jaeger outputs must render: parent/child, a link, an event, an
+    error status with a message, CLIENT and INTERNAL kinds, int64 beyond 2^53, doubles, bools, arrays."""
+    root = make_span(
+        0xABC,
+        1,
+        name="invoke_agent writer",
+        rollout="r-1",
+        attempt="a-1",
+        agent="writer",
+        operation="invoke_agent",
+        duration_us=5000,
+    )
+    llm = make_span(
+        0xABC,
+        2,
+        parent=1,
+        name="chat tiny",
+        kind=3,
+        rollout="r-1",
+        attempt="a-1",
+        agent="writer",
+        operation="chat",
+        start_us=100,
+        duration_us=2000,
+        attributes={
+            "agl.llm.prompt_token_ids": [151644, 8948],
+            "gen_ai.usage.input_tokens": 2,
+            "big": 2**60,
+            "ratio": 0.5,
+            "ok": True,
+        },
+    )
+    llm.events.add(time_unix_nano=llm.start_time_unix_nano + 500_000, name="gen_ai.choice", attributes=kv({"index": 0}))
+    tool = make_span(
+        0xABC,
+        3,
+        parent=1,
+        name="execute_tool sql",
+        rollout="r-1",
+        attempt="a-1",
+        start_us=2500,
+        duration_us=100,
+        status=2,
+    )
+    tool.status.message = "syntax error"
+    tool.links.add(trace_id=trace_id(0xDEF), span_id=span_id(9))
+    request = make_request([root, llm, tool], service="sql-agent")
+    request.resource_spans[0].resource.attributes.extend(kv({"host.name": "box-1"}))
+    return request
