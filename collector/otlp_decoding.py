@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import math
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ class SpanRecord:
     span_bytes: bytes
     resource_bytes: bytes
     scope_bytes: bytes
+    scope_digest: bytes  # identifies (resource, scope): stores keep each pair once
 
 
 @dataclass(slots=True)
@@ -81,12 +83,13 @@ def records_of(request: ExportTraceServiceRequest) -> DecodedRequest:
         service = _service_name(resource)
         for scope_spans in resource_spans.scope_spans:
             scope_bytes = scope_spans.scope.SerializeToString(deterministic=True)
+            scope_digest = hashlib.blake2b(resource_bytes + b"\0" + scope_bytes, digest_size=16).digest()
             for span in scope_spans.spans:
                 problem = _id_problem(span)
                 if problem:
                     errors.append(problem)
                     continue
-                records.append(_record(span, service, resource_bytes, scope_bytes))
+                records.append(_record(span, service, resource_bytes, scope_bytes, scope_digest))
     return DecodedRequest(records, len(errors), errors)
 
 
@@ -107,33 +110,41 @@ def _service_name(resource: Resource) -> str:
     return "unknown_service"
 
 
-def _record(span: Span, service: str, resource_bytes: bytes, scope_bytes: bytes) -> SpanRecord:
-    wanted = {
-        semconv.AGL_ROLLOUT_ID: None,
-        semconv.AGL_ATTEMPT_ID: None,
-        semconv.GEN_AI_AGENT_NAME: None,
-        semconv.GEN_AI_OPERATION_NAME: None,
-    }
+_INDEXED = {
+    semconv.AGL_ROLLOUT_ID: 0,
+    semconv.AGL_ATTEMPT_ID: 1,
+    semconv.GEN_AI_AGENT_NAME: 2,
+    semconv.GEN_AI_OPERATION_NAME: 3,
+}
+
+
+def _record(span: Span, service: str, resource_bytes: bytes, scope_bytes: bytes, scope_digest: bytes) -> SpanRecord:
+    # The ingest hot path (~10 us a span): one pass over the attributes, positional construction.
+    indexed: list[str | None] = [None, None, None, None]
     for attribute in span.attributes:
-        if attribute.key in wanted and attribute.value.HasField("string_value"):
-            wanted[attribute.key] = attribute.value.string_value
+        slot = _INDEXED.get(attribute.key)
+        if slot is not None:
+            value = attribute.value
+            if value.HasField("string_value"):
+                indexed[slot] = value.string_value
     return SpanRecord(
-        trace_id=span.trace_id,
-        span_id=span.span_id,
-        parent_span_id=span.parent_span_id,
-        name=span.name,
-        kind=span.kind,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano,
-        status_code=span.status.code,
-        service_name=service,
-        rollout_id=wanted[semconv.AGL_ROLLOUT_ID],
-        attempt_id=wanted[semconv.AGL_ATTEMPT_ID],
-        agent_name=wanted[semconv.GEN_AI_AGENT_NAME],
-        operation=wanted[semconv.GEN_AI_OPERATION_NAME],
-        span_bytes=span.SerializeToString(deterministic=True),
-        resource_bytes=resource_bytes,
-        scope_bytes=scope_bytes,
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.name,
+        span.kind,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        span.status.code,
+        service,
+        indexed[0],
+        indexed[1],
+        indexed[2],
+        indexed[3],
+        span.SerializeToString(deterministic=True),
+        resource_bytes,
+        scope_bytes,
+        scope_digest,
     )
 
 

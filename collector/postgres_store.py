@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,7 +150,7 @@ class PostgresStore(SpanStore):
         return self._connection
 
     async def _scope_id(self, cursor: psycopg.AsyncCursor, record: SpanRecord) -> int:
-        digest = hashlib.blake2b(record.resource_bytes + b"\0" + record.scope_bytes, digest_size=16).digest()
+        digest = record.scope_digest
         scope_id = self._scope_ids.get(digest)
         if scope_id is None:
             await cursor.execute(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import queue
 import sqlite3
@@ -173,9 +172,7 @@ class SQLiteStore(SpanStore):
             for records, _ in batch:
                 rows = []
                 for record in records:
-                    digest = hashlib.blake2b(
-                        record.resource_bytes + b"\0" + record.scope_bytes, digest_size=16
-                    ).digest()
+                    digest = record.scope_digest
                     scope_id = scope_ids.get(digest)
                     if scope_id is None:
                         connection.execute(

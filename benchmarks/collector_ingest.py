@@ -1,0 +1,249 @@
+"""Collector throughput and latency: the `agl-otel-collector` process under OTLP/HTTP load from other processes.
+
+    python benchmarks/collector_ingest.py [--store sqlite|postgresql|both] [--seconds 10] [--big-store 1000000]
+
+Measures, with acknowledgement only after commit:
+1. sustained ingest: 4 sender processes, each looping 512-span protobuf batches (the SDK's default batch size),
+   spans with realistic attributes (rollout ids, 20-50 token ids); spans/s committed;
+2. ack latency at a fixed offered load (5k spans/s, paced), p50/p99;
+3. RSS of the collector under 3x overload (senders unpaced, more of them), and how many requests got 503;
+4. reading one 2,000-span rollout from a store holding `--big-store` spans (the trainer's hot path), median of 20.
+The baseline printed beside each figure is the same load against a bare receiver that decodes the protobuf and
+drops it (no store): what storing costs is the ratio between the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.otlp_factory import make_request, make_span
+
+PB = {"content-type": "application/x-protobuf"}
+BATCH = 512
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def batch_body(worker: int, n: int, rollouts: int = 64) -> bytes:
+    spans = []
+    for s in range(BATCH):
+        tokens = list(range(20 + s % 30))
+        spans.append(make_span(worker << 40 | n << 8 | s % 16 + 1, s + 1, parent=0, name="chat m",
+                               rollout=f"w{worker}-r{(n * BATCH + s) % rollouts}", attempt="a1", agent="writer",
+                               operation="chat", kind=3,
+                               attributes={"agl.llm.prompt_token_ids": tokens, "agl.llm.response_token_ids": tokens,
+                                           "gen_ai.usage.input_tokens": len(tokens)}))
+    return make_request(spans, service="bench").SerializeToString()
+
+
+def sender(url: str, worker: int, seconds: float, rate: float | None, results: mp.Queue) -> None:
+    """Send batches for `seconds`; `rate` (spans/s for this worker) paces them. Reports latencies and statuses."""
+    bodies = [batch_body(worker, n) for n in range(64)]
+    latencies, statuses = [], {}
+    interval = BATCH / rate if rate else 0.0
+    with httpx.Client(timeout=30) as client:
+        started = time.perf_counter()
+        n = 0
+        while (now := time.perf_counter()) - started < seconds:
+            if interval:
+                due = started + n * interval
+                if due > now:
+                    time.sleep(due - now)
+            body = bodies[n % len(bodies)] if n < len(bodies) else batch_body(worker, n)
+            sent = time.perf_counter()
+            status = client.post(url, content=body, headers=PB).status_code
+            latencies.append(time.perf_counter() - sent)
+            statuses[status] = statuses.get(status, 0) + 1
+            n += 1
+    results.put((latencies, statuses))
+
+
+def run_senders(url: str, workers: int, seconds: float, rate: float | None = None) -> tuple[list[float], dict]:
+    results: mp.Queue = mp.Queue()
+    processes = [mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results))
+                 for w in range(workers)]
+    for process in processes:
+        process.start()
+    latencies, statuses = [], {}
+    for _ in processes:
+        lat, stat = results.get(timeout=seconds + 120)
+        latencies += lat
+        for key, value in stat.items():
+            statuses[key] = statuses.get(key, 0) + value
+    for process in processes:
+        process.join()
+    return latencies, statuses
+
+
+class CollectorProcess:
+    def __init__(self, store_url: str, *extra: str) -> None:
+        self.http_port, self.query_port = _free_port(), _free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "lightning_otel.collector", "--store", store_url, "--grpc-port", "-1",
+             "--http-port", str(self.http_port), "--query-port", str(self.query_port), *extra],
+            stdout=subprocess.PIPE, text=True)
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            if line.startswith("  store"):
+                break
+        self.url = f"http://127.0.0.1:{self.http_port}/v1/traces"
+        self.query = f"http://127.0.0.1:{self.query_port}"
+
+    def rss_mib(self) -> float:
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):  # peak resident set
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
+BARE_RECEIVER = """
+import sys
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as pb
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+import uvicorn
+OK = pb.ExportTraceServiceResponse().SerializeToString()
+async def export(request):
+    pb.ExportTraceServiceRequest.FromString(await request.body())
+    return Response(OK, media_type="application/x-protobuf")
+uvicorn.run(Starlette(routes=[Route("/v1/traces", export, methods=["POST"])]), host="127.0.0.1",
+            port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
+
+
+def bare_receiver() -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-c", BARE_RECEIVER, str(port)])
+    for _ in range(200):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/")
+            break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port}/v1/traces"
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] if len(values) > 1 else values[0]
+
+
+def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
+    print(f"\n== {label}: {store_url.split('@')[-1]}")
+    bare, bare_url = bare_receiver()
+    try:
+        lat, statuses = run_senders(bare_url, 4, seconds)
+        bare_rate = statuses.get(200, 0) * BATCH / seconds
+    finally:
+        bare.terminate()
+        bare.wait()
+    collector = CollectorProcess(store_url)
+    try:
+        lat, statuses = run_senders(collector.url, 4, seconds)
+        rate = statuses.get(200, 0) * BATCH / seconds
+        print(f"sustained ingest (ack after commit): {rate:,.0f} spans/s   bare decode-and-drop receiver: "
+              f"{bare_rate:,.0f} spans/s   ratio {rate / bare_rate:.2f}x   statuses {statuses}")
+        lat, statuses = run_senders(collector.url, 2, seconds, rate=5000)
+        print(f"ack latency at 5,000 spans/s offered: p50 {percentile(lat, 0.5) * 1000:.1f} ms   "
+              f"p99 {percentile(lat, 0.99) * 1000:.1f} ms   statuses {statuses}")
+    finally:
+        collector.stop()
+    collector = CollectorProcess(store_url, "--max-in-flight-bytes", str(16 << 20))
+    try:
+        lat, statuses = run_senders(collector.url, 12, seconds)
+        print(f"overload (12 unpaced senders, ~3x capacity): peak RSS {collector.rss_mib():.0f} MiB   "
+              f"statuses {statuses} (503 = told to retry)")
+    finally:
+        collector.stop()
+    if big_store:
+        read_big_rollout(store_url, big_store)
+
+
+def read_big_rollout(store_url: str, total: int) -> None:
+    collector = CollectorProcess(store_url)
+    try:
+        have = len(httpx.get(collector.query + "/v1/rollouts/target/spans", timeout=60).json()["spans"])
+        if have < 2000:
+            filler = total - 2000
+            print(f"building a {total:,}-span store ...", flush=True)
+            run_fill(collector.url, filler)
+            spans = [make_span(0xFEED << 20 | s // 100 + 1, s + 1, rollout="target", attempt="a1", name="chat m",
+                               attributes={"agl.llm.prompt_token_ids": list(range(200))}) for s in range(2000)]
+            for start in range(0, 2000, 500):
+                httpx.post(collector.url, content=make_request(spans[start:start + 500]).SerializeToString(),
+                           headers=PB, timeout=60)
+        timings = []
+        with httpx.Client(timeout=60) as client:
+            for _ in range(20):
+                started = time.perf_counter()
+                spans = client.get(collector.query + "/v1/rollouts/target/spans").json()["spans"]
+                timings.append(time.perf_counter() - started)
+        assert len(spans) == 2000, len(spans)
+        count = httpx.get(collector.query + "/metrics").text  # noqa: F841 - keeps the collector warm
+        print(f"read a 2,000-span rollout (HTTP + JSON, 200 token ids each) from a {total:,}-span store: "
+              f"median {statistics.median(timings) * 1000:.1f} ms, min {min(timings) * 1000:.1f} ms")
+    finally:
+        collector.stop()
+
+
+def run_fill(url: str, spans: int) -> None:
+    batches = spans // BATCH
+    per_worker = batches // 4
+    processes = [mp.Process(target=_fill_worker, args=(url, w + 100, per_worker)) for w in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+
+
+def _fill_worker(url: str, worker: int, batches: int) -> None:
+    with httpx.Client(timeout=60) as client:
+        for n in range(batches):
+            while client.post(url, content=batch_body(worker, n, rollouts=10_000), headers=PB).status_code != 200:
+                time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--big-store", type=int, default=1_000_000, help="spans in the store for the read test")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
+    if args.store in ("sqlite", "both"):
+        measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds,
+                args.big_store)
+    if args.store in ("postgresql", "both"):
+        from tests.pg_cluster import ThrowawayPostgres
+
+        cluster = ThrowawayPostgres(fsync=True).start()
+        try:
+            measure(cluster.create_database("bench"), "PostgreSQL 15 (fsync on)", args.seconds, args.big_store)
+        finally:
+            cluster.destroy()
+    print(f"\nmachine: {os.cpu_count()} cores; senders, collector and database share them")
+
+
+if __name__ == "__main__":
+    main()
