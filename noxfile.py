@@ -1,6 +1,7 @@
 """Extra environments whose pins conflict with the main one (run: `.venv/bin/nox`).
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
+- `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3"]
+nox.options.sessions = ["openai3", "jaeger_client"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -31,6 +32,13 @@ def openai3(session: nox.Session) -> None:
         "-q",
         "tests",
         "--ignore=tests/test_packaging.py",
+        "--ignore=tests/collector",  # the collector does not use the openai client
         *session.posargs,
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
+
+
+@nox.session
+def jaeger_client(session: nox.Session) -> None:
+    session.install("-e", ".[collector]", "jaeger-mcp>=0.6", "pytest>=8", "pytest-asyncio>=0.24")
+    session.run("python", "-m", "pytest", "-q", "tests/jaeger_lane", *session.posargs, env={"AGL_LANE": "jaeger"})

@@ -29,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.otlp_factory import make_request, make_span
+from tests.collector.otlp_factory import make_request, make_span
 
 PB = {"content-type": "application/x-protobuf"}
 BATCH = 512
@@ -45,11 +45,24 @@ def batch_body(worker: int, n: int, rollouts: int = 64) -> bytes:
     spans = []
     for s in range(BATCH):
         tokens = list(range(20 + s % 30))
-        spans.append(make_span(worker << 40 | n << 8 | s % 16 + 1, s + 1, parent=0, name="chat m",
-                               rollout=f"w{worker}-r{(n * BATCH + s) % rollouts}", attempt="a1", agent="writer",
-                               operation="chat", kind=3,
-                               attributes={"agl.llm.prompt_token_ids": tokens, "agl.llm.response_token_ids": tokens,
-                                           "gen_ai.usage.input_tokens": len(tokens)}))
+        spans.append(
+            make_span(
+                worker << 40 | n << 8 | s % 16 + 1,
+                s + 1,
+                parent=0,
+                name="chat m",
+                rollout=f"w{worker}-r{(n * BATCH + s) % rollouts}",
+                attempt="a1",
+                agent="writer",
+                operation="chat",
+                kind=3,
+                attributes={
+                    "agl.llm.prompt_token_ids": tokens,
+                    "agl.llm.response_token_ids": tokens,
+                    "gen_ai.usage.input_tokens": len(tokens),
+                },
+            )
+        )
     return make_request(spans, service="bench").SerializeToString()
 
 
@@ -77,8 +90,10 @@ def sender(url: str, worker: int, seconds: float, rate: float | None, results: m
 
 def run_senders(url: str, workers: int, seconds: float, rate: float | None = None) -> tuple[list[float], dict]:
     results: mp.Queue = mp.Queue()
-    processes = [mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results))
-                 for w in range(workers)]
+    processes = [
+        mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results))
+        for w in range(workers)
+    ]
     for process in processes:
         process.start()
     latencies, statuses = [], {}
@@ -96,9 +111,23 @@ class CollectorProcess:
     def __init__(self, store_url: str, *extra: str) -> None:
         self.http_port, self.query_port = _free_port(), _free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lightning_otel.collector", "--store", store_url, "--grpc-port", "-1",
-             "--http-port", str(self.http_port), "--query-port", str(self.query_port), *extra],
-            stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "lightning_otel.collector",
+                "--store",
+                store_url,
+                "--grpc-port",
+                "-1",
+                "--http-port",
+                str(self.http_port),
+                "--query-port",
+                str(self.query_port),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for line in self.process.stdout:  # type: ignore[union-attr]
             if line.startswith("  store"):
                 break
@@ -162,18 +191,24 @@ def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
     try:
         lat, statuses = run_senders(collector.url, 4, seconds)
         rate = statuses.get(200, 0) * BATCH / seconds
-        print(f"sustained ingest (ack after commit): {rate:,.0f} spans/s   bare decode-and-drop receiver: "
-              f"{bare_rate:,.0f} spans/s   ratio {rate / bare_rate:.2f}x   statuses {statuses}")
+        print(
+            f"sustained ingest (ack after commit): {rate:,.0f} spans/s   bare decode-and-drop receiver: "
+            f"{bare_rate:,.0f} spans/s   ratio {rate / bare_rate:.2f}x   statuses {statuses}"
+        )
         lat, statuses = run_senders(collector.url, 2, seconds, rate=5000)
-        print(f"ack latency at 5,000 spans/s offered: p50 {percentile(lat, 0.5) * 1000:.1f} ms   "
-              f"p99 {percentile(lat, 0.99) * 1000:.1f} ms   statuses {statuses}")
+        print(
+            f"ack latency at 5,000 spans/s offered: p50 {percentile(lat, 0.5) * 1000:.1f} ms   "
+            f"p99 {percentile(lat, 0.99) * 1000:.1f} ms   statuses {statuses}"
+        )
     finally:
         collector.stop()
     collector = CollectorProcess(store_url, "--max-in-flight-bytes", str(16 << 20))
     try:
         lat, statuses = run_senders(collector.url, 12, seconds)
-        print(f"overload (12 unpaced senders, ~3x capacity): peak RSS {collector.rss_mib():.0f} MiB   "
-              f"statuses {statuses} (503 = told to retry)")
+        print(
+            f"overload (12 unpaced senders, ~3x capacity): peak RSS {collector.rss_mib():.0f} MiB   "
+            f"statuses {statuses} (503 = told to retry)"
+        )
     finally:
         collector.stop()
     if big_store:
@@ -188,11 +223,24 @@ def read_big_rollout(store_url: str, total: int) -> None:
             filler = total - 2000
             print(f"building a {total:,}-span store ...", flush=True)
             run_fill(collector.url, filler)
-            spans = [make_span(0xFEED << 20 | s // 100 + 1, s + 1, rollout="target", attempt="a1", name="chat m",
-                               attributes={"agl.llm.prompt_token_ids": list(range(200))}) for s in range(2000)]
+            spans = [
+                make_span(
+                    0xFEED << 20 | s // 100 + 1,
+                    s + 1,
+                    rollout="target",
+                    attempt="a1",
+                    name="chat m",
+                    attributes={"agl.llm.prompt_token_ids": list(range(200))},
+                )
+                for s in range(2000)
+            ]
             for start in range(0, 2000, 500):
-                httpx.post(collector.url, content=make_request(spans[start:start + 500]).SerializeToString(),
-                           headers=PB, timeout=60)
+                httpx.post(
+                    collector.url,
+                    content=make_request(spans[start : start + 500]).SerializeToString(),
+                    headers=PB,
+                    timeout=60,
+                )
         timings = []
         with httpx.Client(timeout=60) as client:
             for _ in range(20):
@@ -201,8 +249,10 @@ def read_big_rollout(store_url: str, total: int) -> None:
                 timings.append(time.perf_counter() - started)
         assert len(spans) == 2000, len(spans)
         count = httpx.get(collector.query + "/metrics").text  # noqa: F841 - keeps the collector warm
-        print(f"read a 2,000-span rollout (HTTP + JSON, 200 token ids each) from a {total:,}-span store: "
-              f"median {statistics.median(timings) * 1000:.1f} ms, min {min(timings) * 1000:.1f} ms")
+        print(
+            f"read a 2,000-span rollout (HTTP + JSON, 200 token ids each) from a {total:,}-span store: "
+            f"median {statistics.median(timings) * 1000:.1f} ms, min {min(timings) * 1000:.1f} ms"
+        )
     finally:
         collector.stop()
 
@@ -232,10 +282,9 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     if args.store in ("sqlite", "both"):
-        measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds,
-                args.big_store)
+        measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds, args.big_store)
     if args.store in ("postgresql", "both"):
-        from tests.pg_cluster import ThrowawayPostgres
+        from tests.collector.pg_cluster import ThrowawayPostgres
 
         cluster = ThrowawayPostgres(fsync=True).start()
         try:

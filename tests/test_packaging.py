@@ -27,12 +27,15 @@ def test_wheel_contains_every_package_and_imports_from_the_wheel(tmp_path):
         "lightning_otel/__init__.py",
         "lightning_otel/instrumentors/openai.py",
         "lightning_otel/collector/__init__.py",
+        "lightning_otel/collector/server.py",
+        "lightning_otel/collector/postgres_store.py",
         "lightning_otel/testing/corpus.txt",
         "lightning_otel/_bootstrap/sitecustomize.py",
     ):
         assert required in names
     assert "agl_openai = lightning_otel.instrumentors.openai:OpenAIInstrumentor" in entry_points
     assert "lightning-otel-run = lightning_otel.run:main" in entry_points
+    assert "agl-otel-collector = lightning_otel.collector.cli:main" in entry_points
     # -S: no .pth files, so the editable checkout is invisible; dependencies come from site-packages.
     probe = (
         "import lightning_otel, lightning_otel.instrumentors.openai, lightning_otel.collector, "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.otlp_factory import make_request, make_span
+from tests.collector.otlp_factory import make_request, make_span
 
 PB = {"content-type": "application/x-protobuf"}
 

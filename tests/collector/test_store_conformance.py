@@ -7,7 +7,7 @@ import asyncio
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from lightning_otel.collector.store import TraceQuery
-from tests.otlp_factory import BASE_NS, make_span, records, trace_id
+from tests.collector.otlp_factory import BASE_NS, make_span, records, trace_id
 
 
 async def test_write_is_idempotent_and_counts_duplicates(span_store) -> None:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.otlp_factory import make_request, make_span
+from tests.collector.otlp_factory import make_request, make_span
 
 PB = {"content-type": "application/x-protobuf"}
 
