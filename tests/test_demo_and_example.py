@@ -27,6 +27,7 @@ def test_demo_prints_each_rollout_with_token_ids_and_rewards():
         check=True,
     )
     out = result.stdout
+    assert "embedded agl-otel-collector" in out and "read back from the collector's store" in out
     assert out.count("rollout demo-rollout-") == 3
     assert out.count("agent=writer") == 3 and out.count("agent=checker") == 3
     assert "complete=False" not in out and "response_ids=0" not in out
