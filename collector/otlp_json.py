@@ -44,7 +44,15 @@ def native_value(value: AnyValue) -> Any:
     """The plain Python value of an attribute (lists for arrays, dicts for kvlists)."""
     kind = value.WhichOneof("value")
     if kind == "array_value":
-        return [native_value(v) for v in value.array_value.values]
+        # Token-id arrays dominate rollout reads: inline the common int/double cases (about 2x faster).
+        return [
+            v.int_value
+            if (k := v.WhichOneof("value")) == "int_value"
+            else v.double_value
+            if k == "double_value"
+            else native_value(v)
+            for v in value.array_value.values
+        ]
     if kind == "kvlist_value":
         return {a.key: native_value(a.value) for a in value.kvlist_value.values}
     if kind == "bytes_value":

@@ -17,7 +17,9 @@ import json
 import re
 import time
 from datetime import datetime
+from typing import Any
 
+import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -48,6 +50,13 @@ _UNIT_NS = {
 
 class BadQuery(ValueError):
     pass
+
+
+class FastJSONResponse(JSONResponse):
+    """orjson for the large rollout payloads (token ids); NaN and infinities become null."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
 
 
 def parse_duration_ns(text: str) -> int:
@@ -155,8 +164,8 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
             await ingestor.wait_for_commit(deadline - time.monotonic())
             spans = await store.rollout_spans(rollout_id, attempt_id)
         if request.query_params.get("format") == "otlp":
-            return JSONResponse({"rollout_id": rollout_id, **traces_data_json(spans)})
-        return JSONResponse({"rollout_id": rollout_id, "spans": [flat_span(s) for s in spans]})
+            return FastJSONResponse({"rollout_id": rollout_id, **traces_data_json(spans)})
+        return FastJSONResponse({"rollout_id": rollout_id, "spans": [flat_span(s) for s in spans]})
 
     async def many_rollout_spans(request: Request) -> Response:
         try:
