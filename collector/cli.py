@@ -72,6 +72,12 @@ def serve_parser() -> argparse.ArgumentParser:
         help=f"also export everything to this OTLP receiver (repeatable; default {forward_default})",
     )
     parser.add_argument("--jaeger-ui-url", default=_env("JAEGER_UI_URL"), help="base URL of a Jaeger UI, for links")
+    parser.add_argument(
+        "--retention",
+        default=_env("RETENTION"),
+        metavar="DURATION",
+        help="delete spans that ended longer ago than this, e.g. 7d or 12h (default: keep all)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=_env_int("MAX_BODY_BYTES", 64 << 20))
     parser.add_argument(
         "--max-in-flight-bytes",
@@ -97,6 +103,17 @@ def link_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _retention_s(text: str | None) -> float | None:
+    if not text:
+        return None
+    from lightning_otel.collector.query_api import BadQuery, parse_duration_ns
+
+    try:
+        return parse_duration_ns(text) / 1e9
+    except BadQuery as exc:
+        raise SystemExit(f"agl-otel-collector: --retention: {exc}") from None
+
+
 async def _serve(args: argparse.Namespace) -> None:
     from lightning_otel.collector.server import Collector, CollectorConfig
 
@@ -111,6 +128,7 @@ async def _serve(args: argparse.Namespace) -> None:
         jaeger_ui_url=args.jaeger_ui_url,
         max_body_bytes=args.max_body_bytes,
         max_in_flight_bytes=args.max_in_flight_bytes,
+        retention_s=_retention_s(args.retention),
     )
     collector = Collector(config)
     stop = asyncio.Event()
@@ -121,6 +139,11 @@ async def _serve(args: argparse.Namespace) -> None:
     print("agl-otel-collector ready", *addresses.lines(), sep="\n", flush=True)
     for url in config.forward_otlp:
         print(f"  forwarding to {url}", flush=True)
+    if config.jaeger_ui_url:
+        print(
+            f"  Jaeger UI  {config.jaeger_ui_url.rstrip('/')}/search (links: agl-otel-collector link ROLLOUT_ID)",
+            flush=True,
+        )
     await stop.wait()
     print("agl-otel-collector: draining and stopping", flush=True)
     await collector.stop()

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -117,6 +117,9 @@ def build_otlp_app(
                 body = inflate(body, max_body_bytes)
             decoded = decode_json(body) if as_json else decode_protobuf(body)
             result = await ingestor.ingest(decoded)
+        except ClientDisconnect:  # the client went away mid-body: nothing was stored, nobody to answer
+            metrics.requests.labels("http", "client_disconnected").inc()
+            return Response(status_code=400)
         except BodyTooLarge as exc:
             metrics.requests.labels("http", "too_large").inc()
             return _error(413, 8, str(exc), as_json)

@@ -61,6 +61,9 @@ class CollectorMetrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=self.registry,
         )
+        self.spans_deleted = Counter(
+            "agl_collector_spans_deleted", "Spans deleted by --retention", registry=self.registry
+        )
         self.forward_batches = Counter(
             "agl_collector_forward_batches",
             "Forwarded batches by destination/outcome",

@@ -36,7 +36,7 @@ from lightning_otel.collector.otlp_json import flat_span, traces_data_json
 from lightning_otel.collector.store import SpanStore, TraceQuery, TransientStoreError
 
 _KIND_NAMES = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h|d)")
 _UNIT_NS = {
     "ns": 1,
     "us": 1_000,
@@ -45,6 +45,7 @@ _UNIT_NS = {
     "s": 1_000_000_000,
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
 }
 
 

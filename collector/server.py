@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,6 +30,7 @@ from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore, open_store
 
 T = TypeVar("T")
+log = logging.getLogger("lightning_otel.collector")
 
 
 @dataclass(slots=True)
@@ -43,6 +46,7 @@ class CollectorConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     max_in_flight_bytes: int = 64 * 1024 * 1024
     drain_timeout_s: float = 10.0
+    retention_s: float | None = None  # delete spans that ended longer ago than this (checked at start, then hourly)
 
 
 @dataclass(slots=True)
@@ -94,6 +98,7 @@ class Collector:
         self._http_tasks: list[asyncio.Task[None]] = []
         self._grpc_server: grpc.aio.Server | None = None
         self._forwarders: list[Forwarder] = []
+        self._retention_task: asyncio.Task[None] | None = None
 
     async def start(self) -> Addresses:
         config = self.config
@@ -128,6 +133,8 @@ class Collector:
                 await asyncio.gather(*self._http_tasks)  # surfaces the startup error
                 raise RuntimeError("an HTTP server stopped during startup")
             await asyncio.sleep(0.01)
+        if config.retention_s:
+            self._retention_task = asyncio.create_task(self._enforce_retention(config.retention_s))
         for url in config.forward_otlp:
             forwarder = Forwarder(self.store, self.ingestor, url, metrics=self.metrics)
             forwarder.start()
@@ -141,8 +148,20 @@ class Collector:
         )
         return self.addresses
 
+    async def _enforce_retention(self, retention_s: float) -> None:
+        while True:
+            try:
+                deleted = await self.store.delete_before(time.time_ns() - int(retention_s * 1e9))
+                self.metrics.spans_deleted.inc(deleted)
+            except Exception:
+                log.exception("retention: deleting old spans failed; trying again later")
+            await asyncio.sleep(min(retention_s / 10, 3600.0))
+
     async def stop(self) -> None:
         """Stop accepting, let in-flight exports finish (they are acknowledged after commit), close the store."""
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            await asyncio.gather(self._retention_task, return_exceptions=True)
         for server in self._http_servers:
             server.should_exit = True
         if self._grpc_server is not None:

@@ -316,9 +316,18 @@ class SQLiteStore(SpanStore):
 
     async def delete_before(self, end_ns: int) -> int:
         def run() -> int:
+            # In chunks: each transaction holds SQLite's write lock briefly, so ingestion keeps flowing.
             connection = self._connect()
+            deleted = 0
             try:
-                return connection.execute("DELETE FROM spans WHERE end_ns < ?", (end_ns,)).rowcount
+                while True:
+                    count = connection.execute(
+                        "DELETE FROM spans WHERE seq IN (SELECT seq FROM spans WHERE end_ns < ? LIMIT 5000)",
+                        (end_ns,),
+                    ).rowcount
+                    deleted += count
+                    if count < 5000:
+                        return deleted
             finally:
                 connection.close()
 

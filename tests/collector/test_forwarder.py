@@ -11,7 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.collector.otlp_factory import make_request, make_span
+from tests.collector.helpers import send as _send
+from tests.collector.helpers import stored_ids as _stored_ids
+from tests.collector.helpers import wait_for as _wait_for
+from tests.collector.otlp_factory import make_span
 
 PB = {"content-type": "application/x-protobuf"}
 
@@ -20,23 +23,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _send(collector, spans) -> None:
-    body = make_request(spans).SerializeToString()
-    assert httpx.post(collector.addresses.otlp_http + "/v1/traces", content=body, headers=PB).status_code == 200
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def _stored_ids(collector) -> list[tuple[bytes, bytes]]:
-    spans = collector.run(collector.store.spans_after(0, 100_000))
-    return [(s.trace_id, s.span_id) for s in spans]
 
 
 def test_destination_down_then_up_receives_everything_once(start_collector) -> None:

@@ -231,3 +231,5 @@ def test_overload_answers_503_with_retry_after_before_decoding(start_collector) 
         if response.status_code == 200:
             break
     assert response.status_code == 200  # the budget is released when the stalled client goes away
+    metrics = httpx.get(collector.addresses.query + "/metrics").text
+    assert 'agl_collector_requests_total{outcome="client_disconnected",transport="http"} 1.0' in metrics
