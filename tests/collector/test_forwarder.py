@@ -11,9 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.collector.helpers import send as _send
-from tests.collector.helpers import stored_ids as _stored_ids
-from tests.collector.helpers import wait_for as _wait_for
+from tests.collector.helpers import send, stored_ids, wait_for
 from tests.collector.otlp_factory import make_span
 
 PB = {"content-type": "application/x-protobuf"}
@@ -29,16 +27,16 @@ def test_destination_down_then_up_receives_everything_once(start_collector) -> N
     port = _free_port()
     source = start_collector(forward_otlp=[f"http://127.0.0.1:{port}"])
     for b in range(5):
-        _send(source, [make_span(b + 1, s + 1, rollout=f"r{b}") for s in range(50)])
+        send(source, [make_span(b + 1, s + 1, rollout=f"r{b}") for s in range(50)])
     time.sleep(1.0)  # the forwarder is retrying against a closed port
     metrics = httpx.get(source.addresses.query + "/metrics").text
     assert f'agl_collector_forward_batches_total{{destination="http://127.0.0.1:{port}",outcome="retried"}}' in metrics
     destination = start_collector(http_port=port, grpc_port=None)  # Jaeger comes up
-    _send(source, [make_span(99, 1)])  # and more arrives meanwhile
-    _wait_for(lambda: len(_stored_ids(destination)) == 251)
+    send(source, [make_span(99, 1)])  # and more arrives meanwhile
+    wait_for(lambda: len(stored_ids(destination)) == 251)
     time.sleep(0.5)
-    ids = _stored_ids(destination)
-    assert sorted(ids) == sorted(_stored_ids(source))
+    ids = stored_ids(destination)
+    assert sorted(ids) == sorted(stored_ids(source))
     sent = httpx.get(source.addresses.query + "/metrics").text
     assert f'agl_collector_forward_spans_total{{destination="http://127.0.0.1:{port}",outcome="sent"}} 251.0' in sent
 
@@ -75,10 +73,10 @@ def test_rejected_batch_is_counted_and_skipped_and_dead_destination_does_not_blo
     refusing = _Refusing()
     dead = f"http://127.0.0.1:{_free_port()}"
     source = start_collector(forward_otlp=[dead, refusing.url])
-    _send(source, [make_span(1, s + 1) for s in range(10)])
-    _wait_for(lambda: len(refusing.requests) == 1)
-    _send(source, [make_span(2, s + 1) for s in range(10)])
-    _wait_for(lambda: len(refusing.requests) == 2)
+    send(source, [make_span(1, s + 1) for s in range(10)])
+    wait_for(lambda: len(refusing.requests) == 1)
+    send(source, [make_span(2, s + 1) for s in range(10)])
+    wait_for(lambda: len(refusing.requests) == 2)
     assert refusing.spans() == 20  # the refused batch was tried once and skipped; the next one went through
     metrics = httpx.get(source.addresses.query + "/metrics").text
     assert f'agl_collector_forward_batches_total{{destination="{refusing.url}",outcome="rejected"}} 1.0' in metrics
@@ -91,13 +89,13 @@ def test_grpc_destination_and_persisted_cursor(start_collector, tmp_path) -> Non
     url = f"grpc://{destination.addresses.otlp_grpc}"
     store_url = f"sqlite:///{tmp_path}/source.sqlite3"
     source = start_collector(store_url=store_url, forward_otlp=[url])
-    _send(source, [make_span(5, s + 1) for s in range(30)])
-    _wait_for(lambda: len(_stored_ids(destination)) == 30)
+    send(source, [make_span(5, s + 1) for s in range(30)])
+    wait_for(lambda: len(stored_ids(destination)) == 30)
     cursor = source.run(source.store.get_cursor(f"forward:{url}"))
     assert cursor == max(s.seq for s in source.run(source.store.spans_after(0, 1000)))
     source.stop()  # a restarted source resumes from its cursor: nothing is sent twice
     restarted = start_collector(store_url=store_url, forward_otlp=[url])
-    _send(restarted, [make_span(6, 1)])
-    _wait_for(lambda: len(_stored_ids(destination)) == 31)
+    send(restarted, [make_span(6, 1)])
+    wait_for(lambda: len(stored_ids(destination)) == 31)
     metrics = httpx.get(restarted.addresses.query + "/metrics").text
     assert f'agl_collector_forward_spans_total{{destination="{url}",outcome="sent"}} 1.0' in metrics

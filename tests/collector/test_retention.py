@@ -6,9 +6,7 @@ import time
 
 import httpx
 
-from tests.collector.helpers import send as _send
-from tests.collector.helpers import stored_ids as _stored_ids
-from tests.collector.helpers import wait_for as _wait_for
+from tests.collector.helpers import send, stored_ids, wait_for
 from tests.collector.otlp_factory import make_span
 
 
@@ -19,9 +17,9 @@ def test_retention_deletes_spans_that_ended_long_ago(start_collector, tmp_path) 
     old = [make_span(1, s + 1) for s in range(20)]  # ended in September 2026
     recent = make_span(2, 1)
     recent.start_time_unix_nano, recent.end_time_unix_nano = now_ns - 1000, now_ns
-    _send(first, [*old, recent])
+    send(first, [*old, recent])
     first.stop()
     kept = start_collector(store_url=store_url, retention_s=3600)  # checked at start
-    _wait_for(lambda: len(_stored_ids(kept)) == 1)
+    wait_for(lambda: len(stored_ids(kept)) == 1)
     metrics = httpx.get(kept.addresses.query + "/metrics").text
     assert "agl_collector_spans_deleted_total 20.0" in metrics
