@@ -43,10 +43,15 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def batch_body(worker: int, n: int, rollouts: int = 64) -> bytes:
+def batch_body(worker: int, n: int, rollouts: int = 64, al_rollouts: list | None = None) -> bytes:
+    """512 LLM-like spans; `al_rollouts` adds Agent Lightning's (rollout, attempt) attributes for its store."""
     spans = []
     for s in range(BATCH):
         tokens = list(range(20 + s % 30))
+        extra = {}
+        if al_rollouts:
+            rollout_id, attempt_id = al_rollouts[(n * BATCH + s) % len(al_rollouts)]
+            extra = {"agentlightning.rollout_id": rollout_id, "agentlightning.attempt_id": attempt_id}
         spans.append(
             make_span(
                 worker << 40 | n << 8 | s % 16 + 1,
@@ -62,15 +67,20 @@ def batch_body(worker: int, n: int, rollouts: int = 64) -> bytes:
                     "agl.llm.prompt_token_ids": tokens,
                     "agl.llm.response_token_ids": tokens,
                     "gen_ai.usage.input_tokens": len(tokens),
+                    **extra,
                 },
             )
         )
     return make_request(spans, service="bench").SerializeToString()
 
 
-def sender(url: str, worker: int, seconds: float, rate: float | None, results: mp.Queue) -> None:
+def sender(
+    url: str, worker: int, seconds: float, rate: float | None, results: mp.Queue, al_rollouts: list | None = None
+) -> None:
     """Send batches for `seconds`; `rate` (spans/s for this worker) paces them. Reports latencies and statuses."""
-    bodies = [batch_body(worker, n) for n in range(256)]  # resent bodies are duplicates: still written and checked
+    bodies = [
+        batch_body(worker, n, al_rollouts=al_rollouts) for n in range(256)
+    ]  # resent bodies are duplicates: still written and checked
     latencies, statuses = [], {}
     interval = BATCH / rate if rate else 0.0
     host, port = url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
@@ -94,10 +104,12 @@ def sender(url: str, worker: int, seconds: float, rate: float | None, results: m
     results.put((latencies, statuses))
 
 
-def run_senders(url: str, workers: int, seconds: float, rate: float | None = None) -> tuple[list[float], dict]:
+def run_senders(
+    url: str, workers: int, seconds: float, rate: float | None = None, al_rollouts: list | None = None
+) -> tuple[list[float], dict]:
     results: mp.Queue = mp.Queue()
     processes = [
-        mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results))
+        mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results, al_rollouts))
         for w in range(workers)
     ]
     for process in processes:
@@ -182,6 +194,42 @@ def bare_receiver() -> tuple[subprocess.Popen, str]:
 
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] if len(values) > 1 else values[0]
+
+
+def agent_lightning_rate(agl_bin: str, seconds: float) -> float:
+    """Agent Lightning 0.3's store server (`agl store`, its in-memory backend: it has no durable one) under the same
+    senders. Its /v1/traces only accepts spans of rollouts it knows, so 256 rollouts are registered first."""
+    port = _free_port()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # it imports LiteLLM: keep it offline
+    process = subprocess.Popen(
+        [agl_bin, "store", "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(base + "/v1/agl/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        rollouts = []
+        for i in range(256):
+            created = httpx.post(base + "/v1/agl/rollouts", json={"input": {"task": i}}).json()
+            rollouts.append((created["rollout_id"], created["attempt"]["attempt_id"]))
+        _lat, statuses = run_senders(base + "/v1/traces", 4, seconds, al_rollouts=rollouts)
+        stored = httpx.get(base + f"/v1/agl/spans?rollout_id={rollouts[0][0]}&attempt_id={rollouts[0][1]}")
+        print(
+            f"Agent Lightning 0.3 store server (in memory, not durable): "
+            f"{statuses.get(200, 0) * BATCH / seconds:,.0f} spans/s   statuses {statuses}   "
+            f"(its span query answers HTTP {stored.status_code})"
+        )
+        return statuses.get(200, 0) * BATCH / seconds
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
@@ -303,7 +351,26 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--big-store", type=int, default=1_000_000, help="spans in the store for the read test")
+    parser.add_argument(
+        "--agent-lightning",
+        metavar="AGL_BIN",
+        help="path to the `agl` command of a separate venv with agentlightning==0.3.0: also measure "
+        "its store server's /v1/traces under the same load",
+    )
     args = parser.parse_args()
+    if args.agent_lightning:
+        print("\n== Agent Lightning 0.3 side by side (same senders, same batches)")
+        theirs = agent_lightning_rate(args.agent_lightning, args.seconds)
+        workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
+        collector = CollectorProcess(f"sqlite:///{workdir}/side.sqlite3")
+        try:
+            _lat, statuses = run_senders(collector.url, 4, args.seconds)
+        finally:
+            collector.stop()
+        ours = statuses.get(200, 0) * BATCH / args.seconds
+        print(
+            f"agl-otel-collector (SQLite, durable, ack after commit): {ours:,.0f} spans/s   ratio {ours / theirs:.1f}x"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     if args.store in ("sqlite", "both"):
         measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds, args.big_store)

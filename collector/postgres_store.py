@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -168,28 +167,29 @@ class PostgresStore(SpanStore):
             connection = await self._writer_connection()
             async with connection.transaction(), connection.cursor() as cursor:
                 for records, _ in batch:
-                    columns: list[list[Any]] = [[] for _ in range(15)]
-                    for record in records:
-                        row = (
-                            record.trace_id,
-                            record.span_id,
-                            record.parent_span_id,
-                            record.name,
-                            record.kind,
-                            record.start_ns,
-                            record.end_ns,
-                            record.status_code,
-                            record.service_name,
-                            record.rollout_id,
-                            record.attempt_id,
-                            record.agent_name,
-                            record.operation,
-                            await self._scope_id(cursor, record),
-                            record.span_bytes,
-                        )
-                        for column, value in zip(columns, row, strict=True):
-                            column.append(value)
-                    await cursor.execute(_INSERT, columns)
+                    scope_ids = self._scope_ids
+                    for record in records:  # register new (resource, scope) pairs first
+                        if record.scope_digest not in scope_ids:
+                            await self._scope_id(cursor, record)
+                    columns = [
+                        [r.trace_id for r in records],
+                        [r.span_id for r in records],
+                        [r.parent_span_id for r in records],
+                        [r.name for r in records],
+                        [r.kind for r in records],
+                        [r.start_ns for r in records],
+                        [r.end_ns for r in records],
+                        [r.status_code for r in records],
+                        [r.service_name for r in records],
+                        [r.rollout_id for r in records],
+                        [r.attempt_id for r in records],
+                        [r.agent_name for r in records],
+                        [r.operation for r in records],
+                        [scope_ids[r.scope_digest] for r in records],
+                        [r.span_bytes for r in records],
+                    ]
+                    # Binary parameters: span bytes travel as they are instead of hex-escaped text.
+                    await cursor.execute(_INSERT, columns, binary=True)
                     results.append(WriteResult(cursor.rowcount, len(records) - cursor.rowcount))
         except (psycopg.Error, OSError) as exc:
             self._scope_ids.clear()  # ids from a rolled-back transaction are gone
@@ -219,7 +219,7 @@ class PostgresStore(SpanStore):
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as connection, connection.cursor() as cursor:
-                    await cursor.execute(sql, parameters)
+                    await cursor.execute(sql, parameters, binary=True)  # bytea as raw bytes, not hex text
                     return await cursor.fetchall() if fetch else cursor.rowcount
             except _TRANSIENT as exc:
                 if attempt == 2:
