@@ -64,9 +64,9 @@ _FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
 _INSERT = (
     "INSERT INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, service, "
     "rollout_id, attempt_id, agent_name, operation, scope_id, span) "
-    "SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], %s::text[], %s::smallint[], %s::bigint[], "
-    "%s::bigint[], %s::smallint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-    "%s::bytea[]) ON CONFLICT (trace_id, span_id) DO NOTHING"
+    "SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[], %b::text[], %b::smallint[], %b::bigint[], "
+    "%b::bigint[], %b::smallint[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], "
+    "%b::bytea[]) ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -188,8 +188,8 @@ class PostgresStore(SpanStore):
                         [scope_ids[r.scope_digest] for r in records],
                         [r.span_bytes for r in records],
                     ]
-                    # Binary parameters: span bytes travel as they are instead of hex-escaped text.
-                    await cursor.execute(_INSERT, columns, binary=True)
+                    # %b: binary parameters, so span bytes travel as they are instead of escaped text.
+                    await cursor.execute(_INSERT, columns)
                     results.append(WriteResult(cursor.rowcount, len(records) - cursor.rowcount))
         except (psycopg.Error, OSError) as exc:
             self._scope_ids.clear()  # ids from a rolled-back transaction are gone
