@@ -16,16 +16,11 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.store import (
-    RolloutSummary,
-    SpanStore,
-    StoredSpan,
-    TraceQuery,
-    TransientStoreError,
-    WriteResult,
-)
+from lightning_otel.collector.sql_reads import INDEXES, SQLReads
+from lightning_otel.collector.store import RolloutSummary, TransientStoreError, WriteResult
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS agl_scopes (
     id BIGSERIAL PRIMARY KEY,
     digest BYTEA NOT NULL UNIQUE,
@@ -51,16 +46,10 @@ CREATE TABLE IF NOT EXISTS agl_spans (
     span BYTEA NOT NULL,
     UNIQUE (trace_id, span_id)
 );
-CREATE INDEX IF NOT EXISTS agl_spans_by_rollout ON agl_spans (rollout_id, attempt_id, seq)
-    WHERE rollout_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS agl_spans_by_service_start ON agl_spans (service, start_ns);
-CREATE INDEX IF NOT EXISTS agl_spans_by_start ON agl_spans (start_ns);
-CREATE INDEX IF NOT EXISTS agl_spans_by_end ON agl_spans (end_ns);
-CREATE TABLE IF NOT EXISTS agl_cursors (name TEXT PRIMARY KEY, seq BIGINT NOT NULL);
 """
+    + INDEXES
+)
 
-_SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
-_FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
 _INSERT = (
     "INSERT INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, service, "
     "rollout_id, attempt_id, agent_name, operation, scope_id, span) "
@@ -71,13 +60,7 @@ _INSERT = (
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
 
-def _stored(row: tuple) -> StoredSpan:
-    return StoredSpan(
-        row[0], bytes(row[1]), bytes(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]), bytes(row[7])
-    )
-
-
-class PostgresStore(SpanStore):
+class PostgresStore(SQLReads):
     def __init__(self, url: str, *, max_batch_spans: int = 20_000, read_connections: int = 4) -> None:
         self.url = url
         self.conninfo = url.replace("postgres://", "postgresql://", 1)
@@ -219,89 +202,21 @@ class PostgresStore(SpanStore):
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as connection, connection.cursor() as cursor:
-                    await cursor.execute(sql, parameters, binary=True)  # bytea as raw bytes, not hex text
+                    # Our SQL uses `?` placeholders (shared with SQLite); binary results: bytea as raw bytes.
+                    await cursor.execute(sql.replace("?", "%s"), parameters, binary=True)
                     return await cursor.fetchall() if fetch else cursor.rowcount
             except _TRANSIENT as exc:
                 if attempt == 2:
                     raise TransientStoreError(f"PostgreSQL query failed: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
-        if attempt_id == "latest":
-            latest = await self._read(
-                "SELECT attempt_id FROM agl_spans WHERE rollout_id = %s ORDER BY seq DESC LIMIT 1", (rollout_id,)
-            )
-            if not latest:
-                return []
-            attempt_id = latest[0][0]
-        if attempt_id is None:
-            rows = await self._read(
-                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = %s ORDER BY s.seq", (rollout_id,)
-            )
-        else:
-            rows = await self._read(
-                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = %s AND s.attempt_id = %s ORDER BY s.seq",
-                (rollout_id, attempt_id),
-            )
-        return [_stored(row) for row in rows]
-
-    async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]:
-        rows = await self._read(
-            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.trace_id = %s ORDER BY s.start_ns, s.seq", (trace_id,)
-        )
-        return [_stored(row) for row in rows]
-
-    @staticmethod
-    def _conditions(query: TraceQuery) -> tuple[str, list[object]]:
-        clauses, parameters = ["TRUE"], []
-        for clause, value in (
-            ("s.service = %s", query.service),
-            ("s.name = %s", query.operation),
-            ("s.start_ns >= %s", query.start_ns),
-            ("s.start_ns <= %s", query.end_ns),
-            ("s.end_ns - s.start_ns >= %s", query.min_duration_ns),
-            ("s.end_ns - s.start_ns <= %s", query.max_duration_ns),
-        ):
-            if value is not None and value != "":
-                clauses.append(clause)
-                parameters.append(value)
-        return " AND ".join(clauses), parameters
-
-    async def find_trace_ids(self, query: TraceQuery) -> list[bytes]:
-        where, parameters = self._conditions(query)
-        rows = await self._read(
-            f"SELECT s.trace_id FROM agl_spans s WHERE {where} GROUP BY s.trace_id "
-            "ORDER BY MAX(s.start_ns) DESC LIMIT %s",
-            [*parameters, query.limit],
-        )
-        return [bytes(row[0]) for row in rows]
-
-    async def candidate_spans(self, query: TraceQuery, limit: int) -> list[StoredSpan]:
-        where, parameters = self._conditions(query)
-        rows = await self._read(
-            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE {where} ORDER BY s.start_ns DESC LIMIT %s", [*parameters, limit]
-        )
-        return [_stored(row) for row in rows]
-
-    async def services(self) -> list[str]:
-        return [row[0] for row in await self._read("SELECT DISTINCT service FROM agl_spans ORDER BY service")]
-
-    async def operations(self, service: str | None = None) -> list[tuple[str, int]]:
-        if service is None:
-            rows = await self._read("SELECT DISTINCT name, kind FROM agl_spans ORDER BY name")
-        else:
-            rows = await self._read(
-                "SELECT DISTINCT name, kind FROM agl_spans WHERE service = %s ORDER BY name", (service,)
-            )
-        return [(row[0], row[1]) for row in rows]
-
     async def rollouts(self, limit: int = 100, since_ns: int | None = None) -> list[RolloutSummary]:
         rows = await self._read(
             "SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns), "
             "array_agg(DISTINCT agent_name) FILTER (WHERE agent_name IS NOT NULL), "
             "array_agg(DISTINCT attempt_id) FILTER (WHERE attempt_id IS NOT NULL), MAX(seq) AS last "
-            "FROM agl_spans WHERE rollout_id IS NOT NULL AND end_ns >= %s "
-            "GROUP BY rollout_id ORDER BY last DESC LIMIT %s",
+            "FROM agl_spans WHERE rollout_id IS NOT NULL AND end_ns >= ? "
+            "GROUP BY rollout_id ORDER BY last DESC LIMIT ?",
             (since_ns or 0, limit),
         )
         return [
@@ -309,23 +224,4 @@ class PostgresStore(SpanStore):
         ]
 
     async def delete_before(self, end_ns: int) -> int:
-        return await self._execute("DELETE FROM agl_spans WHERE end_ns < %s", (end_ns,))
-
-    async def spans_after(self, seq: int, limit: int) -> list[StoredSpan]:
-        rows = await self._read(
-            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.seq > %s ORDER BY s.seq LIMIT %s", (seq, limit)
-        )
-        return [_stored(row) for row in rows]
-
-    async def get_cursor(self, name: str) -> int:
-        rows = await self._read("SELECT seq FROM agl_cursors WHERE name = %s", (name,))
-        return int(rows[0][0]) if rows else 0
-
-    async def set_cursor(self, name: str, seq: int) -> None:
-        await self._execute(
-            "INSERT INTO agl_cursors (name, seq) VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq",
-            (name, seq),
-        )
-
-    async def span_count(self) -> int:
-        return int((await self._read("SELECT COUNT(*) FROM agl_spans"))[0][0])
+        return await self._execute("DELETE FROM agl_spans WHERE end_ns < ?", (end_ns,))

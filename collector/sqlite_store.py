@@ -19,23 +19,18 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.store import (
-    RolloutSummary,
-    SpanStore,
-    StoredSpan,
-    TraceQuery,
-    TransientStoreError,
-    WriteResult,
-)
+from lightning_otel.collector.sql_reads import INDEXES, SQLReads
+from lightning_otel.collector.store import RolloutSummary, TransientStoreError, WriteResult
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS scopes (
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS agl_scopes (
     id INTEGER PRIMARY KEY,
     digest BLOB NOT NULL UNIQUE,
     resource BLOB NOT NULL,
     scope BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS spans (
+CREATE TABLE IF NOT EXISTS agl_spans (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     trace_id BLOB NOT NULL,
     span_id BLOB NOT NULL,
@@ -50,27 +45,18 @@ CREATE TABLE IF NOT EXISTS spans (
     attempt_id TEXT,
     agent_name TEXT,
     operation TEXT,
-    scope_id INTEGER NOT NULL REFERENCES scopes(id),
+    scope_id INTEGER NOT NULL REFERENCES agl_scopes(id),
     span BLOB NOT NULL,
     UNIQUE (trace_id, span_id)
 );
-CREATE INDEX IF NOT EXISTS spans_by_rollout ON spans (rollout_id, attempt_id, seq) WHERE rollout_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS spans_by_service_start ON spans (service, start_ns);
-CREATE INDEX IF NOT EXISTS spans_by_start ON spans (start_ns);
-CREATE INDEX IF NOT EXISTS spans_by_end ON spans (end_ns);
-CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
+    + INDEXES
+)
 
-_SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
-_FROM = "FROM spans s JOIN scopes c ON c.id = s.scope_id"
 _STOP = object()
 
 
-def _stored(row: tuple) -> StoredSpan:
-    return StoredSpan(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
-
-
-class SQLiteStore(SpanStore):
+class SQLiteStore(SQLReads):
     def __init__(self, url: str, *, max_batch_spans: int = 20_000) -> None:
         # Everything after `sqlite://` is the path: sqlite:///var/lib/x.sqlite3 is absolute, sqlite://x.sqlite3 not.
         location, _, query = url.removeprefix("sqlite://").partition("?")
@@ -176,10 +162,12 @@ class SQLiteStore(SpanStore):
                     scope_id = scope_ids.get(digest)
                     if scope_id is None:
                         connection.execute(
-                            "INSERT OR IGNORE INTO scopes (digest, resource, scope) VALUES (?, ?, ?)",
+                            "INSERT OR IGNORE INTO agl_scopes (digest, resource, scope) VALUES (?, ?, ?)",
                             (digest, record.resource_bytes, record.scope_bytes),
                         )
-                        scope_id = connection.execute("SELECT id FROM scopes WHERE digest = ?", (digest,)).fetchone()[0]
+                        scope_id = connection.execute(
+                            "SELECT id FROM agl_scopes WHERE digest = ?", (digest,)
+                        ).fetchone()[0]
                         scope_ids[digest] = scope_id
                     rows.append(
                         (
@@ -202,7 +190,7 @@ class SQLiteStore(SpanStore):
                     )
                 before = connection.total_changes
                 connection.executemany(
-                    "INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, "
+                    "INSERT OR IGNORE INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, "
                     "status_code, service, rollout_id, attempt_id, agent_name, operation, scope_id, span) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
@@ -221,85 +209,23 @@ class SQLiteStore(SpanStore):
         for (_, future), result in zip(batch, results, strict=True):
             future.set_result(result)
 
-    # --- reads -----------------------------------------------------------------------------------------------
-    async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
-        if attempt_id == "latest":
-            latest = await self._read(
-                "SELECT attempt_id FROM spans WHERE rollout_id = ? ORDER BY seq DESC LIMIT 1", (rollout_id,)
-            )
-            if not latest:
-                return []
-            attempt_id = latest[0][0]
-        if attempt_id is None:
-            rows = await self._read(
-                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = ? ORDER BY s.seq", (rollout_id,)
-            )
-        else:
-            rows = await self._read(
-                f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.rollout_id = ? AND s.attempt_id = ? ORDER BY s.seq",
-                (rollout_id, attempt_id),
-            )
-        return [_stored(row) for row in rows]
+    # --- reads and small writes (the shared queries are in SQLReads) ------------------------------------------
+    async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int:
+        def run() -> int:
+            connection = self._connect()  # not the group-commit writer: these are rare (cursors, retention)
+            try:
+                return connection.execute(sql, parameters).rowcount
+            finally:
+                connection.close()
 
-    async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]:
-        rows = await self._read(
-            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.trace_id = ? ORDER BY s.start_ns, s.seq", (trace_id,)
-        )
-        return [_stored(row) for row in rows]
-
-    @staticmethod
-    def _conditions(query: TraceQuery) -> tuple[str, list[object]]:
-        clauses, parameters = ["1 = 1"], []
-        if query.service:
-            clauses.append("s.service = ?")
-            parameters.append(query.service)
-        if query.operation:
-            clauses.append("s.name = ?")
-            parameters.append(query.operation)
-        if query.start_ns is not None:
-            clauses.append("s.start_ns >= ?")
-            parameters.append(query.start_ns)
-        if query.end_ns is not None:
-            clauses.append("s.start_ns <= ?")
-            parameters.append(query.end_ns)
-        if query.min_duration_ns is not None:
-            clauses.append("s.end_ns - s.start_ns >= ?")
-            parameters.append(query.min_duration_ns)
-        if query.max_duration_ns is not None:
-            clauses.append("s.end_ns - s.start_ns <= ?")
-            parameters.append(query.max_duration_ns)
-        return " AND ".join(clauses), parameters
-
-    async def find_trace_ids(self, query: TraceQuery) -> list[bytes]:
-        where, parameters = self._conditions(query)
-        rows = await self._read(
-            f"SELECT s.trace_id FROM spans s WHERE {where} GROUP BY s.trace_id ORDER BY MAX(s.start_ns) DESC LIMIT ?",
-            [*parameters, query.limit],
-        )
-        return [row[0] for row in rows]
-
-    async def candidate_spans(self, query: TraceQuery, limit: int) -> list[StoredSpan]:
-        where, parameters = self._conditions(query)
-        rows = await self._read(
-            f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE {where} ORDER BY s.start_ns DESC LIMIT ?", [*parameters, limit]
-        )
-        return [_stored(row) for row in rows]
-
-    async def services(self) -> list[str]:
-        return [row[0] for row in await self._read("SELECT DISTINCT service FROM spans ORDER BY service")]
-
-    async def operations(self, service: str | None = None) -> list[tuple[str, int]]:
-        if service is None:
-            rows = await self._read("SELECT DISTINCT name, kind FROM spans ORDER BY name")
-        else:
-            rows = await self._read("SELECT DISTINCT name, kind FROM spans WHERE service = ? ORDER BY name", (service,))
-        return [(row[0], row[1]) for row in rows]
+        return await asyncio.to_thread(run)
 
     async def rollouts(self, limit: int = 100, since_ns: int | None = None) -> list[RolloutSummary]:
         rows = await self._read(
             "SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns), "
             "GROUP_CONCAT(DISTINCT agent_name), GROUP_CONCAT(DISTINCT attempt_id), MAX(seq) AS last "
-            "FROM spans WHERE rollout_id IS NOT NULL AND end_ns >= ? GROUP BY rollout_id ORDER BY last DESC LIMIT ?",
+            "FROM agl_spans WHERE rollout_id IS NOT NULL AND end_ns >= ? "
+            "GROUP BY rollout_id ORDER BY last DESC LIMIT ?",
             (since_ns or 0, limit),
         )
         return [
@@ -315,47 +241,15 @@ class SQLiteStore(SpanStore):
         ]
 
     async def delete_before(self, end_ns: int) -> int:
-        def run() -> int:
-            # In chunks: each transaction holds SQLite's write lock briefly, so ingestion keeps flowing.
-            connection = self._connect()
-            deleted = 0
-            try:
-                while True:
-                    count = connection.execute(
-                        "DELETE FROM spans WHERE seq IN (SELECT seq FROM spans WHERE end_ns < ? LIMIT 5000)",
-                        (end_ns,),
-                    ).rowcount
-                    deleted += count
-                    if count < 5000:
-                        return deleted
-            finally:
-                connection.close()
-
-        return await asyncio.to_thread(run)
-
-    async def spans_after(self, seq: int, limit: int) -> list[StoredSpan]:
-        rows = await self._read(f"SELECT {_SPAN_COLUMNS} {_FROM} WHERE s.seq > ? ORDER BY s.seq LIMIT ?", (seq, limit))
-        return [_stored(row) for row in rows]
-
-    async def get_cursor(self, name: str) -> int:
-        rows = await self._read("SELECT seq FROM cursors WHERE name = ?", (name,))
-        return int(rows[0][0]) if rows else 0
-
-    async def set_cursor(self, name: str, seq: int) -> None:
-        def run() -> None:
-            connection = self._connect()
-            try:
-                connection.execute(
-                    "INSERT INTO cursors (name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
-                    (name, seq),
-                )
-            finally:
-                connection.close()
-
-        await asyncio.to_thread(run)
-
-    async def span_count(self) -> int:
-        return int((await self._read("SELECT COUNT(*) FROM spans"))[0][0])
+        # In chunks: each transaction holds SQLite's write lock briefly, so ingestion keeps flowing.
+        deleted = 0
+        while True:
+            count = await self._execute(
+                "DELETE FROM agl_spans WHERE seq IN (SELECT seq FROM agl_spans WHERE end_ns < ? LIMIT 5000)", (end_ns,)
+            )
+            deleted += count
+            if count < 5000:
+                return deleted
 
 
 def default_sqlite_url() -> str:

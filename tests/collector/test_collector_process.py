@@ -202,7 +202,7 @@ def test_sigkill_loses_no_acknowledged_span(tmp_path: Path) -> None:
     with sqlite3.connect(store) as connection:  # every acknowledged span survived the kill
         present = {
             int.from_bytes(row[0], "big") - 1000
-            for row in connection.execute("SELECT trace_id FROM spans GROUP BY trace_id HAVING COUNT(*) = 200")
+            for row in connection.execute("SELECT trace_id FROM agl_spans GROUP BY trace_id HAVING COUNT(*) = 200")
         }
     assert acked_before_kill <= present
 
@@ -213,6 +213,6 @@ def test_sigkill_loses_no_acknowledged_span(tmp_path: Path) -> None:
     assert collector.signal(signal.SIGTERM) == 0
     with sqlite3.connect(store) as connection:
         total, distinct = connection.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT hex(trace_id) || hex(span_id)) FROM spans"
+            "SELECT COUNT(*), COUNT(DISTINCT hex(trace_id) || hex(span_id)) FROM agl_spans"
         ).fetchone()
     assert total == distinct == len(batches) * 200

@@ -1,0 +1,124 @@
+"""The reads both SQL backends share: same tables (`agl_spans`, `agl_scopes`, `agl_cursors`), same SQL.
+
+Queries are written with `?` placeholders; a backend whose driver wants another style translates them in its
+`_read` / `_execute`. What differs between SQLite and PostgreSQL (writes, aggregation, deletes) stays in each backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from lightning_otel.collector.store import SpanStore, StoredSpan, TraceQuery
+
+SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
+FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
+INDEXES = """
+CREATE INDEX IF NOT EXISTS agl_spans_by_rollout ON agl_spans (rollout_id, attempt_id, seq)
+    WHERE rollout_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS agl_spans_by_service_start ON agl_spans (service, start_ns);
+CREATE INDEX IF NOT EXISTS agl_spans_by_start ON agl_spans (start_ns);
+CREATE INDEX IF NOT EXISTS agl_spans_by_end ON agl_spans (end_ns);
+CREATE TABLE IF NOT EXISTS agl_cursors (name TEXT PRIMARY KEY, seq BIGINT NOT NULL);
+"""
+
+
+def stored(row: Sequence) -> StoredSpan:
+    return StoredSpan(
+        row[0], bytes(row[1]), bytes(row[2]), bytes(row[3]), row[4], bytes(row[5]), bytes(row[6]), bytes(row[7])
+    )
+
+
+def trace_query_conditions(query: TraceQuery) -> tuple[str, list[object]]:
+    """The WHERE clause of a Jaeger-style search (tags are matched by the caller)."""
+    clauses, parameters = ["1 = 1"], []
+    for clause, value in (
+        ("s.service = ?", query.service or None),
+        ("s.name = ?", query.operation or None),
+        ("s.start_ns >= ?", query.start_ns),
+        ("s.start_ns <= ?", query.end_ns),
+        ("s.end_ns - s.start_ns >= ?", query.min_duration_ns),
+        ("s.end_ns - s.start_ns <= ?", query.max_duration_ns),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            parameters.append(value)
+    return " AND ".join(clauses), parameters
+
+
+class SQLReads(SpanStore):
+    @abc.abstractmethod
+    async def _read(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]: ...
+
+    @abc.abstractmethod
+    async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int: ...
+
+    async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
+        if attempt_id == "latest":
+            latest = await self._read(
+                "SELECT attempt_id FROM agl_spans WHERE rollout_id = ? ORDER BY seq DESC LIMIT 1", (rollout_id,)
+            )
+            if not latest:
+                return []
+            attempt_id = latest[0][0]
+        if attempt_id is None:
+            rows = await self._read(
+                f"SELECT {SPAN_COLUMNS} {FROM} WHERE s.rollout_id = ? ORDER BY s.seq", (rollout_id,)
+            )
+        else:
+            rows = await self._read(
+                f"SELECT {SPAN_COLUMNS} {FROM} WHERE s.rollout_id = ? AND s.attempt_id = ? ORDER BY s.seq",
+                (rollout_id, attempt_id),
+            )
+        return [stored(row) for row in rows]
+
+    async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]:
+        rows = await self._read(
+            f"SELECT {SPAN_COLUMNS} {FROM} WHERE s.trace_id = ? ORDER BY s.start_ns, s.seq", (trace_id,)
+        )
+        return [stored(row) for row in rows]
+
+    async def find_trace_ids(self, query: TraceQuery) -> list[bytes]:
+        where, parameters = trace_query_conditions(query)
+        rows = await self._read(
+            f"SELECT s.trace_id FROM agl_spans s WHERE {where} GROUP BY s.trace_id "
+            "ORDER BY MAX(s.start_ns) DESC LIMIT ?",
+            [*parameters, query.limit],
+        )
+        return [bytes(row[0]) for row in rows]
+
+    async def candidate_spans(self, query: TraceQuery, limit: int) -> list[StoredSpan]:
+        where, parameters = trace_query_conditions(query)
+        rows = await self._read(
+            f"SELECT {SPAN_COLUMNS} {FROM} WHERE {where} ORDER BY s.start_ns DESC LIMIT ?", [*parameters, limit]
+        )
+        return [stored(row) for row in rows]
+
+    async def services(self) -> list[str]:
+        return [row[0] for row in await self._read("SELECT DISTINCT service FROM agl_spans ORDER BY service")]
+
+    async def operations(self, service: str | None = None) -> list[tuple[str, int]]:
+        if service is None:
+            rows = await self._read("SELECT DISTINCT name, kind FROM agl_spans ORDER BY name")
+        else:
+            rows = await self._read(
+                "SELECT DISTINCT name, kind FROM agl_spans WHERE service = ? ORDER BY name", (service,)
+            )
+        return [(row[0], row[1]) for row in rows]
+
+    async def spans_after(self, seq: int, limit: int) -> list[StoredSpan]:
+        rows = await self._read(f"SELECT {SPAN_COLUMNS} {FROM} WHERE s.seq > ? ORDER BY s.seq LIMIT ?", (seq, limit))
+        return [stored(row) for row in rows]
+
+    async def get_cursor(self, name: str) -> int:
+        rows = await self._read("SELECT seq FROM agl_cursors WHERE name = ?", (name,))
+        return int(rows[0][0]) if rows else 0
+
+    async def set_cursor(self, name: str, seq: int) -> None:
+        await self._execute(
+            "INSERT INTO agl_cursors (name, seq) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
+            (name, seq),
+        )
+
+    async def span_count(self) -> int:
+        return int((await self._read("SELECT COUNT(*) FROM agl_spans"))[0][0])
