@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
+import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from lightning_otel.collector.store import TraceQuery
+from lightning_otel.collector.store import TraceQuery, open_store
 from tests.collector.otlp_factory import BASE_NS, make_span, records, trace_id
 
 
@@ -133,3 +135,23 @@ async def test_outbox_tail_cursors_and_retention(span_store) -> None:
     deleted = await span_store.delete_before(BASE_NS + 5_500_000)  # spans 1..4 end before 5.5 ms
     assert deleted == 4
     assert await span_store.span_count() == 6
+
+
+async def test_sqlite_url_options(tmp_path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/full.sqlite3?synchronous=full")
+    await store.start()
+    try:
+        await store.write(records([make_span(1, 1)]))
+        connection = store._connect()  # the pragma is per connection: check one the store opens
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        connection.close()
+    finally:
+        await store.close()
+    assert sqlite3.connect(tmp_path / "full.sqlite3").execute("SELECT COUNT(*) FROM agl_spans").fetchone()[0] == 1
+    with pytest.raises(ValueError, match="synchronous"):
+        open_store(f"sqlite:///{tmp_path}/x.sqlite3?synchronous=sometimes")
+    with pytest.raises(ValueError, match="names no file"):
+        open_store("sqlite://")
+    with pytest.raises(ValueError, match="unsupported store URL"):
+        open_store("mysql://db")
