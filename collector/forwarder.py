@@ -177,6 +177,7 @@ class Forwarder:
     async def _run(self) -> None:
         cursor = await self.store.get_cursor(self.cursor_name)
         while not self._stopping.is_set():
+            generation = self.ingestor.commit_generation
             try:
                 spans = await self.store.spans_after(cursor, self.batch_spans)
             except Exception:
@@ -184,7 +185,7 @@ class Forwarder:
                 await asyncio.sleep(1)
                 continue
             if not spans:
-                await self.ingestor.wait_for_commit(1.0)
+                await self.ingestor.wait_for_commit(1.0, after=generation)
                 continue
             await self._deliver(export_request(spans).SerializeToString(), len(spans))
             cursor = spans[-1].seq

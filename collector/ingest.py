@@ -87,6 +87,7 @@ class Ingestor:
         self.metrics = metrics or CollectorMetrics()
         self._in_flight = 0
         self._committed: asyncio.Future[None] | None = None
+        self._generation = 0
 
     def admit(self, size: int) -> Callable[[], None]:
         """Reserve `size` bytes of the in-flight budget (before reading or decoding); returns the release."""
@@ -105,9 +106,17 @@ class Ingestor:
 
         return release
 
-    async def wait_for_commit(self, timeout_s: float) -> bool:
-        """Sleep until the next commit (or `timeout_s`): readers waiting for a rollout's spans are woken by
-        writes instead of polling. Returns False on timeout."""
+    @property
+    def commit_generation(self) -> int:
+        """Counts commits that stored new spans; read it before a query, then `wait_for_commit(after=...)`."""
+        return self._generation
+
+    async def wait_for_commit(self, timeout_s: float, *, after: int) -> bool:
+        """Sleep until a commit newer than generation `after` (or `timeout_s`): readers waiting for a rollout's
+        spans are woken by writes instead of polling, and a commit that landed between their query and this call
+        is not missed. Returns False on timeout."""
+        if self._generation != after:
+            return True
         if timeout_s <= 0:
             return False
         if self._committed is None or self._committed.done():
@@ -119,6 +128,7 @@ class Ingestor:
         return True
 
     def _notify_commit(self) -> None:
+        self._generation += 1
         if self._committed is not None and not self._committed.done():
             self._committed.set_result(None)
 

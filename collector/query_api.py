@@ -160,9 +160,11 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
         min_spans = _int_param(request, "min_spans", default=0) or 0
         timeout_s = float(request.query_params.get("timeout", "0") or 0)
         deadline = time.monotonic() + min(timeout_s, 300.0)
+        generation = ingestor.commit_generation
         spans = await store.rollout_spans(rollout_id, attempt_id)
         while len(spans) < min_spans and time.monotonic() < deadline:
-            await ingestor.wait_for_commit(deadline - time.monotonic())
+            await ingestor.wait_for_commit(deadline - time.monotonic(), after=generation)
+            generation = ingestor.commit_generation
             spans = await store.rollout_spans(rollout_id, attempt_id)
         if request.query_params.get("format") == "otlp":
             return FastJSONResponse({"rollout_id": rollout_id, **traces_data_json(spans)})
