@@ -96,7 +96,10 @@ def build_otlp_app(
         if encoding not in ("identity", "gzip"):
             metrics.requests.labels("http", "unsupported").inc()
             return _error(415, 3, f"unsupported content encoding {encoding!r}; use gzip or none", as_json)
-        declared = int(request.headers.get("content-length") or 0)
+        try:
+            declared = int(request.headers.get("content-length") or 0)  # 0 if chunked: limited while read
+        except ValueError:
+            return _error(400, 3, "invalid Content-Length", as_json)
         if declared > max_body_bytes:
             metrics.requests.labels("http", "too_large").inc()
             return _error(413, 8, f"body of {declared} bytes exceeds the limit of {max_body_bytes}", as_json)
