@@ -23,6 +23,11 @@ from lightning_otel.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing
 
 logger = logging.getLogger(__name__)
 
+try:  # openai's parsed responses are pydantic models (a failing hasattr on one costs microseconds)
+    from pydantic import BaseModel as ParsedModel
+except ImportError:  # pragma: no cover - openai depends on pydantic
+    ParsedModel = ()  # type: ignore[assignment,misc]
+
 _OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RESPONSES: semconv.OP_CHAT}
 
 
@@ -168,6 +173,11 @@ def _observe_async_stream(stream: Any, call: LLMCall, kind: str, owner: bool) ->
 
 def _observe_value(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
     """Record a parsed, non-raw result (model, dict or httpx response) and end the span if we own it."""
+    if isinstance(result, ParsedModel):  # the common case, told apart cheaply (no failing attribute probes)
+        _recorder(call, kind, streaming=False)(result)
+        if owner:
+            call.finish()
+        return result
     if _is_stream(result):
         if inspect.isasyncgen(result._iterator):
             return _observe_async_stream(result, call, kind, owner)
@@ -227,7 +237,7 @@ def make_sync_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
 
 
 def _observe_sync_result(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
-    if _is_raw_response(result):
+    if not isinstance(result, ParsedModel) and _is_raw_response(result):
         try:
             parsed = result.parse()
         except Exception as exc:
@@ -274,7 +284,7 @@ def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
 
 
 async def _observe_async_result(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
-    if _is_raw_response(result):
+    if not isinstance(result, ParsedModel) and _is_raw_response(result):
         try:
             parsed = result.parse()
             if inspect.isawaitable(parsed):

@@ -78,11 +78,14 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Choice:
-    __slots__ = ("finish_reason", "logprobs", "text", "token_ids", "tool_calls")
+    __slots__ = ("finish_reason", "logprobs", "logprobs_source", "text", "token_ids", "tool_calls")
 
     def __init__(self) -> None:
         self.token_ids: list[int] | None = None
         self.logprobs: list[float] | None = None
+        # A whole response's logprobs object, read into `logprobs` on the span finisher's thread: walking one
+        # model object per token is the largest piece of a call's work, and nothing on the hot path needs it.
+        self.logprobs_source: Any = None
         self.finish_reason: str | None = None
         self.text: list[str] = []
         self.tool_calls: dict[int, dict[str, Any]] = {}
@@ -217,7 +220,7 @@ class LLMCall:
                 prompt_ids = field(raw, "prompt_token_ids")  # /completions reports them per choice
                 if prompt_ids is not None:
                     self.prompt_token_ids = list(prompt_ids)
-            choice.logprobs = self._logprobs_of(field(raw, "logprobs"))
+            choice.logprobs_source = field(raw, "logprobs")
             finish_reason = field(raw, "finish_reason")
             choice.finish_reason = str(finish_reason) if finish_reason is not None else None
             if self._capture_content:
@@ -339,6 +342,7 @@ class LLMCall:
         if self.output_tokens is not None:
             attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
         ordered = [self.choices[i] for i in sorted(self.choices)]
+        deferred_logprobs: list[tuple[str, Any]] = []
         finish_reasons = [c.finish_reason for c in ordered if c.finish_reason is not None]
         if finish_reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = finish_reasons
@@ -358,6 +362,8 @@ class LLMCall:
                 attributes[ids_key] = choice.token_ids
             if choice.logprobs:
                 attributes[logprobs_key] = choice.logprobs
+            elif choice.logprobs_source is not None:
+                deferred_logprobs.append((logprobs_key, choice.logprobs_source))
         if len(ordered) > 1:
             attributes[semconv.AGL_CHOICE_COUNT] = len(ordered)
         if has_ids or self.token_ids_requested:
@@ -390,6 +396,10 @@ class LLMCall:
         end_time = time.time_ns()
 
         def end_span() -> None:
+            for key, source in deferred_logprobs:
+                logprobs = self._logprobs_of(source)
+                if logprobs:
+                    attributes[key] = logprobs
             span.set_attributes(attributes)
             if error is not None:
                 span.record_exception(error)
