@@ -257,37 +257,41 @@ class TraceToTriplet:
         )
 
     def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:
-        segments: list[tuple[list[_Call], list[int], list[int], list[float] | None]] = []
-        open_segment: dict[str | None, int] = {}  # agent -> index of its segment still being extended
+        segments: list[_Segment] = []
+        open_segment: dict[str | None, _Segment] = {}  # agent -> its segment still being extended
         for call in calls:
             response = call.response or []
-            index = open_segment.get(call.agent)
-            if index is not None:
-                members, merged, mask, logprobs = segments[index]
-                context = (members[0].prompt or []) + merged
+            segment = open_segment.get(call.agent)
+            if segment is not None:
+                context = (segment.calls[0].prompt or []) + segment.response
                 prompt = call.prompt or []
                 if prompt[: len(context)] == context:
                     inserted = prompt[len(context) :]
-                    merged.extend(inserted + response)
-                    mask.extend([0] * len(inserted) + [1] * len(response))
-                    if logprobs is not None and call.logprobs is not None:
-                        logprobs.extend([0.0] * len(inserted) + call.logprobs)
-                        segments[index] = (members, merged, mask, logprobs)
+                    segment.response += inserted + response
+                    segment.mask += [0] * len(inserted) + [1] * len(response)
+                    if segment.logprobs is not None and call.logprobs is not None:
+                        segment.logprobs += [0.0] * len(inserted) + call.logprobs
                     else:
-                        segments[index] = (members, merged, mask, None)
-                    members.append(call)
+                        segment.logprobs = None  # one call without logprobs: none for the merged sample
+                    segment.calls.append(call)
                     continue
                 diagnostics.merge_breaks += 1
-            open_segment[call.agent] = len(segments)
-            segments.append(
-                (
-                    [call],
-                    list(response),
-                    [1] * len(response),
-                    list(call.logprobs) if call.logprobs is not None else None,
-                )
+            segment = _Segment(
+                [call], list(response), [1] * len(response), list(call.logprobs) if call.logprobs is not None else None
             )
-        return [self._triplet(members, merged, mask, logprobs) for members, merged, mask, logprobs in segments]
+            open_segment[call.agent] = segment
+            segments.append(segment)
+        return [self._triplet(s.calls, s.response, s.mask, s.logprobs) for s in segments]
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Calls of one agent merged into one sample (trajectory mode)."""
+
+    calls: list[_Call]
+    response: list[int]
+    mask: list[int]
+    logprobs: list[float] | None
 
 
 def _quality(call: _Call) -> int:
