@@ -23,7 +23,7 @@ from lightning_otel.propagation import (
 from lightning_otel.reward import RolloutContextError, emit_reward
 from lightning_otel.rollout_identity import RolloutIdentity, current_rollout, rollout_context
 from lightning_otel.settings import register_trainable_endpoint, unregister_trainable_endpoint
-from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, TraceToTriplet, Triplet
+from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, TraceToMessages, TraceToTriplet, Triplet
 from lightning_otel.tracing import Instrumentation, flush, get_tracer, instrument, uninstrument
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "RolloutContextMiddleware",
     "RolloutDiagnostics",
     "RolloutIdentity",
+    "TraceToMessages",
     "TraceToTriplet",
     "Triplet",
     "__version__",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lightning_otel import semconv
-from lightning_otel.trace_adapter import TraceToTriplet
+from lightning_otel import message_content, semconv
+from lightning_otel.trace_adapter import TraceToMessages, TraceToTriplet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,3 +197,53 @@ def test_whole_pipeline_gives_the_servers_exact_token_ids() -> None:
     inserted = second["prompt"][len(first["prompt"]) + len(first["response"]) :]
     assert merged["response"] == first["response"] + inserted + second["response"]
     assert merged["mask"] == [1] * len(first["response"]) + [0] * len(inserted) + [1] * len(second["response"])
+    assert out["messages"] == [  # content was captured: the writer's two calls as fine-tuning examples
+        {"messages": [{"role": "user", "content": "write the query"}, {"role": "assistant", "content": "SELECT 1;"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "write the query"},
+                {"role": "assistant", "content": "SELECT 1;"},
+                {"role": "user", "content": "once more"},
+                {"role": "assistant", "content": "SELECT 2;"},
+            ]
+        },
+    ]
+
+
+def test_messages_with_tool_calls_and_missing_content() -> None:
+    body = {
+        "messages": [
+            {"role": "system", "content": "You write SQL."},
+            {"role": "user", "content": "count orders"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "function": {"name": "run_sql", "arguments": '{"q": "SELECT 1"}'}}],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "1"},
+        ]
+    }
+    with_content = llm("a", 1, agent="w", prompt=[1], response=[2])
+    with_content["attributes"][semconv.GEN_AI_INPUT_MESSAGES] = message_content.to_json(
+        message_content.input_messages(body)
+    )
+    with_content["attributes"][semconv.GEN_AI_OUTPUT_MESSAGES] = message_content.to_json(
+        [message_content.output_message("assistant", "There is 1 order.", [], "stop")]
+    )
+    adapter = TraceToMessages(agent_match="w")
+    (example,) = adapter.adapt([with_content, llm("b", 2, agent="w", prompt=[1], response=[2])])
+    assert example["messages"] == [
+        {"role": "system", "content": "You write SQL."},
+        {"role": "user", "content": "count orders"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "run_sql", "arguments": '{"q": "SELECT 1"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "1"},
+        {"role": "assistant", "content": "There is 1 order."},
+    ]
+    assert adapter.calls_without_content == 1
+    assert json.loads(TraceToMessages.to_jsonl([example]).splitlines()[0]) == example

@@ -12,14 +12,16 @@ import openai
 import lightning_otel
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
-from lightning_otel.trace_adapter import TraceToTriplet
+from lightning_otel.trace_adapter import TraceToMessages, TraceToTriplet
 
 
 def main() -> None:
     store = f"sqlite:///{tempfile.mkdtemp()}/collector.sqlite3"
     config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=store)
     with EmbeddedCollector(config) as addresses, OpenAITestServer(replies=["SELECT 1;", "SELECT 2;", "ok"]) as server:
-        lightning_otel.instrument(endpoint=addresses.otlp_http, token_id_endpoints=f"^{server.base_url}")
+        lightning_otel.instrument(
+            endpoint=addresses.otlp_http, token_id_endpoints=f"^{server.base_url}", capture_content=True
+        )
         client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
         served = []
 
@@ -64,6 +66,7 @@ def main() -> None:
                 "merge_breaks": adapted.diagnostics.merge_breaks,
             },
         }
+    out["messages"] = TraceToMessages(agent_match="^writer$").adapt(spans)
     json.dump(out, sys.stdout)
 
 
