@@ -173,9 +173,11 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["link"]:
         sys.exit(_link(link_parser().parse_args(argv[1:])))
     args = serve_parser().parse_args(argv)
+    from lightning_otel.collector.store import TransientStoreError
+
     try:
         asyncio.run(_serve(args))
-    except OSError as exc:
+    except (OSError, ValueError, TransientStoreError) as exc:  # a port in use, a bad store URL, no database
         raise SystemExit(f"agl-otel-collector: {exc}") from None
 
 

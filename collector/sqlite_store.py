@@ -63,6 +63,8 @@ class SQLiteStore(SQLReads):
         if not location:
             raise ValueError(f"{url!r} names no file: use sqlite:///path/to/collector.sqlite3")
         self.url = url
+        if location.startswith("//"):  # sqlite:////abs/path (SQLAlchemy's spelling) means the same file
+            location = "/" + location.lstrip("/")
         self.path = Path(location).expanduser()
         options = {key: values[-1] for key, values in parse_qs(query).items()}
         self.synchronous = options.get("synchronous", "normal").upper()
@@ -103,8 +105,11 @@ class SQLiteStore(SQLReads):
     # --- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = self._connect()
-        connection.executescript(SCHEMA)
+        try:
+            connection = self._connect()
+            connection.executescript(SCHEMA)
+        except sqlite3.Error as exc:  # not a database, unreadable, locked by another writer for 30 s
+            raise TransientStoreError(f"SQLite at {self.path} unusable: {exc}") from exc
         self._writer = threading.Thread(
             target=self._write_loop, args=(connection,), name="agl-sqlite-writer", daemon=True
         )

@@ -162,6 +162,39 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     assert "agl-otel-collector:" in result.stderr and "in use" in result.stderr
 
 
+def test_bad_store_urls_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "garbage.sqlite3").write_text("not a database")
+    for store, expected in (
+        (
+            f"sqlite:///{tmp_path}/garbage.sqlite3",
+            f"SQLite at {tmp_path}/garbage.sqlite3 unusable: file is not a database",
+        ),
+        ("mysql://db", "unsupported store URL"),
+        ("postgresql://agl@127.0.0.1:1/none", "PostgreSQL at 127.0.0.1:1/none unavailable"),
+    ):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lightning_otel.collector",
+                "--store",
+                store,
+                "--http-port",
+                "0",
+                "--grpc-port",
+                "-1",
+                "--query-port",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 1
+        assert result.stderr.startswith("agl-otel-collector:") and expected in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_sigkill_loses_no_acknowledged_span(tmp_path: Path) -> None:
     store = tmp_path / "durable.sqlite3"
     collector = CollectorProcess(store, "--grpc-port", "-1").start()
