@@ -60,11 +60,14 @@ class Client:
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    def _request(self, method: str, path: str, **options: Any) -> Any:
         try:
-            return _checked(self._http.get(path, params=params, timeout=timeout or self._http.timeout))
+            return _checked(self._http.request(method, path, **options))
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
+
+    def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        return self._request("GET", path, params=params, timeout=timeout or self._http.timeout)
 
     def rollout_spans(self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False) -> list[Span]:
         """Spans of a rollout in ingest order: one attempt, the latest one, or all attempts (default)."""
@@ -85,11 +88,7 @@ class Client:
 
     def rollouts_spans(self, rollout_ids: list[str], *, latest: bool = False) -> dict[str, list[Span]]:
         """Spans of many rollouts in one request (a training batch)."""
-        try:
-            response = self._http.post("/v1/rollouts/spans", json=_batch_body(rollout_ids, latest))
-        except httpx.HTTPError as exc:
-            raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
-        return _checked(response)["rollouts"]
+        return self._request("POST", "/v1/rollouts/spans", json=_batch_body(rollout_ids, latest))["rollouts"]
 
     def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent rollouts: id, span count, time range, agents and attempts seen."""
@@ -118,11 +117,14 @@ class AsyncClient:
         self.url = url.rstrip("/")
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    async def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    async def _request(self, method: str, path: str, **options: Any) -> Any:
         try:
-            return _checked(await self._http.get(path, params=params, timeout=timeout or self._http.timeout))
+            return _checked(await self._http.request(method, path, **options))
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
+
+    async def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        return await self._request("GET", path, params=params, timeout=timeout or self._http.timeout)
 
     async def rollout_spans(
         self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False
@@ -143,11 +145,8 @@ class AsyncClient:
         return (await self._get(f"/v1/rollouts/{rollout_id}/spans", params, timeout=timeout + 10))["spans"]
 
     async def rollouts_spans(self, rollout_ids: list[str], *, latest: bool = False) -> dict[str, list[Span]]:
-        try:
-            response = await self._http.post("/v1/rollouts/spans", json=_batch_body(rollout_ids, latest))
-        except httpx.HTTPError as exc:
-            raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
-        return _checked(response)["rollouts"]
+        body = _batch_body(rollout_ids, latest)
+        return (await self._request("POST", "/v1/rollouts/spans", json=body))["rollouts"]
 
     async def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
         return (await self._get("/v1/rollouts", {"limit": limit}))["rollouts"]

@@ -96,6 +96,34 @@ def _call(span: Span) -> _Call:
     )
 
 
+def _llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_Call]:
+    """The rollout's LLM calls in start order, one per response id (the copy with complete ids kept)."""
+    calls: list[_Call] = []
+    by_response_id: dict[str, int] = {}
+    agents: set[str] = set()
+    for span in spans:
+        if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
+            continue
+        call = _call(span)
+        diagnostics.llm_calls += 1
+        if call.agent:
+            agents.add(call.agent)
+        if call.response_id and call.response_id in by_response_id:
+            diagnostics.duplicate_calls += 1
+            kept = calls[by_response_id[call.response_id]]
+            if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
+                call.agent = call.agent or kept.agent
+                calls[by_response_id[call.response_id]] = call
+            continue
+        if call.response_id:
+            by_response_id[call.response_id] = len(calls)
+        calls.append(call)
+    diagnostics.llm_calls -= diagnostics.duplicate_calls
+    diagnostics.agents_seen = sorted(agents)
+    calls.sort(key=lambda c: c.start_ns)
+    return calls
+
+
 class TraceToTriplet:
     """`TraceToTriplet(agent_match="write|rewrite", mode="transition", reward="primary")`.
 
@@ -149,7 +177,7 @@ class TraceToTriplet:
             None,
         )
         diagnostics = RolloutDiagnostics(rollout_id)
-        calls = self._llm_calls(spans, diagnostics)
+        calls = _llm_calls(spans, diagnostics)
         final_reward = self._assign_rewards(calls, spans, diagnostics)
         attempt_id = next(
             (
@@ -183,32 +211,6 @@ class TraceToTriplet:
         return AdaptedRollout(triplets, final_reward, diagnostics)
 
     # --- steps -------------------------------------------------------------------------------------------------
-    def _llm_calls(self, spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_Call]:
-        calls: list[_Call] = []
-        by_response_id: dict[str, int] = {}
-        agents: set[str] = set()
-        for span in spans:
-            if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
-                continue
-            call = _call(span)
-            diagnostics.llm_calls += 1
-            if call.agent:
-                agents.add(call.agent)
-            if call.response_id and call.response_id in by_response_id:
-                diagnostics.duplicate_calls += 1
-                kept = calls[by_response_id[call.response_id]]
-                if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
-                    call.agent = call.agent or kept.agent
-                    calls[by_response_id[call.response_id]] = call
-                continue
-            if call.response_id:
-                by_response_id[call.response_id] = len(calls)
-            calls.append(call)
-        diagnostics.llm_calls -= diagnostics.duplicate_calls
-        diagnostics.agents_seen = sorted(agents)
-        calls.sort(key=lambda c: c.start_ns)
-        return calls
-
     def _assign_rewards(
         self, calls: list[_Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics
     ) -> float | None:
@@ -317,7 +319,7 @@ class TraceToMessages:
     def adapt(self, spans: Iterable[Span]) -> list[dict[str, Any]]:
         diagnostics = RolloutDiagnostics(None)
         examples = []
-        for call in self._selector._llm_calls(list(spans), diagnostics):
+        for call in _llm_calls(list(spans), diagnostics):
             if not self._selector.matches(call.agent):
                 continue
             attributes = call.span.get("attributes") or {}

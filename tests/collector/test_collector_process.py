@@ -15,9 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.collector.helpers import PB
 from tests.collector.otlp_factory import make_request, make_span
-
-PB = {"content-type": "application/x-protobuf"}
 
 
 def _free_ports(n: int) -> list[int]:
@@ -135,29 +134,33 @@ def test_ready_lines_env_configuration_and_sigterm(tmp_path: Path) -> None:
     assert "stopped" in "".join(collector.output)
 
 
+def _run_collector(store: str, http_port: int) -> subprocess.CompletedProcess[str]:
+    """Run the collector with a configuration it must refuse; returns the finished process."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lightning_otel.collector",
+            "--store",
+            store,
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            "-1",
+            "--query-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        port = busy.getsockname()[1]
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "lightning_otel.collector",
-                "--store",
-                f"sqlite:///{tmp_path}/x.sqlite3",
-                "--http-port",
-                str(port),
-                "--grpc-port",
-                "-1",
-                "--query-port",
-                "0",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _run_collector(f"sqlite:///{tmp_path}/x.sqlite3", busy.getsockname()[1])
     assert result.returncode != 0
     assert "agl-otel-collector:" in result.stderr and "in use" in result.stderr
 
@@ -172,24 +175,7 @@ def test_bad_store_urls_are_clear_errors(tmp_path: Path) -> None:
         ("mysql://db", "unsupported store URL"),
         ("postgresql://agl@127.0.0.1:1/none", "PostgreSQL at 127.0.0.1:1/none unavailable"),
     ):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "lightning_otel.collector",
-                "--store",
-                store,
-                "--http-port",
-                "0",
-                "--grpc-port",
-                "-1",
-                "--query-port",
-                "0",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _run_collector(store, 0)
         assert result.returncode == 1
         assert result.stderr.startswith("agl-otel-collector:") and expected in result.stderr
         assert "Traceback" not in result.stderr

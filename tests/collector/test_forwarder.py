@@ -14,8 +14,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tests.collector.helpers import send, stored_ids, wait_for
 from tests.collector.otlp_factory import make_span
 
-PB = {"content-type": "application/x-protobuf"}
-
 
 def _free_port() -> int:
     with socket.socket() as sock:

@@ -12,9 +12,9 @@ from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from tests.collector.helpers import PB
 from tests.collector.otlp_factory import make_request, make_span, trace_id
 
-PB = {"content-type": "application/x-protobuf"}
 JS = {"content-type": "application/json"}
 
 

@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from lightning_otel.collector import AsyncClient, Client, CollectorError
+from tests.collector.helpers import PB
 from tests.collector.otlp_factory import BASE_NS, golden_request, make_request, make_span
 
 GOLDEN = Path(__file__).parent / "golden"
 TRACE = "0000000000000abc"  # Jaeger prints a 128-bit id whose high half is zero as 16 hex digits
-PB = {"content-type": "application/x-protobuf"}
 
 
 @pytest.fixture
