@@ -6,6 +6,7 @@
     spans = client.wait_for_rollout("rollout-17", min_spans=5, timeout=30)   # event-driven on the server
     batch = client.rollouts_spans(["rollout-17", "rollout-18"])               # one call for a training batch
     client.rollouts(limit=10)
+    client.enqueue([{"input": {"question": "..."}}])                         # the rollout queue (trainer side)
 
 Spans come back flat: `traceId`, `spanId`, `parentSpanId`, `name`, `kind`, start/end nanoseconds, `service`,
 `attributes` with native values (token ids are lists of ints), `events`, `links`, `status`, and `seq` (ingest order).
@@ -41,28 +42,94 @@ def _rollout_params(attempt_id: str | None, latest: bool, min_spans: int, timeou
     return params
 
 
-def _batch_body(rollout_ids: list[str], latest: bool) -> dict[str, Any]:
+def _batch_body(rollout_ids: list[str], latest: bool, attempt_ids: list[str] | None) -> dict[str, Any]:
+    if attempt_ids is not None:
+        if len(attempt_ids) != len(rollout_ids):
+            raise ValueError("attempt_ids must pair one-to-one with rollout_ids")
+        return {"rollouts": [{"rollout_id": r, "attempt_id": a} for r, a in zip(rollout_ids, attempt_ids, strict=True)]}
     return {"rollouts": [{"rollout_id": rollout_id, "latest": latest} for rollout_id in rollout_ids]}
 
 
-def _checked(response: httpx.Response) -> Any:
+def _checked(response: httpx.Response, pick: str | None = None) -> Any:
     if response.status_code >= 400:
         raise CollectorError(
             f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {response.text[:300]}"
         )
-    return response.json()
+    body = response.json()
+    return body if pick is None else body[pick]
 
 
-class Client:
+class QueueCalls:
+    """The rollout queue and resources API, shared by `Client` (values) and `AsyncClient` (coroutines)."""
+
+    def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def enqueue(self, rollouts: list[dict[str, Any]]) -> Any:
+        """Queue rollouts (`{"input": task, "task_id"?, "group_id"?, "mode"?, "max_attempts"?, "timeout_s"?}`);
+        returns their records with the assigned `rollout_id`s."""
+        return self._request("POST", "/v1/queue/enqueue", "rollouts", json={"rollouts": rollouts})
+
+    def claim(self, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0) -> Any:
+        """Long-poll for work: `{"attempts": [...], "heartbeat_interval_s": s}`, empty after `wait_s` without work."""
+        body = {"runner_id": runner_id, "max": max_attempts, "wait_s": wait_s}
+        return self._request("POST", "/v1/queue/claim", json=body, timeout=wait_s + 30)
+
+    def heartbeat(self, runner_id: str, attempts: list[tuple[str, str]]) -> Any:
+        """Keep attempts alive; returns those the runner should stop (timed out or cancelled meanwhile)."""
+        body = {"runner_id": runner_id, "attempts": [{"rollout_id": r, "attempt_id": a} for r, a in attempts]}
+        return self._request("POST", "/v1/queue/heartbeat", "stop", json=body)
+
+    def complete(
+        self, rollout_id: str, attempt_id: str, status: str, *, error: str | None = None, reward: float | None = None
+    ) -> Any:
+        """Report an attempt `succeeded` or `failed`: `{"accepted": bool, "rollout_status": ...}`."""
+        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status, "error": error, "reward": reward}
+        return self._request("POST", "/v1/queue/complete", json=body)
+
+    def wait_rollouts(self, rollout_ids: list[str], *, timeout: float = 30.0) -> Any:
+        """Block (on the server) until every rollout is final or `timeout`: `{"done": bool, "rollouts": [...]}`."""
+        body = {"rollout_ids": rollout_ids, "timeout_s": timeout}
+        return self._request("POST", "/v1/queue/wait", json=body, timeout=timeout + 30)
+
+    def cancel(self, rollout_ids: list[str]) -> Any:
+        return self._request("POST", "/v1/queue/cancel", "cancelled", json={"rollout_ids": rollout_ids})
+
+    def runner_lost(self, runner_id: str, error: str = "runner process exited") -> Any:
+        """Fail a dead runner's running attempts at once (they retry) instead of waiting for heartbeat timeouts."""
+        return self._request("POST", f"/v1/queue/runners/{runner_id}/lost", "failed", json={"error": error})
+
+    def rollout(self, rollout_id: str) -> Any:
+        """One rollout's state with its attempts."""
+        return self._request("GET", f"/v1/rollouts/{rollout_id}")
+
+    def queued_rollouts(self, *, status: str | None = None, limit: int = 100) -> Any:
+        params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
+        return self._request("GET", "/v1/queue/rollouts", "rollouts", params=params)
+
+    def queue_stats(self) -> Any:
+        """Rollout counts by status."""
+        return self._request("GET", "/v1/queue/stats", "counts")
+
+    def put_resources(self, resources: dict[str, Any]) -> Any:
+        """Publish a new version of the named resources (JSON form); returns the version number."""
+        return self._request("POST", "/v1/resources", "version", json={"resources": resources})
+
+    def resources(self, version: int | str = "latest") -> Any:
+        """`{"version", "resources", "created_ns"}` of one version or the latest."""
+        return self._request("GET", f"/v1/resources/{version}")
+
+
+class Client(QueueCalls):
     def __init__(
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    def _request(self, method: str, path: str, **options: Any) -> Any:
+    def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
         try:
-            return _checked(self._http.request(method, path, **options))
+            return _checked(self._http.request(method, path, **options), pick)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
 
@@ -86,9 +153,12 @@ class Client:
         params = _rollout_params(attempt_id, latest, min_spans, timeout)
         return self._get(f"/v1/rollouts/{rollout_id}/spans", params, timeout=timeout + 10)["spans"]
 
-    def rollouts_spans(self, rollout_ids: list[str], *, latest: bool = False) -> dict[str, list[Span]]:
-        """Spans of many rollouts in one request (a training batch)."""
-        return self._request("POST", "/v1/rollouts/spans", json=_batch_body(rollout_ids, latest))["rollouts"]
+    def rollouts_spans(
+        self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
+    ) -> dict[str, list[Span]]:
+        """Spans of many rollouts in one request (a training batch): all attempts, the latest, or the given ones."""
+        body = _batch_body(rollout_ids, latest, attempt_ids)
+        return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
 
     def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent rollouts: id, span count, time range, agents and attempts seen."""
@@ -110,16 +180,16 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(QueueCalls):
     def __init__(
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    async def _request(self, method: str, path: str, **options: Any) -> Any:
+    async def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:  # type: ignore[override]
         try:
-            return _checked(await self._http.request(method, path, **options))
+            return _checked(await self._http.request(method, path, **options), pick)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
 
@@ -144,9 +214,11 @@ class AsyncClient:
         params = _rollout_params(attempt_id, latest, min_spans, timeout)
         return (await self._get(f"/v1/rollouts/{rollout_id}/spans", params, timeout=timeout + 10))["spans"]
 
-    async def rollouts_spans(self, rollout_ids: list[str], *, latest: bool = False) -> dict[str, list[Span]]:
-        body = _batch_body(rollout_ids, latest)
-        return (await self._request("POST", "/v1/rollouts/spans", json=body))["rollouts"]
+    async def rollouts_spans(
+        self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
+    ) -> dict[str, list[Span]]:
+        body = _batch_body(rollout_ids, latest, attempt_ids)
+        return await self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
 
     async def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
         return (await self._get("/v1/rollouts", {"limit": limit}))["rollouts"]

@@ -6,14 +6,14 @@ UNAVAILABLE the client retries, instead of memory growth. Spans are acknowledged
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from lightning_otel.collector.otlp_decoding import DecodedRequest
+from lightning_otel.collector.change_signal import ChangeSignal
+from lightning_otel.collector.otlp_decoding import DecodedRequest, SpanRecord
 from lightning_otel.collector.store import SpanStore, WriteResult
 
 
@@ -86,8 +86,8 @@ class Ingestor:
         self.max_in_flight_bytes = max_in_flight_bytes
         self.metrics = metrics or CollectorMetrics()
         self._in_flight = 0
-        self._committed: asyncio.Future[None] | None = None
-        self._generation = 0
+        self._commits = ChangeSignal()
+        self.on_commit: Callable[[Sequence[SpanRecord]], None] | None = None  # rollout heartbeats
 
     def admit(self, size: int) -> Callable[[], None]:
         """Reserve `size` bytes of the in-flight budget (before reading or decoding); returns the release."""
@@ -109,35 +109,21 @@ class Ingestor:
     @property
     def commit_generation(self) -> int:
         """Counts commits that stored new spans; read it before a query, then `wait_for_commit(after=...)`."""
-        return self._generation
+        return self._commits.generation
 
     async def wait_for_commit(self, timeout_s: float, *, after: int) -> bool:
         """Sleep until a commit newer than generation `after` (or `timeout_s`): readers waiting for a rollout's
-        spans are woken by writes instead of polling, and a commit that landed between their query and this call
-        is not missed. Returns False on timeout."""
-        if self._generation != after:
-            return True
-        if timeout_s <= 0:
-            return False
-        if self._committed is None or self._committed.done():
-            self._committed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._committed), timeout_s)
-        except TimeoutError:
-            return False
-        return True
-
-    def _notify_commit(self) -> None:
-        self._generation += 1
-        if self._committed is not None and not self._committed.done():
-            self._committed.set_result(None)
+        spans are woken by writes instead of polling. Returns False on timeout."""
+        return await self._commits.wait(timeout_s, after=after)
 
     async def ingest(self, decoded: DecodedRequest) -> IngestResult:
         """Store the decoded spans; returns once they are committed (the caller acknowledges after that)."""
         started = time.perf_counter()
         result: WriteResult = await self.store.write(decoded.records)
         if result.inserted:
-            self._notify_commit()
+            self._commits.notify()
+            if self.on_commit is not None:
+                self.on_commit(decoded.records)
         metrics = self.metrics
         metrics.ack_seconds.observe(time.perf_counter() - started)
         metrics.spans_stored.inc(result.inserted)

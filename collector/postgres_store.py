@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
+from lightning_otel.collector.rollout_state import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
-from lightning_otel.collector.store import RolloutSummary, TransientStoreError, WriteResult
+from lightning_otel.collector.store import RolloutSummary, StateTransaction, T, TransientStoreError, WriteResult
 
 SCHEMA = (
     """
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 );
 """
     + INDEXES
+    + STATE_SCHEMA
 )
 
 _INSERT = (
@@ -68,6 +70,8 @@ class PostgresStore(SQLReads):
         self._pool = AsyncConnectionPool(
             self.conninfo, min_size=1, max_size=read_connections, open=False, kwargs={"autocommit": True}
         )
+        # Rollout state runs blocking SQL shared with SQLite (rollout_state.py), so it gets a blocking pool.
+        self._state_pool = ConnectionPool(self.conninfo, min_size=1, max_size=read_connections, open=False)
         self._writes: asyncio.Queue[tuple[Sequence[SpanRecord], asyncio.Future[WriteResult]] | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self._connection: psycopg.AsyncConnection | None = None
@@ -81,6 +85,7 @@ class PostgresStore(SQLReads):
                 await connection.execute(SCHEMA)
                 await connection.execute("SELECT pg_advisory_unlock(7283361)")
             await self._pool.open(wait=True, timeout=30)
+            await asyncio.to_thread(self._state_pool.open, wait=True, timeout=30)
         except psycopg.Error as exc:
             raise TransientStoreError(f"PostgreSQL at {self._safe_url()} unavailable: {exc}") from exc
         self._writer_task = asyncio.create_task(self._write_loop(), name="agl-postgres-writer")
@@ -94,6 +99,7 @@ class PostgresStore(SQLReads):
             await self._connection.close()
             self._connection = None
         await self._pool.close()
+        await asyncio.to_thread(self._state_pool.close)
 
     def _safe_url(self) -> str:
         return self.url.split("@")[-1]
@@ -190,6 +196,17 @@ class PostgresStore(SQLReads):
             if not future.done():
                 future.set_result(result)
 
+    # --- rollout state ---------------------------------------------------------------------------------------
+    async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
+        def run() -> T:
+            with self._state_pool.connection() as connection, connection.transaction():
+                return work(_PostgresTransaction(connection))
+
+        try:
+            return await asyncio.to_thread(run)
+        except _TRANSIENT as exc:
+            raise TransientStoreError(f"PostgreSQL rollout-state transaction failed: {exc}") from exc
+
     # --- reads -----------------------------------------------------------------------------------------------
     async def _read(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
         return await self._on_pool(sql, parameters, fetch=True)  # type: ignore[return-value]
@@ -225,3 +242,19 @@ class PostgresStore(SQLReads):
 
     async def delete_before(self, end_ns: int) -> int:
         return await self._execute("DELETE FROM agl_spans WHERE end_ns < ?", (end_ns,))
+
+
+class _PostgresTransaction:
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"  # two collectors claiming at once take different rollouts
+
+    def __init__(self, connection: psycopg.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
+        cursor = self._connection.execute(sql.replace("?", "%s"), parameters)
+        return cursor.fetchall() if cursor.description else []
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        with self._connection.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)

@@ -16,6 +16,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -117,7 +118,14 @@ def _param(request: Request, *names: str) -> str | None:
     return None
 
 
-def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | None = None) -> Starlette:
+def build_query_app(
+    store: SpanStore,
+    ingestor: Ingestor,
+    *,
+    auth_token: str | None = None,
+    extra_routes: Sequence[Route] = (),
+    extra_handlers: Mapping[type[Exception], Any] | None = None,
+) -> Starlette:
     async def find_traces(query: TraceQuery) -> list[list]:
         if not query.tags:
             trace_ids = await store.find_trace_ids(query)
@@ -321,6 +329,7 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
         Route("/api/v3/traces/{trace_id}", v3_trace),
         Route("/healthz", healthz),
         Route("/metrics", metrics),
+        *extra_routes,
     ]
 
     async def bad_query(request: Request, exc: Exception) -> Response:
@@ -331,7 +340,7 @@ def build_query_app(store: SpanStore, ingestor: Ingestor, *, auth_token: str | N
 
     return Starlette(
         routes=routes,
-        exception_handlers={BadQuery: bad_query, TransientStoreError: store_unavailable},
+        exception_handlers={BadQuery: bad_query, TransientStoreError: store_unavailable, **(extra_handlers or {})},
         middleware=[Middleware(BearerAuth, token=auth_token, open_paths={"/healthz"})],
     )
 

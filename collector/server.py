@@ -26,6 +26,8 @@ from lightning_otel.collector.grpc_receiver import build_grpc_server
 from lightning_otel.collector.http_receiver import build_otlp_app
 from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
 from lightning_otel.collector.query_api import build_query_app
+from lightning_otel.collector.rollout_api import EXCEPTION_HANDLERS, rollout_routes
+from lightning_otel.collector.rollout_state import RolloutState
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore, open_store
 
@@ -47,6 +49,7 @@ class CollectorConfig:
     max_in_flight_bytes: int = 64 * 1024 * 1024
     drain_timeout_s: float = 10.0
     retention_s: float | None = None  # delete spans that ended longer ago than this (checked at start, then hourly)
+    heartbeat_timeout_s: float = 30.0  # a running attempt silent this long (no heartbeat, no span) times out
 
 
 @dataclass(slots=True)
@@ -93,6 +96,8 @@ class Collector:
         self.store = store or open_store(self.config.store_url)
         self.metrics = CollectorMetrics()
         self.ingestor = Ingestor(self.store, max_in_flight_bytes=self.config.max_in_flight_bytes, metrics=self.metrics)
+        self.rollout_state = RolloutState(self.store, heartbeat_timeout_s=self.config.heartbeat_timeout_s)
+        self.ingestor.on_commit = self.rollout_state.spans_committed
         self.addresses: Addresses | None = None
         self._http_servers: list[_QuietServer] = []
         self._http_tasks: list[asyncio.Task[None]] = []
@@ -106,7 +111,13 @@ class Collector:
         sockets = [_listen(config.host, config.http_port), _listen(config.host, config.query_port)]
         apps: list[ASGIApp] = [
             build_otlp_app(self.ingestor, auth_token=config.auth_token, max_body_bytes=config.max_body_bytes),
-            build_query_app(self.store, self.ingestor, auth_token=config.auth_token),
+            build_query_app(
+                self.store,
+                self.ingestor,
+                auth_token=config.auth_token,
+                extra_routes=rollout_routes(self.rollout_state, self._info),
+                extra_handlers=EXCEPTION_HANDLERS,
+            ),
         ]
         for app, sock in zip(apps, sockets, strict=True):
             server = _QuietServer(
@@ -133,6 +144,7 @@ class Collector:
                 await asyncio.gather(*self._http_tasks)  # surfaces the startup error
                 raise RuntimeError("an HTTP server stopped during startup")
             await asyncio.sleep(0.01)
+        self.rollout_state.start()
         if config.retention_s:
             self._retention_task = asyncio.create_task(self._enforce_retention(config.retention_s))
         for url in config.forward_otlp:
@@ -148,6 +160,13 @@ class Collector:
         )
         return self.addresses
 
+    def _info(self) -> dict[str, Any]:
+        http_port = grpc_port = None
+        if self.addresses is not None:
+            http_port = int(self.addresses.otlp_http.rsplit(":", 1)[1])
+            grpc_port = int(self.addresses.otlp_grpc.rsplit(":", 1)[1]) if self.addresses.otlp_grpc else None
+        return {"otlp_http_port": http_port, "otlp_grpc_port": grpc_port}
+
     async def _enforce_retention(self, retention_s: float) -> None:
         while True:
             try:
@@ -162,6 +181,7 @@ class Collector:
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
+        await self.rollout_state.stop()
         for server in self._http_servers:
             server.should_exit = True
         if self._grpc_server is not None:

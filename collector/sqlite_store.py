@@ -13,14 +13,15 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
+from lightning_otel.collector.rollout_state import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
-from lightning_otel.collector.store import RolloutSummary, TransientStoreError, WriteResult
+from lightning_otel.collector.store import RolloutSummary, StateTransaction, T, TransientStoreError, WriteResult
 
 SCHEMA = (
     """
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 );
 """
     + INDEXES
+    + STATE_SCHEMA
 )
 
 _STOP = object()
@@ -76,6 +78,9 @@ class SQLiteStore(SQLReads):
         self._readers = threading.local()
         self._reader_connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Rollout state: one thread, one connection, so its transactions queue here rather than on SQLite's lock.
+        self._state_thread = ThreadPoolExecutor(1, thread_name_prefix="agl-sqlite-state")
+        self._state_connection: sqlite3.Connection | None = None
 
     # --- connections -----------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -120,6 +125,7 @@ class SQLiteStore(SQLReads):
             self._writes.put(_STOP)
             await asyncio.to_thread(self._writer.join, 30)
             self._writer = None
+        await asyncio.wrap_future(self._state_thread.submit(self._close_state_connection))
         with self._lock:
             for connection in self._reader_connections:
                 connection.close()
@@ -214,6 +220,31 @@ class SQLiteStore(SQLReads):
         for (_, future), result in zip(batch, results, strict=True):
             future.set_result(result)
 
+    # --- rollout state ---------------------------------------------------------------------------------------
+    async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
+        return await asyncio.wrap_future(self._state_thread.submit(self._state_work, work))
+
+    def _state_work(self, work: Callable[[StateTransaction], T]) -> T:
+        if self._state_connection is None:
+            self._state_connection = self._connect()
+        connection = self._state_connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:  # locked for 30 s
+            raise TransientStoreError(f"SQLite busy: {exc}") from exc
+        try:
+            result = work(_SQLiteTransaction(connection))
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    def _close_state_connection(self) -> None:
+        if self._state_connection is not None:
+            self._state_connection.close()
+            self._state_connection = None
+
     # --- reads and small writes (the shared queries are in SQLReads) ------------------------------------------
     async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int:
         def run() -> int:
@@ -255,6 +286,20 @@ class SQLiteStore(SQLReads):
             deleted += count
             if count < 5000:
                 return deleted
+
+
+class _SQLiteTransaction:
+    for_update = ""  # BEGIN IMMEDIATE already holds the only write lock
+    skip_locked = ""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
+        return self._connection.execute(sql, parameters).fetchall()
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        self._connection.executemany(sql, rows)
 
 
 def default_sqlite_url() -> str:

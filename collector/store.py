@@ -8,10 +8,25 @@ it, and the forwarding outbox tails it with a persisted cursor.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
+
+
+class StateTransaction(Protocol):
+    """One open transaction of a store; `?` placeholders in every dialect."""
+
+    for_update: str  # " FOR UPDATE" where the database has row locks, "" where the transaction is exclusive
+    skip_locked: str  # " FOR UPDATE SKIP LOCKED" or ""
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]: ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
+
+
+T = TypeVar("T")
 
 
 class TransientStoreError(RuntimeError):
@@ -116,6 +131,11 @@ class SpanStore(abc.ABC):
 
     @abc.abstractmethod
     async def span_count(self) -> int: ...
+
+    @abc.abstractmethod
+    async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
+        """Run `work` (blocking SQL over the rollout-state tables) in one transaction off the event loop; it is
+        rolled back if `work` raises. Serializable with every other state transaction on the same row."""
 
 
 def open_store(url: str, **options: object) -> SpanStore:

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 
 from opentelemetry import trace
 
 from lightning_otel import semconv
 from lightning_otel.rollout_identity import current_rollout
+
+# The runner records what the agent emitted, to tell "returned a reward" from "emitted its own" (and both at once).
+_recorded: ContextVar[list[tuple[str, float]] | None] = ContextVar("agl_recorded_rewards", default=None)
+
+
+@contextlib.contextmanager
+def recording_rewards() -> Iterator[list[tuple[str, float]]]:
+    """Collect (name, value) of every reward emitted inside (threads and tasks that copy the context included)."""
+    emitted: list[tuple[str, float]] = []
+    token = _recorded.set(emitted)
+    try:
+        yield emitted
+    finally:
+        _recorded.reset(token)
 
 
 class RolloutContextError(RuntimeError):
@@ -58,6 +74,9 @@ def emit_reward(
 
     tracer = get_tracer()
     now = time.time_ns()
+    recorded = _recorded.get()
+    if recorded is not None:
+        recorded.extend(rewards.items())
     for reward_name, reward in rewards.items():
         attributes: dict[str, str | float] = {
             semconv.AGL_REWARD_VALUE: reward,

@@ -53,6 +53,15 @@ class RecordedRequest:
     headers: dict[str, str]
 
 
+@dataclass
+class ServedCall:
+    """What the server produced for one request (by response id): the ids a trainer must end up with."""
+
+    prompt_token_ids: list[int]
+    response_token_ids: list[list[int]]  # one list per choice
+    headers: dict[str, str]
+
+
 ReplySource = Callable[[dict[str, Any]], "str | Reply"]
 
 
@@ -101,6 +110,7 @@ class OpenAITestServer:
         self.strict = strict
         self.latency_s = latency_s
         self.requests: list[RecordedRequest] = []
+        self.served: dict[str, ServedCall] = {}
         self._scripted: deque[str | Reply] = deque()
         self._reply_fn: ReplySource | None = None
         self.set_replies(replies)
@@ -132,6 +142,11 @@ class OpenAITestServer:
     def reset(self) -> None:
         self.set_replies(None)
         self.requests.clear()
+        self.served.clear()
+
+    def _record(self, request: Any, response_id: str, prompt_ids: list[int], generations: list[_Generation]) -> None:
+        headers = dict(request.headers)
+        self.served[response_id] = ServedCall(list(prompt_ids), [list(g.token_ids) for g in generations], headers)
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> OpenAITestServer:
@@ -224,6 +239,7 @@ class OpenAITestServer:
             prompt_ids = self.tokenizer.encode(prompt_text)
             generations = self._generations(body, prompt_text)
             response_id = f"chatcmpl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+            self._record(request, response_id, prompt_ids, generations)
             if body.get("stream"):
                 return sse(self._chat_stream(body, response_id, prompt_ids, generations))
             return JSONResponse(self._chat_response(body, response_id, prompt_ids, generations))
@@ -240,6 +256,7 @@ class OpenAITestServer:
             prompt_ids = self.tokenizer.encode(prompt)
             generations = self._generations(body, prompt)
             response_id = f"cmpl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+            self._record(request, response_id, prompt_ids, generations)
             if body.get("stream"):
                 return sse(self._completion_stream(body, response_id, prompt_ids, generations))
             return JSONResponse(self._completion_response(body, response_id, prompt_ids, generations))

@@ -1,0 +1,565 @@
+"""Rollout state: the training queue the trainer fills and runners drain, kept in the collector's store.
+
+A rollout is one run of the agent on one task. It waits `queuing` until a runner claims it, which starts an
+attempt (`at-1`, `at-2`, ...) and makes it `running`. The runner reports the attempt `succeeded` or `failed`; an
+attempt whose runner stops sending heartbeats (a span of the attempt arriving counts as one) or that runs past the
+rollout's `timeout_s` becomes `timeout`. A failed or timed-out attempt puts the rollout back in the queue until
+`max_attempts` attempts were made; then the rollout ends `failed` or `timeout`. `cancelled` ends it from outside.
+Resources (e.g. the `main_llm` endpoint) are versioned snapshots; each attempt records the version it ran with.
+
+Every operation is one transaction of plain SQL with `?` placeholders, so SQLite and PostgreSQL share this logic;
+PostgreSQL adds row locks where SQLite's `BEGIN IMMEDIATE` already serializes writers. Waiting is event-driven in
+this process (enqueue, completion and expiry wake the waiters), with a slow re-check for changes made by another
+collector sharing the same PostgreSQL store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from lightning_otel.collector.change_signal import ChangeSignal
+from lightning_otel.collector.otlp_decoding import SpanRecord
+from lightning_otel.collector.store import SpanStore, StateTransaction
+
+log = logging.getLogger("lightning_otel.collector.rollouts")
+
+QUEUING, RUNNING = "queuing", "running"
+SUCCEEDED, FAILED, TIMEOUT, CANCELLED = "succeeded", "failed", "timeout", "cancelled"
+FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, TIMEOUT, CANCELLED})
+REPORTABLE_STATUSES = frozenset({SUCCEEDED, FAILED})  # what a runner may report for its attempt
+MODES = frozenset({"train", "val", "dev"})
+
+STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agl_rollouts (
+    rollout_id TEXT PRIMARY KEY,
+    position BIGINT NOT NULL,
+    task_id TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    input TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    status TEXT NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    timeout_s DOUBLE PRECISION,
+    attempts INTEGER NOT NULL,
+    attempt_id TEXT,
+    resources_version BIGINT,
+    reward DOUBLE PRECISION,
+    error TEXT,
+    created_ns BIGINT NOT NULL,
+    updated_ns BIGINT NOT NULL,
+    end_ns BIGINT
+);
+CREATE INDEX IF NOT EXISTS agl_rollouts_by_status ON agl_rollouts (status, position);
+CREATE TABLE IF NOT EXISTS agl_attempts (
+    rollout_id TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    runner_id TEXT NOT NULL,
+    resources_version BIGINT,
+    start_ns BIGINT NOT NULL,
+    heartbeat_ns BIGINT NOT NULL,
+    end_ns BIGINT,
+    error TEXT,
+    reward DOUBLE PRECISION,
+    PRIMARY KEY (rollout_id, attempt_id)
+);
+CREATE INDEX IF NOT EXISTS agl_attempts_by_status ON agl_attempts (status, heartbeat_ns);
+CREATE TABLE IF NOT EXISTS agl_resources (
+    version BIGINT PRIMARY KEY,
+    resources TEXT NOT NULL,
+    created_ns BIGINT NOT NULL
+);
+"""
+
+_ROLLOUT_COLUMNS = (
+    "rollout_id, task_id, group_id, mode, input, metadata, status, max_attempts, timeout_s, attempts, attempt_id, "
+    "resources_version, reward, error, created_ns, updated_ns, end_ns"
+)
+
+_ATTEMPT_FIELDS = (
+    "attempt_id",
+    "number",
+    "status",
+    "runner_id",
+    "resources_version",
+    "start_ns",
+    "heartbeat_ns",
+    "end_ns",
+    "error",
+    "reward",
+)
+
+
+class InvalidRequest(ValueError):
+    """A rollout-state request that cannot be honoured as given (HTTP 400)."""
+
+
+class NotFound(LookupError):
+    """No such rollout or resources version (HTTP 404)."""
+
+
+@dataclass(slots=True)
+class RolloutSpec:
+    """What the trainer enqueues: one task to run `max_attempts` times at most."""
+
+    input: Any
+    task_id: str | None = None
+    group_id: str | None = None
+    mode: str = "train"
+    rollout_id: str | None = None
+    max_attempts: int = 3
+    timeout_s: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    resources_version: int | None = None  # None: the latest version when claimed
+
+    @classmethod
+    def from_json(cls, data: object) -> RolloutSpec:
+        if not isinstance(data, dict) or "input" not in data:
+            raise InvalidRequest('each rollout must be an object with an "input"')
+        unknown = set(data) - {f for f in cls.__slots__}  # type: ignore[attr-defined]
+        if unknown:
+            raise InvalidRequest(f"unknown rollout fields: {sorted(unknown)}")
+        spec = cls(**data)
+        if spec.mode not in MODES:
+            raise InvalidRequest(f"mode must be one of {sorted(MODES)}, got {spec.mode!r}")
+        if not isinstance(spec.max_attempts, int) or spec.max_attempts < 1:
+            raise InvalidRequest(f"max_attempts must be an integer >= 1, got {spec.max_attempts!r}")
+        if spec.timeout_s is not None and (not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0):
+            raise InvalidRequest(f"timeout_s must be a positive number, got {spec.timeout_s!r}")
+        if not isinstance(spec.metadata, dict):
+            raise InvalidRequest("metadata must be an object")
+        return spec
+
+
+def _rollout_json(row: Sequence[Any]) -> dict[str, Any]:
+    names = _ROLLOUT_COLUMNS.split(", ")
+    record = dict(zip(names, row, strict=True))
+    record["input"] = orjson.loads(record["input"])
+    record["metadata"] = orjson.loads(record["metadata"])
+    return record
+
+
+def _attempt_json(row: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(_ATTEMPT_FIELDS, row, strict=True))
+
+
+# --- the operations, each run inside one transaction ------------------------------------------------------------
+def enqueue(tx: StateTransaction, specs: Sequence[RolloutSpec], now: int) -> list[dict[str, Any]]:
+    rows = []
+    for index, spec in enumerate(specs):
+        rollout_id = spec.rollout_id or f"ro-{uuid.uuid4().hex[:16]}"
+        task_id = spec.task_id or rollout_id
+        rows.append(
+            (
+                rollout_id,
+                now + index,  # queue order: first in, first claimed
+                task_id,
+                spec.group_id or task_id,
+                spec.mode,
+                orjson.dumps(spec.input).decode(),
+                orjson.dumps(spec.metadata).decode(),
+                QUEUING,
+                spec.max_attempts,
+                spec.timeout_s,
+                0,
+                spec.resources_version,
+                now,
+                now,
+            )
+        )
+    if len({row[0] for row in rows}) != len(rows):
+        raise InvalidRequest("rollout_id repeated within one request")
+    placeholders = ", ".join("?" * 14)
+    existing = _existing_ids(tx, [row[0] for row in rows])
+    if existing:
+        raise InvalidRequest(f"rollout ids already exist: {sorted(existing)[:5]}")
+    tx.executemany(
+        "INSERT INTO agl_rollouts (rollout_id, position, task_id, group_id, mode, input, metadata, status, "
+        f"max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns) VALUES ({placeholders})",
+        rows,
+    )
+    return get_rollouts(tx, [row[0] for row in rows])
+
+
+def _existing_ids(tx: StateTransaction, rollout_ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for chunk in _chunks(rollout_ids):
+        marks = ", ".join("?" * len(chunk))
+        found.update(
+            r[0] for r in tx.execute(f"SELECT rollout_id FROM agl_rollouts WHERE rollout_id IN ({marks})", chunk)
+        )
+    return found
+
+
+def _chunks(items: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def claim(tx: StateTransaction, runner_id: str, limit: int, now: int) -> list[dict[str, Any]]:
+    """Start an attempt on up to `limit` queued rollouts, oldest first."""
+    rows = tx.execute(
+        "SELECT rollout_id, attempts, resources_version FROM agl_rollouts WHERE status = ? "
+        f"ORDER BY position LIMIT ?{tx.skip_locked}",
+        (QUEUING, limit),
+    )
+    if not rows:
+        return []
+    latest = tx.execute("SELECT MAX(version) FROM agl_resources")[0][0]
+    attempts, updates = [], []
+    for rollout_id, made, pinned in rows:
+        number = made + 1
+        attempt_id = f"at-{number}"
+        version = pinned if pinned is not None else latest
+        attempts.append((rollout_id, attempt_id, number, RUNNING, runner_id, version, now, now))
+        updates.append((RUNNING, number, attempt_id, now, rollout_id))
+    tx.executemany(
+        "UPDATE agl_rollouts SET status = ?, attempts = ?, attempt_id = ?, updated_ns = ? WHERE rollout_id = ?",
+        updates,
+    )
+    tx.executemany(
+        "INSERT INTO agl_attempts (rollout_id, attempt_id, number, status, runner_id, resources_version, start_ns, "
+        "heartbeat_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        attempts,
+    )
+    by_id = {record["rollout_id"]: record for record in get_rollouts(tx, [row[0] for row in rows])}
+    claimed = []
+    for rollout_id, attempt_id, number, _, _, version, _, _ in attempts:
+        record = by_id[rollout_id]
+        record.update(attempt_id=attempt_id, attempt_number=number, resources_version=version)
+        claimed.append(record)
+    return claimed
+
+
+def heartbeat(tx: StateTransaction, attempts: Sequence[tuple[str, str]], now: int) -> list[dict[str, str]]:
+    """Mark attempts alive; returns those no longer running (the runner should stop them) with their status."""
+    tx.executemany(
+        "UPDATE agl_attempts SET heartbeat_ns = ? WHERE rollout_id = ? AND attempt_id = ? AND status = ?",
+        [(now, rollout_id, attempt_id, RUNNING) for rollout_id, attempt_id in attempts],
+    )
+    stop = []
+    for rollout_id, attempt_id in attempts:
+        found = tx.execute(
+            "SELECT status FROM agl_attempts WHERE rollout_id = ? AND attempt_id = ?", (rollout_id, attempt_id)
+        )
+        status = found[0][0] if found else "unknown"
+        if status != RUNNING:
+            stop.append({"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status})
+    return stop
+
+
+def finish_attempt(
+    tx: StateTransaction,
+    rollout_id: str,
+    attempt_id: str,
+    status: str,
+    now: int,
+    *,
+    error: str | None = None,
+    reward: float | None = None,
+) -> tuple[bool, str | None]:
+    """End a running attempt; returns (accepted, the rollout's status). Only the first ending of an attempt counts:
+    a late report from a runner whose attempt already timed out is not accepted."""
+    won = tx.execute(
+        "UPDATE agl_attempts SET status = ?, end_ns = ?, error = ?, reward = ? "
+        "WHERE rollout_id = ? AND attempt_id = ? AND status = ? RETURNING number",
+        (status, now, error, reward, rollout_id, attempt_id, RUNNING),
+    )
+    found = tx.execute(
+        f"SELECT attempts, max_attempts, status FROM agl_rollouts WHERE rollout_id = ?{tx.for_update}", (rollout_id,)
+    )
+    if not found:
+        raise NotFound(f"no rollout {rollout_id!r}")
+    made, max_attempts, current = found[0]
+    if not won or current != RUNNING:
+        return bool(won), current
+    if status == SUCCEEDED:
+        outcome = SUCCEEDED
+    elif status == CANCELLED:
+        outcome = CANCELLED
+    elif made < max_attempts:
+        outcome = QUEUING  # retried by the next claim
+    else:
+        outcome = status
+    tx.execute(
+        "UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, reward = ?, error = ? WHERE rollout_id = ?",
+        (outcome, now, now if outcome in FINAL_STATUSES else None, reward, error, rollout_id),
+    )
+    return True, outcome
+
+
+def expire(tx: StateTransaction, now: int, heartbeat_timeout_ns: int) -> list[tuple[str, str, str]]:
+    """Time out running attempts that went silent or ran past their rollout's timeout; returns what changed."""
+    rows = tx.execute(
+        "SELECT a.rollout_id, a.attempt_id, a.heartbeat_ns < ? FROM agl_attempts a "
+        "JOIN agl_rollouts r ON r.rollout_id = a.rollout_id WHERE a.status = ? "
+        "AND (a.heartbeat_ns < ? OR (r.timeout_s IS NOT NULL AND a.start_ns + r.timeout_s * 1e9 < ?))",
+        (now - heartbeat_timeout_ns, RUNNING, now - heartbeat_timeout_ns, now),
+    )
+    changed = []
+    for rollout_id, attempt_id, silent in rows:
+        reason = "no heartbeat from the runner" if silent else "rollout ran past its timeout_s"
+        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, TIMEOUT, now, error=reason)
+        if accepted and outcome is not None:
+            changed.append((rollout_id, attempt_id, outcome))
+    return changed
+
+
+def fail_runner(tx: StateTransaction, runner_id: str, error: str, now: int) -> list[tuple[str, str, str]]:
+    """A runner is known dead (its process exited): fail its running attempts now instead of waiting for timeouts."""
+    rows = tx.execute(
+        "SELECT rollout_id, attempt_id FROM agl_attempts WHERE runner_id = ? AND status = ?", (runner_id, RUNNING)
+    )
+    changed = []
+    for rollout_id, attempt_id in rows:
+        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, FAILED, now, error=error)
+        if accepted and outcome is not None:
+            changed.append((rollout_id, attempt_id, outcome))
+    return changed
+
+
+def cancel(tx: StateTransaction, rollout_ids: Sequence[str], now: int) -> int:
+    cancelled = 0
+    for chunk in _chunks(rollout_ids):
+        marks = ", ".join("?" * len(chunk))
+        tx.execute(
+            f"UPDATE agl_attempts SET status = ?, end_ns = ?, error = ? WHERE status = ? AND rollout_id IN ({marks})",
+            (CANCELLED, now, "cancelled", RUNNING, *chunk),
+        )
+        cancelled += len(
+            tx.execute(
+                f"UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ? WHERE status IN (?, ?) "
+                f"AND rollout_id IN ({marks}) RETURNING rollout_id",
+                (CANCELLED, now, now, QUEUING, RUNNING, *chunk),
+            )
+        )
+    return cancelled
+
+
+def get_rollouts(tx: StateTransaction, rollout_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Records in the order asked; unknown ids are left out."""
+    found: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(rollout_ids):
+        marks = ", ".join("?" * len(chunk))
+        for row in tx.execute(f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts WHERE rollout_id IN ({marks})", chunk):
+            found[row[0]] = _rollout_json(row)
+    return [found[rollout_id] for rollout_id in rollout_ids if rollout_id in found]
+
+
+def get_rollout_detail(tx: StateTransaction, rollout_id: str) -> dict[str, Any]:
+    records = get_rollouts(tx, [rollout_id])
+    if not records:
+        raise NotFound(f"no rollout {rollout_id!r}")
+    rows = tx.execute(
+        f"SELECT {', '.join(_ATTEMPT_FIELDS)} FROM agl_attempts WHERE rollout_id = ? ORDER BY number",
+        (rollout_id,),
+    )
+    return {**records[0], "attempt_list": [_attempt_json(row) for row in rows]}
+
+
+def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> int:
+    count = 0
+    for chunk in _chunks(rollout_ids):
+        marks = ", ".join("?" * len(chunk))
+        count += tx.execute(
+            f"SELECT COUNT(*) FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
+            (*chunk, QUEUING, RUNNING),
+        )[0][0]
+    return count
+
+
+def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[dict[str, Any]]:
+    if status is None:
+        rows = tx.execute(f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts ORDER BY position DESC LIMIT ?", (limit,))
+    else:
+        rows = tx.execute(
+            f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts WHERE status = ? ORDER BY position LIMIT ?", (status, limit)
+        )
+    return [_rollout_json(row) for row in rows]
+
+
+def status_counts(tx: StateTransaction) -> dict[str, int]:
+    counts = dict.fromkeys((QUEUING, RUNNING, SUCCEEDED, FAILED, TIMEOUT, CANCELLED), 0)
+    counts.update(
+        {status: count for status, count in tx.execute("SELECT status, COUNT(*) FROM agl_rollouts GROUP BY status")}
+    )
+    return counts
+
+
+def put_resources(tx: StateTransaction, resources: dict[str, Any], now: int) -> int:
+    rows = tx.execute(
+        "INSERT INTO agl_resources (version, resources, created_ns) "
+        "SELECT COALESCE(MAX(version), 0) + 1, ?, ? FROM agl_resources RETURNING version",
+        (orjson.dumps(resources).decode(), now),
+    )
+    return rows[0][0]
+
+
+def get_resources(tx: StateTransaction, version: int | None) -> dict[str, Any]:
+    if version is None:
+        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources ORDER BY version DESC LIMIT 1")
+    else:
+        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources WHERE version = ?", (version,))
+    if not rows:
+        raise NotFound("no resources yet" if version is None else f"no resources version {version}")
+    return {"version": rows[0][0], "resources": orjson.loads(rows[0][1]), "created_ns": rows[0][2]}
+
+
+# --- the collector-side service ---------------------------------------------------------------------------------
+class RolloutState:
+    """Rollout queue operations over a store, with event-driven waits and the heartbeat watchdog."""
+
+    def __init__(
+        self,
+        store: SpanStore,
+        *,
+        heartbeat_timeout_s: float = 30.0,
+        recheck_s: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.recheck_s = recheck_s  # catches changes made by another collector on a shared PostgreSQL
+        self.queued = ChangeSignal()  # something became claimable
+        self.finished = ChangeSignal()  # an attempt or rollout ended
+        self._span_heartbeats: dict[tuple[str, str], int] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return max(self.heartbeat_timeout_s / 3, 0.05)
+
+    def start(self) -> None:
+        self._watchdog = asyncio.create_task(self._watch(), name="agl-rollout-watchdog")
+
+    async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+            self._watchdog = None
+
+    # spans are heartbeats: recorded in memory on ingest, written by the watchdog before it looks for silent attempts
+    def spans_committed(self, records: Sequence[SpanRecord]) -> None:
+        now = time.time_ns()
+        for record in records:
+            if record.rollout_id is not None and record.attempt_id:
+                self._span_heartbeats[(record.rollout_id, record.attempt_id)] = now
+
+    async def _watch(self) -> None:
+        interval = min(max(self.heartbeat_timeout_s / 4, 0.05), 1.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.check_expired()
+            except Exception:
+                log.exception("rollout watchdog: checking attempts failed; trying again")
+
+    async def check_expired(self) -> list[tuple[str, str, str]]:
+        beats, self._span_heartbeats = self._span_heartbeats, {}
+        timeout_ns = int(self.heartbeat_timeout_s * 1e9)
+
+        def work(tx: StateTransaction) -> list[tuple[str, str, str]]:
+            if beats:
+                tx.executemany(
+                    "UPDATE agl_attempts SET heartbeat_ns = ? WHERE rollout_id = ? AND attempt_id = ? AND status = ? "
+                    "AND heartbeat_ns < ?",
+                    [(ns, rollout_id, attempt_id, RUNNING, ns) for (rollout_id, attempt_id), ns in beats.items()],
+                )
+            return expire(tx, time.time_ns(), timeout_ns)
+
+        changed = await self.store.state_transaction(work)
+        self._announce(changed)
+        return changed
+
+    def _announce(self, changed: Sequence[tuple[str, str, str]]) -> None:
+        if not changed:
+            return
+        for rollout_id, attempt_id, outcome in changed:
+            log.info("rollout %s attempt %s ended; rollout now %s", rollout_id, attempt_id, outcome)
+        self.finished.notify()
+        if any(outcome == QUEUING for _, _, outcome in changed):
+            self.queued.notify()
+
+    # --- operations ------------------------------------------------------------------------------------------
+    async def enqueue(self, specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:
+        records = await self.store.state_transaction(lambda tx: enqueue(tx, specs, time.time_ns()))
+        self.queued.notify()
+        return records
+
+    async def claim(self, runner_id: str, limit: int, wait_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + min(wait_s, 300.0)
+        while True:
+            generation = self.queued.generation
+            claimed = await self.store.state_transaction(lambda tx: claim(tx, runner_id, limit, time.time_ns()))
+            remaining = deadline - time.monotonic()
+            if claimed or remaining <= 0:
+                return claimed
+            await self.queued.wait(min(remaining, self.recheck_s), after=generation)
+
+    async def heartbeat(self, attempts: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+        return await self.store.state_transaction(lambda tx: heartbeat(tx, attempts, time.time_ns()))
+
+    async def complete(
+        self, rollout_id: str, attempt_id: str, status: str, *, error: str | None = None, reward: float | None = None
+    ) -> tuple[bool, str | None]:
+        if status not in REPORTABLE_STATUSES:
+            raise InvalidRequest(f"status must be one of {sorted(REPORTABLE_STATUSES)}, got {status!r}")
+        accepted, outcome = await self.store.state_transaction(
+            lambda tx: finish_attempt(tx, rollout_id, attempt_id, status, time.time_ns(), error=error, reward=reward)
+        )
+        if accepted:
+            self._announce([(rollout_id, attempt_id, outcome or "")])
+        return accepted, outcome
+
+    async def fail_runner(self, runner_id: str, error: str) -> int:
+        changed = await self.store.state_transaction(lambda tx: fail_runner(tx, runner_id, error, time.time_ns()))
+        self._announce(changed)
+        return len(changed)
+
+    async def cancel(self, rollout_ids: Sequence[str]) -> int:
+        count = await self.store.state_transaction(lambda tx: cancel(tx, rollout_ids, time.time_ns()))
+        if count:
+            self.finished.notify()
+        return count
+
+    async def wait(self, rollout_ids: Sequence[str], timeout_s: float) -> tuple[bool, list[dict[str, Any]]]:
+        """Until every rollout is final (or `timeout_s`): (all done, their records)."""
+        deadline = time.monotonic() + min(timeout_s, 300.0)
+        while True:
+            generation = self.finished.generation
+            left = await self.store.state_transaction(lambda tx: unfinished(tx, rollout_ids))
+            remaining = deadline - time.monotonic()
+            if left == 0 or remaining <= 0:
+                records = await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
+                return left == 0, records
+            await self.finished.wait(min(remaining, self.recheck_s), after=generation)
+            await asyncio.sleep(0.02)  # completions arrive in bursts: count once per burst, not once per rollout
+
+    async def rollouts(self, rollout_ids: Sequence[str]) -> list[dict[str, Any]]:
+        return await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
+
+    async def rollout(self, rollout_id: str) -> dict[str, Any]:
+        return await self.store.state_transaction(lambda tx: get_rollout_detail(tx, rollout_id))
+
+    async def list(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+        return await self.store.state_transaction(lambda tx: list_rollouts(tx, status, limit))
+
+    async def counts(self) -> dict[str, int]:
+        return await self.store.state_transaction(status_counts)
+
+    async def put_resources(self, resources: dict[str, Any]) -> int:
+        return await self.store.state_transaction(lambda tx: put_resources(tx, resources, time.time_ns()))
+
+    async def resources(self, version: int | None) -> dict[str, Any]:
+        return await self.store.state_transaction(lambda tx: get_resources(tx, version))

@@ -1,0 +1,80 @@
+"""Resources the trainer hands to every rollout: named, versioned, JSON on the wire.
+
+    initial_resources={"main_llm": LLM("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-0.5B-Instruct",
+                                       sampling_parameters={"temperature": 1.0})}
+
+    def rollout(task, resources, rollout):
+        llm = resources["main_llm"]
+        client = OpenAI(base_url=llm.get_base_url(rollout.rollout_id, rollout.attempt_id), api_key=llm.api_key)
+
+`ProxyLLM` is the rollout-aware variant for a gateway that reads the rollout identity from the URL path
+(`/rollout/{rollout_id}/attempt/{attempt_id}/v1/...`), for clients that cannot send baggage headers. Values that are
+not resources (a prompt template string, a dict of settings) travel as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+_TYPE_KEY = "__resource__"
+
+
+@dataclass(slots=True)
+class LLM:
+    """An OpenAI-compatible endpoint serving the policy (`endpoint` is the base URL, usually ending in /v1)."""
+
+    endpoint: str
+    model: str
+    sampling_parameters: dict[str, Any] = field(default_factory=dict)
+    api_key: str = "EMPTY"
+
+    def get_base_url(self, rollout_id: str | None = None, attempt_id: str | None = None) -> str:
+        """The base URL a client of this rollout should use (the same for every rollout here)."""
+        return self.endpoint
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint
+
+
+@dataclass(slots=True)
+class ProxyLLM(LLM):
+    """An LLM behind the policy gateway: `get_base_url` puts the rollout identity into the path."""
+
+    def get_base_url(self, rollout_id: str | None = None, attempt_id: str | None = None) -> str:
+        if not rollout_id:
+            return self.endpoint
+        root = self.endpoint.rstrip("/").removesuffix("/v1")
+        path = f"/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id or '', safe='')}"
+        return f"{root}{path}/v1"
+
+
+RESOURCE_TYPES: dict[str, type[LLM]] = {"llm": LLM, "proxy_llm": ProxyLLM}
+_NAMES = {cls: name for name, cls in RESOURCE_TYPES.items()}
+
+
+def resources_to_json(resources: dict[str, Any]) -> dict[str, Any]:
+    """Resources to their JSON form (what the collector stores and runners receive)."""
+    encoded: dict[str, Any] = {}
+    for name, value in resources.items():
+        kind = _NAMES.get(type(value))
+        encoded[name] = {_TYPE_KEY: kind, **asdict(value)} if kind else value
+    return encoded
+
+
+def resources_from_json(encoded: dict[str, Any]) -> dict[str, Any]:
+    decoded: dict[str, Any] = {}
+    for name, value in encoded.items():
+        if isinstance(value, dict) and value.get(_TYPE_KEY) in RESOURCE_TYPES:
+            fields = {key: item for key, item in value.items() if key != _TYPE_KEY}
+            decoded[name] = RESOURCE_TYPES[value[_TYPE_KEY]](**fields)
+        else:
+            decoded[name] = value
+    return decoded
+
+
+def llm_endpoints(resources: dict[str, Any]) -> list[str]:
+    """Base URLs of the LLM resources: the runner asks these for token ids."""
+    return [value.endpoint for value in resources.values() if isinstance(value, LLM)]

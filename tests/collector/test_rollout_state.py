@@ -1,0 +1,189 @@
+"""Rollout state conformance: the queue, attempts, retries, timeouts, heartbeats and resources on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from lightning_otel.collector.rollout_state import InvalidRequest, NotFound, RolloutSpec, RolloutState
+from tests.collector.otlp_factory import make_span, records
+
+
+def specs(count: int, **options: object) -> list[RolloutSpec]:
+    return [RolloutSpec(input={"n": index}, task_id=f"t{index}", **options) for index in range(count)]  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def state(span_store) -> RolloutState:
+    return RolloutState(span_store, heartbeat_timeout_s=30.0)
+
+
+async def test_enqueue_claim_complete_in_queue_order(state: RolloutState) -> None:
+    queued = await state.enqueue(specs(3, group_id="g"))
+    assert [r["status"] for r in queued] == ["queuing"] * 3
+    assert [r["input"] for r in queued] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    first = await state.claim("runner-a", 2, wait_s=0)
+    assert [a["task_id"] for a in first] == ["t0", "t1"]  # first in, first claimed
+    assert {(a["attempt_id"], a["attempt_number"], a["status"], a["group_id"]) for a in first} == {
+        ("at-1", 1, "running", "g")
+    }
+    accepted, status = await state.complete(first[0]["rollout_id"], "at-1", "succeeded", reward=0.5)
+    assert (accepted, status) == (True, "succeeded")
+    record = await state.rollout(first[0]["rollout_id"])
+    assert (record["status"], record["reward"], record["attempt_id"]) == ("succeeded", 0.5, "at-1")
+    assert [(a["attempt_id"], a["status"], a["runner_id"]) for a in record["attempt_list"]] == [
+        ("at-1", "succeeded", "runner-a")
+    ]
+    assert await state.counts() == {
+        "queuing": 1,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 0,
+        "timeout": 0,
+        "cancelled": 0,
+    }
+
+
+async def test_failed_attempts_retry_until_max_attempts(state: RolloutState) -> None:
+    (queued,) = await state.enqueue(specs(1, max_attempts=2))
+    rollout_id = queued["rollout_id"]
+    (first,) = await state.claim("a", 5, wait_s=0)
+    assert await state.complete(rollout_id, "at-1", "failed", error="boom") == (True, "queuing")
+    (second,) = await state.claim("b", 5, wait_s=0)
+    assert (second["rollout_id"], second["attempt_id"], second["attempt_number"]) == (rollout_id, "at-2", 2)
+    assert await state.complete(rollout_id, "at-2", "failed", error="boom again") == (True, "failed")
+    record = await state.rollout(rollout_id)
+    assert (record["status"], record["attempts"], record["error"]) == ("failed", 2, "boom again")
+    assert await state.claim("c", 5, wait_s=0) == []
+
+
+async def test_only_the_first_report_of_an_attempt_counts(state: RolloutState) -> None:
+    (queued,) = await state.enqueue(specs(1))
+    await state.claim("a", 1, wait_s=0)
+    assert await state.complete(queued["rollout_id"], "at-1", "succeeded", reward=1.0) == (True, "succeeded")
+    assert await state.complete(queued["rollout_id"], "at-1", "failed") == (False, "succeeded")
+    assert (await state.rollout(queued["rollout_id"]))["reward"] == 1.0
+    with pytest.raises(NotFound):
+        await state.complete("no-such-rollout", "at-1", "succeeded")
+    with pytest.raises(InvalidRequest):
+        await state.complete(queued["rollout_id"], "at-1", "timeout")  # runners report succeeded or failed
+
+
+async def test_silent_attempts_time_out_and_retry_while_spans_keep_others_alive(span_store) -> None:
+    state = RolloutState(span_store, heartbeat_timeout_s=0.3)
+    quiet, talking = await state.enqueue(specs(2, max_attempts=2))
+    await state.claim("a", 2, wait_s=0)
+    for step in range(1, 6):  # spans of one attempt arrive; the other attempt says nothing
+        state.spans_committed(records([make_span(1, step, rollout=talking["rollout_id"], attempt="at-1")]))
+        await asyncio.sleep(0.1)
+        await state.check_expired()
+    assert (await state.rollout(talking["rollout_id"]))["status"] == "running"
+    record = await state.rollout(quiet["rollout_id"])
+    assert record["status"] == "queuing"  # retried
+    assert record["attempt_list"][0]["status"] == "timeout"
+    assert record["attempt_list"][0]["error"] == "no heartbeat from the runner"
+    (retry,) = await state.claim("b", 5, wait_s=0)
+    assert (retry["rollout_id"], retry["attempt_id"]) == (quiet["rollout_id"], "at-2")
+    # the late result of the timed-out attempt is not accepted; the retry's is
+    assert await state.complete(quiet["rollout_id"], "at-1", "succeeded") == (False, "running")
+    assert await state.complete(quiet["rollout_id"], "at-2", "succeeded") == (True, "succeeded")
+
+
+async def test_explicit_heartbeats_and_stop_list(span_store) -> None:
+    state = RolloutState(span_store, heartbeat_timeout_s=0.3)
+    kept, cancelled = await state.enqueue(specs(2))
+    await state.claim("a", 2, wait_s=0)
+    pairs = [(kept["rollout_id"], "at-1"), (cancelled["rollout_id"], "at-1")]
+    assert await state.cancel([cancelled["rollout_id"]]) == 1
+    for _ in range(5):
+        stop = await state.heartbeat(pairs)
+        await asyncio.sleep(0.1)
+        await state.check_expired()
+    assert stop == [{"rollout_id": cancelled["rollout_id"], "attempt_id": "at-1", "status": "cancelled"}]
+    assert (await state.rollout(kept["rollout_id"]))["status"] == "running"
+
+
+async def test_rollout_timeout_ends_an_attempt_that_keeps_beating(span_store) -> None:
+    state = RolloutState(span_store, heartbeat_timeout_s=30)
+    (queued,) = await state.enqueue(specs(1, timeout_s=0.2, max_attempts=1))
+    await state.claim("a", 1, wait_s=0)
+    await state.heartbeat([(queued["rollout_id"], "at-1")])
+    await asyncio.sleep(0.3)
+    changed = await state.check_expired()
+    assert changed == [(queued["rollout_id"], "at-1", "timeout")]
+    record = await state.rollout(queued["rollout_id"])
+    assert (record["status"], record["error"]) == ("timeout", "rollout ran past its timeout_s")
+
+
+async def test_a_lost_runner_fails_its_attempts_at_once(state: RolloutState) -> None:
+    queued = await state.enqueue(specs(3, max_attempts=2))
+    await state.claim("doomed", 2, wait_s=0)
+    await state.claim("healthy", 1, wait_s=0)
+    assert await state.fail_runner("doomed", "runner process exited with code -9") == 2
+    records = await state.rollouts([r["rollout_id"] for r in queued])
+    assert [r["status"] for r in records] == ["queuing", "queuing", "running"]
+
+
+async def test_concurrent_claims_never_hand_out_a_rollout_twice(state: RolloutState) -> None:
+    queued = await state.enqueue(specs(200))
+    claims = await asyncio.gather(*(state.claim(f"r{i}", 7, wait_s=0.2) for i in range(40)))
+    claimed = [a["rollout_id"] for batch in claims for a in batch]
+    assert len(claimed) == len(set(claimed)) == 200
+    assert set(claimed) == {r["rollout_id"] for r in queued}
+
+
+async def test_claim_long_poll_wakes_on_enqueue(state: RolloutState) -> None:
+    started = time.monotonic()
+    claiming = asyncio.create_task(state.claim("a", 1, wait_s=10))
+    await asyncio.sleep(0.1)
+    await state.enqueue(specs(1))
+    claimed = await asyncio.wait_for(claiming, 5)
+    assert len(claimed) == 1
+    assert time.monotonic() - started < 1.0  # woken by the enqueue, not by a poll interval
+
+
+async def test_wait_returns_when_all_are_final(state: RolloutState) -> None:
+    queued = await state.enqueue(specs(3))
+    ids = [r["rollout_id"] for r in queued]
+    done, records = await state.wait(ids, timeout_s=0.1)
+    assert not done and [r["status"] for r in records] == ["queuing"] * 3
+    waiting = asyncio.create_task(state.wait(ids, timeout_s=10))
+    for attempt in await state.claim("a", 3, wait_s=0):
+        await asyncio.sleep(0.05)
+        await state.complete(attempt["rollout_id"], attempt["attempt_id"], "succeeded")
+    done, records = await asyncio.wait_for(waiting, 5)
+    assert done and [r["status"] for r in records] == ["succeeded"] * 3
+
+
+async def test_resources_are_versioned_and_attempts_record_theirs(state: RolloutState) -> None:
+    with pytest.raises(NotFound):
+        await state.resources(None)
+    assert await state.put_resources({"main_llm": {"endpoint": "http://a/v1"}}) == 1
+    (first,) = await state.enqueue(specs(1))
+    (claimed,) = await state.claim("a", 1, wait_s=0)
+    assert claimed["resources_version"] == 1
+    assert await state.put_resources({"main_llm": {"endpoint": "http://b/v1"}}) == 2
+    await state.enqueue([RolloutSpec(input=1), RolloutSpec(input=2, resources_version=1)])
+    later = await state.claim("a", 2, wait_s=0)
+    assert [a["resources_version"] for a in later] == [2, 1]  # the latest, unless the rollout pinned one
+    assert (await state.resources(None))["resources"] == {"main_llm": {"endpoint": "http://b/v1"}}
+    assert (await state.resources(1))["resources"] == {"main_llm": {"endpoint": "http://a/v1"}}
+
+
+async def test_bad_specs_are_refused_whole(state: RolloutState) -> None:
+    for bad in ({"task_id": "x"}, {"input": 1, "mode": "prod"}, {"input": 1, "max_attempts": 0}, {"input": 1, "x": 2}):
+        with pytest.raises(InvalidRequest):
+            RolloutSpec.from_json(bad)
+    (queued,) = await state.enqueue([RolloutSpec(input=1, rollout_id="fixed")])
+    with pytest.raises(InvalidRequest, match="already exist"):
+        await state.enqueue([RolloutSpec(input=2), RolloutSpec(input=3, rollout_id="fixed")])
+    assert await state.counts() == {
+        "queuing": 1,
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "timeout": 0,
+        "cancelled": 0,
+    }
