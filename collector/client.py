@@ -65,6 +65,10 @@ class QueueCalls:
     def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
         raise NotImplementedError
 
+    def collector_info(self) -> Any:
+        """The collector's OTLP ports and heartbeat interval (what a runner needs besides this URL)."""
+        return self._request("GET", "/v1/collector")
+
     def enqueue(self, rollouts: list[dict[str, Any]]) -> Any:
         """Queue rollouts (`{"input": task, "task_id"?, "group_id"?, "mode"?, "max_attempts"?, "timeout_s"?}`);
         returns their records with the assigned `rollout_id`s."""

@@ -434,6 +434,10 @@ class RolloutState:
         self.finished = ChangeSignal()  # an attempt or rollout ended
         self._span_heartbeats: dict[tuple[str, str], int] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        self._closing = False  # long-polls answer at once, so the servers can drain
+        # Runners known dead. A dead runner's claim may still be parked in a long-poll here; without this it would
+        # take the very rollouts its death requeued and hold them until their heartbeat timeout.
+        self._lost_runners: set[str] = set()
 
     @property
     def heartbeat_interval_s(self) -> float:
@@ -443,6 +447,9 @@ class RolloutState:
         self._watchdog = asyncio.create_task(self._watch(), name="agl-rollout-watchdog")
 
     async def stop(self) -> None:
+        self._closing = True
+        self.queued.notify()
+        self.finished.notify()
         if self._watchdog is not None:
             self._watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -501,9 +508,11 @@ class RolloutState:
         deadline = time.monotonic() + min(wait_s, 300.0)
         while True:
             generation = self.queued.generation
+            if runner_id in self._lost_runners:
+                return []
             claimed = await self.store.state_transaction(lambda tx: claim(tx, runner_id, limit, time.time_ns()))
             remaining = deadline - time.monotonic()
-            if claimed or remaining <= 0:
+            if claimed or remaining <= 0 or self._closing:
                 return claimed
             await self.queued.wait(min(remaining, self.recheck_s), after=generation)
 
@@ -523,6 +532,7 @@ class RolloutState:
         return accepted, outcome
 
     async def fail_runner(self, runner_id: str, error: str) -> int:
+        self._lost_runners.add(runner_id)  # before the transaction: claims already queued ahead of it are failed too
         changed = await self.store.state_transaction(lambda tx: fail_runner(tx, runner_id, error, time.time_ns()))
         self._announce(changed)
         return len(changed)
@@ -540,7 +550,7 @@ class RolloutState:
             generation = self.finished.generation
             left = await self.store.state_transaction(lambda tx: unfinished(tx, rollout_ids))
             remaining = deadline - time.monotonic()
-            if left == 0 or remaining <= 0:
+            if left == 0 or remaining <= 0 or self._closing:
                 records = await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
                 return left == 0, records
             await self.finished.wait(min(remaining, self.recheck_s), after=generation)

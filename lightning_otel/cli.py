@@ -1,4 +1,4 @@
-"""`lightning-otel`: the project's command line (`demo`, `test-server`)."""
+"""`lightning-otel`: the project's command line (`demo`, `test-server`, `runner`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,53 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--host", default="127.0.0.1")
     server.add_argument("--port", type=int, default=8000)
     server.add_argument("--strict", action="store_true", help="reject vLLM-only fields like api.openai.com")
+    runner = commands.add_parser(
+        "runner", help="run rollouts of a training from anywhere: claim them from its collector, run the agent"
+    )
+    runner.add_argument("--collector", required=True, help="the collector's query URL, e.g. http://trainer:16686")
+    runner.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
+    runner.add_argument("--concurrency", type=int, default=16, help="rollouts run at once (default 16)")
+    runner.add_argument("--runner-id", help="a name for this runner (default host-pid-random)")
+    runner.add_argument("--auth-token", help="the collector's bearer token (or AGL_COLLECTOR_AUTH_TOKEN)")
+    runner.add_argument("--otlp-endpoint", help="where to send spans (default: the collector's advertised OTLP port)")
+    runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
     return parser
+
+
+def run_runner(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from lightning_otel.collector.client import CollectorError
+    from lightning_otel.lit_agent import load_agent
+    from lightning_otel.runner import run_runner_process
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
+    try:
+        agent = load_agent(args.agent)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        print(f"lightning-otel runner: cannot load --agent {args.agent!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        stats = run_runner_process(
+            agent,
+            args.collector,
+            runner_id=args.runner_id,
+            max_concurrency=args.concurrency,
+            auth_token=args.auth_token or os.environ.get("AGL_COLLECTOR_AUTH_TOKEN"),
+            otlp_endpoint=args.otlp_endpoint,
+            max_rollouts=args.max_rollouts,
+        )
+    except CollectorError as exc:
+        print(f"lightning-otel runner: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"runner done: {stats.claimed} claimed, {stats.succeeded} succeeded, {stats.failed} failed "
+        f"({stats.stopped} stopped)",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
         from lightning_otel.demo import run_demo
 
         sys.exit(run_demo(endpoint=args.endpoint))
+    if args.command == "runner":
+        sys.exit(run_runner(args))
     if args.command == "test-server":
         from lightning_otel.testing.server import main as serve
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,8 +89,16 @@ class FunctionAgent(LitAgent):
         return self.function.__name__
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[str]]:
-        # The module attribute is this wrapper, not the function: pickle by reference to it.
-        return load_agent, (f"{self.__module__}:{self.__qualname__}",)
+        # The module attribute is this wrapper, not the function: pickle by reference to it, and only when that
+        # reference leads back here (a function defined inside another one cannot be found by a runner).
+        spec = f"{self.__module__}:{self.__qualname__}"
+        try:
+            found = load_agent(spec)
+        except Exception:
+            found = None
+        if found is not self and getattr(found, "function", None) is not self.function:
+            raise pickle.PicklingError(f"{spec} does not name this agent at module level")
+        return load_agent, (spec,)
 
 
 def rollout(function: Callable[..., Any]) -> FunctionAgent:

@@ -288,14 +288,12 @@ def run_runner_process(
     max_rollouts: int | None = None,
 ) -> RunnerStats:
     """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI."""
-    import httpx
-
     import lightning_otel
-    from lightning_otel.collector.client import _checked, _headers
+    from lightning_otel.collector.client import Client
 
     if otlp_endpoint is None:
-        info = _checked(httpx.get(f"{collector_url.rstrip('/')}/v1/collector", headers=_headers(auth_token)))
-        otlp_endpoint = otlp_endpoint_for(collector_url, info)
+        with Client(collector_url, auth_token=auth_token, timeout=10) as client:
+            otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.

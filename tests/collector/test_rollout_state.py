@@ -49,7 +49,7 @@ async def test_enqueue_claim_complete_in_queue_order(state: RolloutState) -> Non
 async def test_failed_attempts_retry_until_max_attempts(state: RolloutState) -> None:
     (queued,) = await state.enqueue(specs(1, max_attempts=2))
     rollout_id = queued["rollout_id"]
-    (first,) = await state.claim("a", 5, wait_s=0)
+    await state.claim("a", 5, wait_s=0)
     assert await state.complete(rollout_id, "at-1", "failed", error="boom") == (True, "queuing")
     (second,) = await state.claim("b", 5, wait_s=0)
     assert (second["rollout_id"], second["attempt_id"], second["attempt_number"]) == (rollout_id, "at-2", 2)
@@ -161,7 +161,7 @@ async def test_resources_are_versioned_and_attempts_record_theirs(state: Rollout
     with pytest.raises(NotFound):
         await state.resources(None)
     assert await state.put_resources({"main_llm": {"endpoint": "http://a/v1"}}) == 1
-    (first,) = await state.enqueue(specs(1))
+    await state.enqueue(specs(1))
     (claimed,) = await state.claim("a", 1, wait_s=0)
     assert claimed["resources_version"] == 1
     assert await state.put_resources({"main_llm": {"endpoint": "http://b/v1"}}) == 2
@@ -176,7 +176,7 @@ async def test_bad_specs_are_refused_whole(state: RolloutState) -> None:
     for bad in ({"task_id": "x"}, {"input": 1, "mode": "prod"}, {"input": 1, "max_attempts": 0}, {"input": 1, "x": 2}):
         with pytest.raises(InvalidRequest):
             RolloutSpec.from_json(bad)
-    (queued,) = await state.enqueue([RolloutSpec(input=1, rollout_id="fixed")])
+    await state.enqueue([RolloutSpec(input=1, rollout_id="fixed")])
     with pytest.raises(InvalidRequest, match="already exist"):
         await state.enqueue([RolloutSpec(input=2), RolloutSpec(input=3, rollout_id="fixed")])
     assert await state.counts() == {
@@ -187,3 +187,14 @@ async def test_bad_specs_are_refused_whole(state: RolloutState) -> None:
         "timeout": 0,
         "cancelled": 0,
     }
+
+
+async def test_a_lost_runners_parked_claim_cannot_take_the_rollouts_its_death_requeued(state: RolloutState) -> None:
+    (queued,) = await state.enqueue(specs(1, max_attempts=3))
+    await state.claim("doomed", 1, wait_s=0)
+    parked = asyncio.create_task(state.claim("doomed", 1, wait_s=5))  # its long-poll outlives the process
+    await asyncio.sleep(0.05)
+    await state.fail_runner("doomed", "killed")
+    assert await asyncio.wait_for(parked, 2) == []
+    (retry,) = await state.claim("healthy", 1, wait_s=0)
+    assert (retry["rollout_id"], retry["attempt_id"]) == (queued["rollout_id"], "at-2")

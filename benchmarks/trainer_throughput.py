@@ -1,0 +1,204 @@
+"""Trainer runtime throughput: rollouts/s end to end, and adapter throughput on stored rollouts.
+
+    python benchmarks/trainer_throughput.py [--rollouts 2000] [--adapter-rollouts 10000]
+                                            [--agl-python /tmp/al03/bin/python]
+
+(a) End to end: `Trainer.fit` with a Baseline over `--rollouts` tasks; each rollout is the `four_calls` agent (four
+    sequential chat calls by two named agents, async OpenAI client) against the OpenAI-compatible test server in its
+    own process with zero latency. Everything real: embedded collector (SQLite), queue, runner processes, OTLP export,
+    per-rollout flush before completion, spans read back and adapted. Measured with n_runners 1 and 2. Baseline
+    beside it: the same agent function run in one uninstrumented process with the same concurrency and no trainer
+    (the cost of the LLM calls alone), so the ratio is what the training machinery adds.
+(b) Adapter: `TraceToTriplet` over `--adapter-rollouts` rollouts of flat spans as the collector returns them
+    (4 LLM spans with 200 prompt + 100 response token ids, 4 agent spans, a reward span each), spans/s; beside it,
+    Agent Lightning 0.3's `TracerTraceToTriplet` on the same rollouts when `--agl-python` points to a venv that has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import lightning_otel
+from benchmarks.capture_overhead import start_server
+from lightning_otel.trace_adapter import TraceToTriplet
+from tests.programs.runtime_agents import four_calls
+
+
+def end_to_end(base_url: str, rollouts: int, n_runners: int, concurrency: int) -> tuple[float, dict]:
+    trainer = lightning_otel.Trainer(
+        n_runners=n_runners,
+        algorithm=lightning_otel.Baseline(batch_size=rollouts),
+        adapter={"agent_match": "write"},
+        initial_resources={"main_llm": lightning_otel.LLM(base_url, "agl-tiny")},
+        max_concurrency=concurrency,
+        progress=False,
+    )
+    tasks = [{"question": f"question {i}"} for i in range(rollouts)]
+    started = time.perf_counter()
+    result = trainer.fit(four_calls, tasks)
+    elapsed = time.perf_counter() - started
+    (batch,) = result.train
+    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s}
+
+
+def uninstrumented(base_url: str, rollouts: int, concurrency: int) -> float:
+    """The same agent function in one process, no trainer, no tracing: the floor."""
+    resources = {"main_llm": lightning_otel.LLM(base_url, "agl-tiny")}
+
+    async def main() -> float:
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(index: int) -> None:
+            async with semaphore:
+                await four_calls.function({"question": f"question {index}"}, resources)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(rollouts)))
+        return time.perf_counter() - started
+
+    return asyncio.run(main())
+
+
+# --- (b) adapter --------------------------------------------------------------------------------------------
+def synthetic_rollout(index: int) -> list[dict]:
+    """Flat spans as `Client.rollouts_spans` returns them: 4 agent spans each with one LLM child, a reward."""
+    spans, trace = [], f"{index:032x}"
+    rollout = {"agl.rollout.id": f"ro-{index}", "agl.attempt.id": "at-1"}
+    base = 1_700_000_000_000_000_000 + index * 10_000_000
+    for call in range(4):
+        agent = "write" if call % 2 == 0 else "check"
+        agent_id, llm_id = f"{call * 2 + 1:016x}", f"{call * 2 + 2:016x}"
+        start = base + call * 1_000_000
+        spans.append(
+            {"traceId": trace, "spanId": agent_id, "parentSpanId": None, "name": f"invoke_agent {agent}", "kind": 1,
+             "startTimeUnixNano": start, "endTimeUnixNano": start + 900_000, "service": "bench",
+             "attributes": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, **rollout},
+             "events": [], "links": [], "status": {"code": 0, "message": ""}}
+        )  # fmt: skip
+        spans.append(
+            {"traceId": trace, "spanId": llm_id, "parentSpanId": agent_id, "name": "chat agl-tiny", "kind": 3,
+             "startTimeUnixNano": start + 1000, "endTimeUnixNano": start + 800_000, "service": "bench",
+             "attributes": {
+                 "gen_ai.operation.name": "chat", "gen_ai.agent.name": agent, "gen_ai.request.model": "agl-tiny",
+                 "gen_ai.response.id": f"chatcmpl-{index}-{call}",
+                 "agl.llm.prompt_token_ids": list(range(call * 300, call * 300 + 200)),
+                 "agl.llm.response_token_ids": list(range(call * 300 + 200, call * 300 + 300)),
+                 "agl.llm.response_logprobs": [-0.5] * 100, "agl.llm.token_ids_complete": True, **rollout},
+             "events": [], "links": [], "status": {"code": 0, "message": ""}}
+        )  # fmt: skip
+    end = base + 5_000_000
+    spans.append(
+        {"traceId": trace, "spanId": f"{99:016x}", "parentSpanId": None, "name": "agl.reward", "kind": 1,
+         "startTimeUnixNano": end, "endTimeUnixNano": end, "service": "bench",
+         "attributes": {"agl.reward.value": 1.0, "agl.reward.name": "primary", **rollout},
+         "events": [], "links": [], "status": {"code": 0, "message": ""}}
+    )  # fmt: skip
+    return spans
+
+
+AGL_ADAPT = r"""
+import json, sys, time
+from agentlightning.adapter import TracerTraceToTriplet
+from agentlightning.types import Span
+rollouts = json.load(open(sys.argv[1]))
+
+def convert(index, flat):
+    spans = []
+    for seq, s in enumerate(flat):
+        attributes = dict(s["attributes"])
+        if s["name"].startswith("chat"):  # AGL reads token ids and names from its own attribute names
+            attributes = {"gen_ai.request.model": "agl-tiny", "gen_ai.response.id": attributes["gen_ai.response.id"],
+                          "prompt_token_ids": attributes["agl.llm.prompt_token_ids"],
+                          "response_token_ids": attributes["agl.llm.response_token_ids"]}
+            name = "openai.chat.completion"
+        elif s["name"] == "agl.reward":
+            attributes = {"agentops.task.output": json.dumps({"type": "reward", "value": 1.0})}
+            name = "reward"
+        else:
+            attributes = {"agent.name": attributes["gen_ai.agent.name"]}
+            name = s["name"]
+        spans.append(Span.model_validate({
+            "rollout_id": f"ro-{index}", "attempt_id": "at-1", "sequence_id": seq, "trace_id": s["traceId"],
+            "span_id": s["spanId"], "parent_id": s["parentSpanId"], "name": name,
+            "status": {"status_code": "UNSET"}, "attributes": attributes, "events": [], "links": [],
+            "start_time": s["startTimeUnixNano"] / 1e9, "end_time": s["endTimeUnixNano"] / 1e9,
+            "context": None, "parent": None, "resource": {"attributes": {}, "schema_url": ""}}))
+    return spans
+
+converted = [convert(i, r) for i, r in enumerate(rollouts)]
+adapter = TracerTraceToTriplet(agent_match="write")
+started = time.perf_counter()
+triplets = sum(len(adapter.adapt(spans)) for spans in converted)
+elapsed = time.perf_counter() - started
+print(json.dumps({"seconds": elapsed, "triplets": triplets}))
+"""
+
+
+def adapter_throughput(count: int, agl_python: str | None) -> None:
+    rollouts = [synthetic_rollout(i) for i in range(count)]
+    spans = sum(len(r) for r in rollouts)
+    adapter = TraceToTriplet(agent_match="write")
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        triplets = sum(len(adapter.adapt(r).triplets) for r in rollouts)
+        best = min(best, time.perf_counter() - started)
+    print(f"\n(b) adapter on {count} rollouts ({spans} spans), agent_match='write'")
+    print(f"  lightning-otel TraceToTriplet    {spans / best:>10,.0f} spans/s  ({triplets} triplets, {best:.2f} s)")
+    if not agl_python:
+        print("  Agent Lightning: --agl-python not given, skipped")
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(rollouts, handle)
+    done = subprocess.run([agl_python, "-c", AGL_ADAPT, handle.name], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"  Agent Lightning adapter failed: {done.stderr.strip().splitlines()[-1:]}")
+        return
+    agl = json.loads(done.stdout.strip().splitlines()[-1])
+    agl_rate = spans / agl["seconds"]
+    print(f"  Agent Lightning 0.3 TracerTraceToTriplet {agl_rate:>10,.0f} spans/s  ({agl['triplets']} triplets)")
+    print(f"  ratio ours / Agent Lightning: {spans / best / agl_rate:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rollouts", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64, help="rollouts at once per runner")
+    parser.add_argument("--adapter-rollouts", type=int, default=10_000)
+    parser.add_argument("--agl-python", help="python of a venv with agentlightning 0.3 (side-by-side adapter)")
+    args = parser.parse_args()
+    server, base_url = start_server()
+    try:
+        print(
+            f"(a) end to end, {args.rollouts} rollouts of 4 LLM calls, zero-latency test server, {os.cpu_count()} cores"
+        )
+        floor = uninstrumented(base_url, args.rollouts, args.concurrency)
+        print(f"  uninstrumented agent, one process, no trainer   {args.rollouts / floor:8.1f} rollouts/s")
+        for n_runners in (1, 2):
+            elapsed, metrics = end_to_end(base_url, args.rollouts, n_runners, args.concurrency)
+            rate = args.rollouts / metrics["batch_wall_s"]
+            print(
+                f"  Trainer.fit, n_runners={n_runners}: {rate:8.1f} rollouts/s over the batch "
+                f"({args.rollouts / elapsed:.1f}/s incl. start/stop {elapsed:.1f} s); "
+                f"{metrics['succeeded']} succeeded, {metrics['triplets']} triplets; "
+                f"ratio to uninstrumented {rate / (args.rollouts / floor):.2f}"
+            )
+    finally:
+        server.terminate()
+        server.wait(10)
+    adapter_throughput(args.adapter_rollouts, args.agl_python)
+
+
+if __name__ == "__main__":
+    main()

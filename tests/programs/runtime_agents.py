@@ -1,0 +1,86 @@
+"""Agents the trainer-runtime tests run in runner processes (importable, so runners can load them)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+
+import lightning_otel
+
+
+@functools.cache
+def _client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
+
+
+@functools.cache
+def _async_client(base_url: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=base_url, api_key="test", max_retries=0)
+
+
+def ask(resources: dict[str, Any], agent_name: str, text: str) -> Any:
+    llm = resources["main_llm"]
+    with lightning_otel.agent(agent_name):
+        return _client(llm.endpoint).chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": text}]
+        )
+
+
+@lightning_otel.rollout
+def flaky_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+    """Raises on its first `fail_attempts` attempts, then makes one call."""
+    if rollout.attempt_number <= task.get("fail_attempts", 0):
+        raise RuntimeError(f"flaky failure on attempt {rollout.attempt_number}")
+    ask(resources, "solo", task["question"])
+    return 1.0
+
+
+@lightning_otel.rollout
+def hang_once_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+    """write, then check; on a task marked `hang`, attempt 1 stops after `write` (its spans flushed) and waits to
+    be killed, writing its pid where the test can find it."""
+    ask(resources, "write", f"Write a SQL query: {task['question']}")
+    if task.get("hang") and rollout.attempt_number == 1:
+        lightning_otel.flush()  # the killed attempt's first call is in the store: it must not become a sample
+        Path(task["pid_file"]).write_text(str(os.getpid()))
+        time.sleep(120)
+    ask(resources, "check", f"Check this query for: {task['question']}")
+    return 1.0
+
+
+class EmittingAgent(lightning_otel.LitAgent):
+    """Async; rewards the writer's call by response id and the checker's by position; may also return a value."""
+
+    async def rollout(self, task: Any, resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float | None:
+        llm = resources["main_llm"]
+        client = _async_client(llm.endpoint)
+        with lightning_otel.agent("write"):
+            draft = await client.chat.completions.create(
+                model=llm.model, messages=[{"role": "user", "content": task["question"]}]
+            )
+        with lightning_otel.agent("check"):
+            await client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": "check"}])
+        lightning_otel.emit_reward(0.25)  # the latest unrewarded call: check
+        lightning_otel.emit_reward(0.75, response_id=draft.id)  # the write call, by id
+        return 1.0 if task.get("also_return") else None
+
+
+emitting_agent = EmittingAgent()
+
+
+@lightning_otel.rollout
+async def four_calls(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """The benchmark's agent: four sequential calls by two agents (async client)."""
+    llm = resources["main_llm"]
+    client = _async_client(llm.endpoint)
+    for index in range(4):
+        with lightning_otel.agent("write" if index % 2 == 0 else "check"):
+            await client.chat.completions.create(
+                model=llm.model, messages=[{"role": "user", "content": f"{task['question']} {index}"}]
+            )
+    return 1.0

@@ -1,0 +1,213 @@
+"""The trainer runtime end to end: Trainer -> embedded collector queue -> runner processes -> agent -> spans ->
+adapter, against the package's OpenAI-compatible test server (real processes, real HTTP on loopback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lightning_otel
+from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+from lightning_otel.testing import OpenAITestServer
+from lightning_otel.trace_adapter import TraceToTriplet
+from tests.programs import runtime_agents
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples" / "sql_agent"))  # the example as its users import it
+import agent as sql_example  # noqa: E402
+
+
+def llm(server: OpenAITestServer) -> lightning_otel.LLM:
+    return lightning_otel.LLM(server.base_url, "agl-tiny")
+
+
+def assert_ids_are_the_servers(server: OpenAITestServer, triplets: list[Any]) -> None:
+    for triplet in triplets:
+        (response_id,) = triplet.response_ids
+        served = server.served[response_id]
+        assert triplet.prompt_token_ids == served.prompt_token_ids
+        assert triplet.response_token_ids == served.response_token_ids[0]
+        assert triplet.response_mask == [1] * len(triplet.response_token_ids)
+
+
+def test_fit_with_two_runners_selects_agents_with_the_servers_token_ids() -> None:
+    with OpenAITestServer(replies=sql_example.dev_replies) as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=2,
+            algorithm=lightning_otel.Baseline(batch_size=4, n_rollouts=2),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": llm(server)},
+            max_concurrency=2,
+        )
+        result = trainer.fit(sql_example.sql_rollout, sql_example.DEV_TASKS)
+    (batch,) = result.train
+    assert batch.metrics()["succeeded"] == 8
+    assert sorted(len(group) for group in batch.groups().values()) == [2, 2, 4, 4]  # orders tasks: write + rewrite
+    by_task = {record["rollout_id"]: record["task_id"] for record in batch.rollouts}
+    expected_reward = {"unknown-table": 0.0}
+    for rollout_id, spans in batch.spans.items():
+        task_id = by_task[rollout_id]
+        rewrites = task_id in ("customers-2024", "orders-per-customer")
+        selections = {"write": ["write", "rewrite"] if rewrites else ["write"], "^check$": ["check"], None: None}
+        for agent_match, agents in selections.items():
+            adapted = TraceToTriplet(agent_match=agent_match).adapt(spans)
+            names = [t.agent_name for t in adapted.triplets]
+            assert names == (agents or ["write", "check", "rewrite"][: 3 if rewrites else 2]), (task_id, agent_match)
+            assert_ids_are_the_servers(server, adapted.triplets)
+            assert {t.rollout_id for t in adapted.triplets} == {rollout_id}
+            assert adapted.final_reward == expected_reward.get(task_id, 1.0)
+        # the returned reward goes to the last call of the rollout
+        everything = TraceToTriplet().adapt(spans).triplets
+        assert [t.reward for t in everything] == [None] * (len(everything) - 1) + [expected_reward.get(task_id, 1.0)]
+    assert len(batch.triplets()) == 2 * (1 + 2 + 1 + 2)  # write(+rewrite) per rollout, two rollouts per task
+    assert result.metrics()["train/reward_mean"] == pytest.approx(0.75)
+
+
+def test_dev_prints_each_rollout_with_spans_samples_and_rewards(capsys: pytest.CaptureFixture[str]) -> None:
+    with OpenAITestServer(replies=sql_example.dev_replies) as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, adapter={"agent_match": "^check$"}, initial_resources={"main_llm": llm(server)}
+        )
+        result = trainer.dev(sql_example.sql_rollout, sql_example.DEV_TASKS, n_tasks=2)
+    out = capsys.readouterr().out
+    assert len(result.train) == 1 and len(result.train[0].rollouts) == 2
+    for expected in (
+        "invoke_agent write",
+        "chat agl-tiny",
+        "agent=check",
+        "agl.reward",
+        "agent_match='^check$'",
+        "dev summary",
+        "samples 2",
+    ):
+        assert expected in out, expected
+
+
+def test_a_runner_killed_mid_rollout_leads_to_a_retry_and_no_duplicate_samples(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    tasks = [{"id": "hang", "question": "q0", "hang": True, "pid_file": str(pid_file)}] + [
+        {"id": f"t{i}", "question": f"q{i}"} for i in range(1, 4)
+    ]
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=2,
+            algorithm=lightning_otel.Baseline(batch_size=4),
+            initial_resources={"main_llm": llm(server)},
+            max_concurrency=4,
+            store_url=f"sqlite:///{tmp_path}/collector.sqlite3",
+        )
+        outcome: dict[str, Any] = {}
+        fitting = threading.Thread(
+            target=lambda: outcome.update(result=trainer.fit(runtime_agents.hang_once_agent, tasks))
+        )
+        fitting.start()
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        fitting.join(120)
+        assert not fitting.is_alive()
+    (batch,) = outcome["result"].train
+    by_task = {record["task_id"]: record for record in batch.rollouts}
+    assert {record["status"] for record in batch.rollouts} == {"succeeded"}
+    attempts = sqlite3.connect(tmp_path / "collector.sqlite3").execute("SELECT * FROM agl_attempts").fetchall()
+    assert (by_task["hang"]["attempts"], by_task["hang"]["attempt_id"]) == (2, "at-2"), attempts
+    hang_id = by_task["hang"]["rollout_id"]
+    assert {span["attributes"]["agl.attempt.id"] for span in batch.spans[hang_id]} == {"at-2"}
+    samples = batch.adapted[hang_id].triplets
+    assert [t.agent_name for t in samples] == ["write", "check"]  # the killed attempt's write call is not here
+    assert_ids_are_the_servers(server, batch.triplets())
+    assert len(batch.triplets()) == 8
+    killed_calls = [s for s in server.served.values() if "baggage" in s.headers and "at-1" in s.headers["baggage"]]
+    assert len([c for c in killed_calls if hang_id in c.headers["baggage"]]) == 1  # at-1's write was served
+
+
+def test_agent_errors_retry_up_to_max_attempts_then_fail() -> None:
+    tasks = [
+        {"id": "once", "question": "a", "fail_attempts": 1},
+        {"id": "always", "question": "b", "fail_attempts": 9},
+        {"id": "fine", "question": "c"},
+    ]
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, initial_resources={"main_llm": llm(server)}, max_attempts=2, progress=False
+        )
+        result = trainer.fit(runtime_agents.flaky_agent, tasks)
+    records = {r["task_id"]: r for r in result.train[0].rollouts}
+    assert (records["once"]["status"], records["once"]["attempts"]) == ("succeeded", 2)
+    assert (records["always"]["status"], records["always"]["attempts"]) == ("failed", 2)
+    assert "RuntimeError: flaky failure on attempt 2" in records["always"]["error"]
+    assert (records["fine"]["status"], records["fine"]["attempts"]) == ("succeeded", 1)
+    metrics = result.train[0].metrics()
+    assert (metrics["succeeded"], metrics["failed"], metrics["retried"], metrics["triplets"]) == (2, 1, 2, 2)
+
+
+def test_emitted_rewards_link_by_response_id_and_a_returned_one_too_is_reported() -> None:
+    tasks = [{"id": "emits", "question": "q"}, {"id": "both", "question": "q", "also_return": True}]
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(n_runners=1, initial_resources={"main_llm": llm(server)})
+        result = trainer.fit(runtime_agents.emitting_agent, tasks)
+    batch = result.train[0]
+    records = {r["task_id"]: r for r in batch.rollouts}
+    for task_id in ("emits", "both"):
+        adapted = batch.adapted[records[task_id]["rollout_id"]]
+        assert [(t.agent_name, t.reward) for t in adapted.triplets] == [("write", 0.75), ("check", 0.25)]
+    assert records["emits"]["error"] is None
+    assert "returned a reward (1.0) and also emitted 2" in records["both"]["error"]
+    assert records["both"]["status"] == "succeeded"
+
+
+def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/collector.sqlite3"
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=store, auth_token="s3cret")
+    with EmbeddedCollector(config) as addresses, OpenAITestServer() as server:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
+             "--agent", "tests.programs.runtime_agents:flaky_agent", "--auth-token", "s3cret"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            trainer = lightning_otel.Trainer(
+                n_runners=0,
+                collector=addresses.query,
+                auth_token="s3cret",
+                initial_resources={"main_llm": llm(server)},
+            )
+            result = trainer.fit(runtime_agents.flaky_agent, [{"question": f"q{i}"} for i in range(6)])
+            assert result.train[0].metrics()["succeeded"] == 6
+            assert len(result.train[0].triplets()) == 6
+            assert_ids_are_the_servers(server, result.train[0].triplets())
+        finally:
+            runner.send_signal(signal.SIGTERM)
+            output, _ = runner.communicate(timeout=30)
+        assert runner.returncode == 0, output
+        assert "6 claimed, 6 succeeded, 0 failed" in output
+        assert Client(addresses.query, auth_token="s3cret").queue_stats()["succeeded"] == 6
+
+
+def test_runner_cli_reports_an_agent_it_cannot_load() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", "http://127.0.0.1:9", "--agent", "nope"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "cannot load --agent 'nope'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_agent_runners_cannot_import_is_refused_before_anything_starts() -> None:
+    def local_agent(task: Any) -> float:
+        return 1.0
+
+    trainer = lightning_otel.Trainer(n_runners=1)
+    with pytest.raises(TypeError, match="define it at module level"):
+        trainer.fit(lightning_otel.rollout(local_agent), [{"question": "q"}])
