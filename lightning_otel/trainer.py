@@ -111,7 +111,7 @@ class RunnerPool:
                 if self.restarts >= self.max_restarts:
                     raise RuntimeError(
                         f"runner processes died {self.restarts + 1} times (last exit code {process.exitcode}); "
-                        "see their output above. A script that starts a Trainer needs `if __name__ == \"__main__\":` "
+                        'see their output above. A script that starts a Trainer needs `if __name__ == "__main__":` '
                         "around it (runners are spawned processes that import the main module)"
                     )
                 self.restarts += 1
