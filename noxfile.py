@@ -23,7 +23,7 @@ TEST_TOOLS = (
 
 @nox.session
 def openai3(session: nox.Session) -> None:
-    session.install("-e", ".[testing,collector]", "openai>=3,<4", *TEST_TOOLS)  # collector: the demo uses it
+    session.install("-e", ".[testing,trainer]", "openai>=3,<4", *TEST_TOOLS)  # trainer: the demo and runtime tests
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
     session.run(
         "python",

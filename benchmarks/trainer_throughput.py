@@ -32,6 +32,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import lightning_otel
 from benchmarks.capture_overhead import start_server
 from lightning_otel.trace_adapter import TraceToTriplet
+from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
 
@@ -65,9 +66,15 @@ def uninstrumented(base_url: str, rollouts: int, concurrency: int) -> float:
 
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(rollouts)))
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        await runtime_agents._async_client(base_url).close()
+        return elapsed
 
-    return asyncio.run(main())
+    runtime_agents._async_client.cache_clear()  # its clients belong to the loop that made them
+    try:
+        return asyncio.run(main())
+    finally:
+        runtime_agents._async_client.cache_clear()
 
 
 # --- (b) adapter --------------------------------------------------------------------------------------------
@@ -174,7 +181,7 @@ def adapter_throughput(count: int, agl_python: str | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=64, help="rollouts at once per runner")
+    parser.add_argument("--concurrency", type=int, default=8, help="rollouts at once per runner")
     parser.add_argument("--adapter-rollouts", type=int, default=10_000)
     parser.add_argument("--agl-python", help="python of a venv with agentlightning 0.3 (side-by-side adapter)")
     args = parser.parse_args()

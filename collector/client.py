@@ -91,6 +91,10 @@ class QueueCalls:
         body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status, "error": error, "reward": reward}
         return self._request("POST", "/v1/queue/complete", json=body)
 
+    def complete_many(self, reports: list[dict[str, Any]]) -> Any:
+        """Report many attempts in one request (each a dict of `complete`'s arguments); one result per report."""
+        return self._request("POST", "/v1/queue/complete", "results", json={"reports": reports})
+
     def wait_rollouts(self, rollout_ids: list[str], *, timeout: float = 30.0) -> Any:
         """Block (on the server) until every rollout is final or `timeout`: `{"done": bool, "rollouts": [...]}`."""
         body = {"rollout_ids": rollout_ids, "timeout_s": timeout}

@@ -28,6 +28,7 @@ from lightning_otel.collector.rollout_state import (
     FINAL_STATUSES,
     QUEUING,
     RUNNING,
+    AttemptReport,
     InvalidRequest,
     NotFound,
     RolloutSpec,
@@ -73,6 +74,17 @@ def _attempt_pairs(body: dict[str, Any]) -> list[tuple[str, str]]:
         raise BadQuery('"attempts" must be a list of {"rollout_id", "attempt_id"} objects') from None
 
 
+def _report(body: dict[str, Any]) -> AttemptReport:
+    reward = _field(body, "reward", (int, float), None)
+    return AttemptReport(
+        _field(body, "rollout_id", str),
+        _field(body, "attempt_id", str),
+        _field(body, "status", str),
+        _field(body, "error", str, None),
+        None if reward is None else float(reward),
+    )
+
+
 def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> list[Route]:
     """`info()` describes this collector to runners (its OTLP ports), so a runner needs only the query URL."""
 
@@ -106,15 +118,17 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
 
     async def complete(request: Request) -> Response:
         body = await _body(request)
-        reward = _field(body, "reward", (int, float), None)
-        accepted, status = await state.complete(
-            _field(body, "rollout_id", str),
-            _field(body, "attempt_id", str),
-            _field(body, "status", str),
-            error=_field(body, "error", str, None),
-            reward=None if reward is None else float(reward),
-        )
-        return JSONResponse({"accepted": accepted, "rollout_status": status})
+        if "reports" not in body:
+            report = _report(body)
+            accepted, status = await state.complete(
+                report.rollout_id, report.attempt_id, report.status, error=report.error, reward=report.reward
+            )
+            return JSONResponse({"accepted": accepted, "rollout_status": status})
+        reports = _field(body, "reports", list)
+        if len(reports) > MAX_BATCH or not all(isinstance(item, dict) for item in reports):
+            raise BadQuery(f'"reports" must be a list of at most {MAX_BATCH} objects')
+        results = await state.complete_many([_report(item) for item in reports])
+        return JSONResponse({"results": [{"accepted": ok, "rollout_status": status} for ok, status in results]})
 
     async def wait(request: Request) -> Response:
         body = await _body(request)

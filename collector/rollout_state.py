@@ -101,6 +101,17 @@ _ATTEMPT_FIELDS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptReport:
+    """A runner's word on one attempt."""
+
+    rollout_id: str
+    attempt_id: str
+    status: str
+    error: str | None = None
+    reward: float | None = None
+
+
 class InvalidRequest(ValueError):
     """A rollout-state request that cannot be honoured as given (HTTP 400)."""
 
@@ -522,14 +533,38 @@ class RolloutState:
     async def complete(
         self, rollout_id: str, attempt_id: str, status: str, *, error: str | None = None, reward: float | None = None
     ) -> tuple[bool, str | None]:
-        if status not in REPORTABLE_STATUSES:
-            raise InvalidRequest(f"status must be one of {sorted(REPORTABLE_STATUSES)}, got {status!r}")
-        accepted, outcome = await self.store.state_transaction(
-            lambda tx: finish_attempt(tx, rollout_id, attempt_id, status, time.time_ns(), error=error, reward=reward)
+        (result,) = await self.complete_many([AttemptReport(rollout_id, attempt_id, status, error, reward)])
+        if result[1] is None:
+            raise NotFound(f"no rollout {rollout_id!r}")
+        return result
+
+    async def complete_many(self, reports: Sequence[AttemptReport]) -> list[tuple[bool, str | None]]:
+        """End many attempts in one transaction (runners report the rollouts that finished together);
+        (accepted, rollout status) per report, (False, None) for an unknown rollout."""
+        for report in reports:
+            if report.status not in REPORTABLE_STATUSES:
+                raise InvalidRequest(f"status must be one of {sorted(REPORTABLE_STATUSES)}, got {report.status!r}")
+
+        def work(tx: StateTransaction) -> list[tuple[bool, str | None]]:
+            now, results = time.time_ns(), []
+            for r in reports:
+                try:
+                    results.append(
+                        finish_attempt(tx, r.rollout_id, r.attempt_id, r.status, now, error=r.error, reward=r.reward)
+                    )
+                except NotFound:
+                    results.append((False, None))
+            return results
+
+        results = await self.store.state_transaction(work)
+        self._announce(
+            [
+                (r.rollout_id, r.attempt_id, outcome or "")
+                for r, (ok, outcome) in zip(reports, results, strict=True)
+                if ok
+            ]
         )
-        if accepted:
-            self._announce([(rollout_id, attempt_id, outcome or "")])
-        return accepted, outcome
+        return results
 
     async def fail_runner(self, runner_id: str, error: str) -> int:
         self._lost_runners.add(runner_id)  # before the transaction: claims already queued ahead of it are failed too

@@ -20,10 +20,10 @@ import signal
 import socket
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from lightning_otel.collector.client import AsyncClient
@@ -33,6 +33,8 @@ from lightning_otel.reward import emit_reward, recording_rewards
 from lightning_otel.rollout_identity import rollout_context
 
 log = logging.getLogger("lightning_otel.runner")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -45,32 +47,35 @@ class RunnerStats:
     errors: list[str] = field(default_factory=list)
 
 
-class FlushCoalescer:
-    """Many rollouts finishing together share one force-flush: a flush that starts after a rollout's spans ended
-    exports them, so a caller joins the next flush to start instead of running its own."""
+class InFlightBatcher(Generic[T, R]):
+    """Calls arriving while one `send` is in flight wait and go together in the next: rollouts that finish
+    together share one span flush and one completion request, with no timer and no added latency when idle."""
 
-    def __init__(self, flush: Callable[[], object]) -> None:
-        self._flush = flush
-        self._next: asyncio.Future[None] | None = None
+    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]]) -> None:
+        self._send = send
+        self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._running = False
 
-    async def flush(self) -> None:
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
-            if not self._running:
-                asyncio.get_running_loop().create_task(self._run())
-        await asyncio.shield(self._next)
+    async def submit(self, item: T) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return await asyncio.shield(future)
 
-    async def _run(self) -> None:
-        self._running = True
+    async def _drain(self) -> None:
         try:
-            while self._next is not None:
-                waiting, self._next = self._next, None
+            while self._pending:
+                batch, self._pending = self._pending, []
                 try:
-                    await asyncio.to_thread(self._flush)
-                except Exception as exc:  # the exporter logs; waiters go on (the queue sees spans missing)
-                    log.warning("flushing spans failed: %s", exc)
-                waiting.set_result(None)
+                    results = await self._send([item for item, _ in batch])
+                except Exception as exc:
+                    for _, future in batch:
+                        future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    future.set_result(result)
         finally:
             self._running = False
 
@@ -106,7 +111,18 @@ class Runner:
         self.auth_token = auth_token
         self.claim_wait_s = claim_wait_s
         self.stats = RunnerStats()
-        self._flusher = FlushCoalescer(flush or flush_spans)
+        flush_spans_now = flush or flush_spans
+
+        async def flush_all(items: list[None]) -> list[None]:
+            try:
+                await asyncio.to_thread(flush_spans_now)
+            except Exception as exc:  # the exporter logs it; a rollout with spans missing shows in diagnostics
+                log.warning("flushing spans failed: %s", exc)
+            return [None] * len(items)
+
+        # A flush that starts after a rollout's spans ended exports them: rollouts finishing together share one.
+        self._flusher: InFlightBatcher[None, None] = InFlightBatcher(flush_all)
+        self._reporter: InFlightBatcher[dict[str, Any], dict[str, Any]] | None = None
         self._is_async = is_async_agent(agent)
         self._threads: ThreadPoolExecutor | None = None
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -124,6 +140,7 @@ class Runner:
         self._stopping = asyncio.Event()
         self._threads = None if self._is_async else ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
         async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
+            self._reporter = InFlightBatcher(client.complete_many)
             beating = asyncio.create_task(self._heartbeats(client))
             try:
                 await self._claim_loop(client, max_rollouts)
@@ -235,9 +252,17 @@ class Runner:
     async def _finish(
         self, client: AsyncClient, rollout_id: str, attempt_id: str, status: str, error: str | None, reward: Any
     ) -> None:
-        await self._flusher.flush()
+        await self._flusher.submit(None)
+        assert self._reporter is not None
+        report = {
+            "rollout_id": rollout_id,
+            "attempt_id": attempt_id,
+            "status": status,
+            "error": error,
+            "reward": reward,
+        }
         try:
-            await client.complete(rollout_id, attempt_id, status, error=error, reward=reward)
+            await self._reporter.submit(report)
         except Exception as exc:  # the attempt will time out on the queue and be retried
             log.warning("reporting rollout %s failed: %s", rollout_id, exc)
 

@@ -211,3 +211,17 @@ def test_an_agent_runners_cannot_import_is_refused_before_anything_starts() -> N
     trainer = lightning_otel.Trainer(n_runners=1)
     with pytest.raises(TypeError, match="define it at module level"):
         trainer.fit(lightning_otel.rollout(local_agent), [{"question": "q"}])
+
+
+def test_a_litellm_agent_through_the_trainer() -> None:
+    pytest.importorskip("litellm")  # not in the openai 3 lane (LiteLLM pins openai < 3)
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, adapter={"agent_match": "^solver$"}, initial_resources={"main_llm": llm(server)}
+        )
+        result = trainer.fit(runtime_agents.litellm_agent, [{"question": f"q{i}"} for i in range(3)])
+    batch = result.train[0]
+    assert batch.metrics()["succeeded"] == 3
+    assert [t.agent_name for t in batch.triplets()] == ["solver"] * 3
+    assert_ids_are_the_servers(server, batch.triplets())
+    assert set(batch.rewards().values()) == {1.0}  # the echo server repeats the question

@@ -99,3 +99,27 @@ def test_queue_routes_need_the_bearer_token(start_collector) -> None:
     with pytest.raises(CollectorError, match="401"):
         Client(collector.addresses.query).enqueue([{"input": 1}])
     assert Client(collector.addresses.query, auth_token="s3cret").enqueue([{"input": 1}])
+
+
+def test_many_reports_in_one_request(start_collector) -> None:
+    client = Client(start_collector().addresses.query)
+    queued = client.enqueue([{"input": i, "max_attempts": 1} for i in range(3)])
+    client.claim("r", max_attempts=3, wait_s=0)
+    reports = [
+        {"rollout_id": queued[0]["rollout_id"], "attempt_id": "at-1", "status": "succeeded", "reward": 1},
+        {"rollout_id": queued[1]["rollout_id"], "attempt_id": "at-1", "status": "failed", "error": "x"},
+        {"rollout_id": "unknown", "attempt_id": "at-1", "status": "succeeded"},
+    ]
+    assert client.complete_many(reports) == [
+        {"accepted": True, "rollout_status": "succeeded"},
+        {"accepted": True, "rollout_status": "failed"},
+        {"accepted": False, "rollout_status": None},
+    ]
+    assert client.queue_stats() == {
+        "queuing": 0,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 1,
+        "timeout": 0,
+        "cancelled": 0,
+    }

@@ -84,3 +84,22 @@ async def four_calls(task: dict[str, Any], resources: dict[str, Any]) -> float:
                 model=llm.model, messages=[{"role": "user", "content": f"{task['question']} {index}"}]
             )
     return 1.0
+
+
+@lightning_otel.rollout
+def litellm_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """A LiteLLM agent (the framework path of the capture tests): a planner then a solver."""
+    import litellm
+
+    llm = resources["main_llm"]
+    answer = ""
+    for name in ("planner", "solver"):
+        with lightning_otel.agent(name):
+            reply = litellm.completion(
+                model=f"openai/{llm.model}",
+                api_base=llm.endpoint,
+                api_key="test",
+                messages=[{"role": "user", "content": f"{name}: {task['question']}"}],
+            )
+            answer = reply.choices[0].message.content or ""
+    return 1.0 if task["question"] in answer else 0.0
