@@ -2,6 +2,7 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
+- `openai_agents`: the OpenAI Agents SDK framework lane (tests/frameworks/openai_agents).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client"]
+nox.options.sessions = ["openai3", "jaeger_client", "openai_agents"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -42,3 +43,12 @@ def openai3(session: nox.Session) -> None:
 def jaeger_client(session: nox.Session) -> None:
     session.install("-e", ".[collector]", "jaeger-mcp>=0.6", "pytest>=8", "pytest-asyncio>=0.24")
     session.run("python", "-m", "pytest", "-q", "tests/jaeger_lane", *session.posargs, env={"AGL_LANE": "jaeger"})
+
+
+@nox.session
+def openai_agents(session: nox.Session) -> None:
+    """OpenAI Agents SDK lane: it needs openai >= 3 (LiteLLM, in the main environment, pins openai < 3)."""
+    session.install("-e", ".[testing,openai-agents]", *TEST_TOOLS)
+    session.run(
+        "python", "-m", "pytest", "-q", "tests/frameworks/openai_agents", *session.posargs, env={"AGL_LANE": "agents"}
+    )

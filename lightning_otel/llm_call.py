@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from lightning_otel import message_content, semconv
 from lightning_otel.agent_naming import resolve_agent_name
+from lightning_otel.framework_context import framework_parent_context
 from lightning_otel.settings import settings
 from lightning_otel.span_finisher import finisher
 
@@ -134,7 +135,8 @@ class LLMCall:
             if port:
                 attributes[semconv.SERVER_PORT] = port
         attributes.update(request_attributes(body))
-        agent_name = resolve_agent_name()
+        parent = framework_parent_context()  # None unless a framework (OpenAI Agents SDK) has its own span stack
+        agent_name = resolve_agent_name(parent)
         if agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = agent_name
         content = settings.content
@@ -150,6 +152,7 @@ class LLMCall:
             semconv.llm_span_name(operation, str(model) if model else None),
             kind=SpanKind.CLIENT,
             attributes=attributes,
+            context=parent,
         )
 
     # --- context ---------------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The OpenAI Agents SDK lane (`nox -s openai_agents`): its own environment (openai >= 3)."""

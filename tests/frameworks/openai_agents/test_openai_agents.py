@@ -1,0 +1,105 @@
+"""OpenAI Agents SDK: agent, tool and handoff spans; one LLM span per call under its agent with the server's ids."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from openai import AsyncOpenAI
+
+import lightning_otel
+from lightning_otel.testing import OpenAITestServer, SpanCapture
+from tests.frameworks.openai_agents import programs
+
+
+def client(server: OpenAITestServer) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+
+
+def by_id(capture: SpanCapture) -> dict[int, object]:
+    return {span.context.span_id: span for span in capture.spans}
+
+
+def parent_chain(span: object, spans: dict[int, object]) -> list[str]:
+    names = []
+    while span.parent is not None and span.parent.span_id in spans:  # type: ignore[attr-defined]
+        span = spans[span.parent.span_id]  # type: ignore[attr-defined]
+        names.append(span.name)  # type: ignore[attr-defined]
+    return names
+
+
+def assert_llm_spans_match_server(capture: SpanCapture, server: OpenAITestServer, agents: list[str]) -> None:
+    llm = sorted(capture.llm_spans(), key=lambda s: s.start_time)
+    assert [s.attributes["gen_ai.agent.name"] for s in llm] == agents
+    spans = by_id(capture)
+    for span in llm:
+        served = server.served[span.attributes["gen_ai.response.id"]]
+        assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
+        assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
+        # the LLM span sits under the invoke_agent span of the agent that made the call
+        assert f"invoke_agent {span.attributes['gen_ai.agent.name']}" in parent_chain(span, spans)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_triage_hands_off_to_a_specialist_with_a_tool(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, streamed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_test_server.set_replies(programs.TRIAGE_REPLIES)
+    with caplog.at_level(logging.ERROR), lightning_otel.rollout_context("ro-triage", "at-1"):
+        output = await programs.run_triage(client(openai_test_server), streamed=streamed)
+    assert output == "It is sunny in Paris."
+    assert_llm_spans_match_server(agl_spans, openai_test_server, ["triage", "weather", "weather"])
+    names = [s.name for s in sorted(agl_spans.spans, key=lambda s: s.start_time)]
+    for expected in (
+        "invoke_agent triage",
+        "invoke_agent weather",
+        "execute_tool get_weather",
+        "handoff triage -> weather",
+    ):
+        assert expected in names
+    tool = agl_spans.named("execute_tool get_weather")[0]
+    assert "invoke_agent weather" in parent_chain(tool, by_id(agl_spans))
+    assert {s.attributes.get("agl.rollout.id") for s in agl_spans.spans} == {"ro-triage"}
+    assert "Failed to detach context" not in caplog.text
+
+
+async def test_a_manager_calls_agents_as_tools(openai_test_server: OpenAITestServer, agl_spans: SpanCapture) -> None:
+    openai_test_server.set_replies(programs.MANAGER_REPLIES)
+    output = await programs.run_manager(client(openai_test_server))
+    assert output == "In Spanish: buenos dias"
+    assert_llm_spans_match_server(agl_spans, openai_test_server, ["manager", "spanish", "manager"])
+    spanish = agl_spans.named("invoke_agent spanish")[0]
+    assert parent_chain(spanish, by_id(agl_spans))[:2] == ["execute_tool translate_to_spanish", "invoke_agent manager"]
+
+
+async def test_the_responses_model_is_traced_too(openai_test_server: OpenAITestServer, agl_spans: SpanCapture) -> None:
+    openai_test_server.set_replies(["Paris is sunny."])
+    agent = programs.Agent(
+        name="solo", instructions="Answer.", model=programs.model(client(openai_test_server), "responses")
+    )
+    result = await programs.Runner.run(agent, "Weather in Paris?")
+    assert result.final_output == "Paris is sunny."
+    (llm,) = agl_spans.llm_spans()
+    assert llm.attributes["gen_ai.agent.name"] == "solo"
+    assert "invoke_agent solo" in parent_chain(llm, by_id(agl_spans))
+
+
+async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: OpenAITestServer) -> None:
+    from lightning_otel.instrumentors.openai_agents import OpenAIAgentsInstrumentor
+
+    openai_test_server.set_replies(programs.TRIAGE_REPLIES + programs.MANAGER_REPLIES)
+    instrumented = [
+        await programs.run_triage(client(openai_test_server)),
+        await programs.run_manager(client(openai_test_server)),
+    ]
+    lightning_otel.uninstrument()
+    try:
+        openai_test_server.set_replies(programs.TRIAGE_REPLIES + programs.MANAGER_REPLIES)
+        plain = [
+            await programs.run_triage(client(openai_test_server)),
+            await programs.run_manager(client(openai_test_server)),
+        ]
+    finally:
+        lightning_otel.instrument()
+    assert plain == instrumented == ["It is sunny in Paris.", "In Spanish: buenos dias"]
+    assert OpenAIAgentsInstrumentor  # the instrumentor is importable without side effects
