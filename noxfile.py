@@ -2,7 +2,7 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
-- `openai_agents`: the OpenAI Agents SDK framework lane (tests/frameworks/openai_agents).
+- `openai_agents`, `langgraph`: framework lanes (tests/frameworks/...), each with its framework's own pins.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client", "openai_agents"]
+nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -52,3 +52,10 @@ def openai_agents(session: nox.Session) -> None:
     session.run(
         "python", "-m", "pytest", "-q", "tests/frameworks/openai_agents", *session.posargs, env={"AGL_LANE": "agents"}
     )
+
+
+@nox.session
+def langgraph(session: nox.Session) -> None:
+    """LangGraph + LangChain lane: a hand-built SQL graph and a langgraph-supervisor team with named agents."""
+    session.install("-e", ".[testing,langchain]", "langchain>=1.0", "langgraph-supervisor>=0.0.30", *TEST_TOOLS)
+    session.run("python", "-m", "pytest", "-q", "tests/frameworks/langgraph", *session.posargs, env={"AGL_LANE": "lg"})

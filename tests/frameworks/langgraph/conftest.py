@@ -1,0 +1,1 @@
+"""The LangGraph / LangChain lane (`nox -s langgraph`): its own environment."""

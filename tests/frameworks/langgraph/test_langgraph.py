@@ -1,0 +1,94 @@
+"""LangGraph / LangChain: agent spans per named agent or graph node, tool spans, one LLM span per call under its
+agent with the server's token ids, rollout ids, no behaviour change."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import lightning_otel
+from lightning_otel.testing import OpenAITestServer, SpanCapture
+from tests.frameworks.langgraph import programs
+
+# langchain-openai caches its async HTTP client per process: keep every test on one event loop.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def by_id(capture: SpanCapture) -> dict[int, object]:
+    return {span.context.span_id: span for span in capture.spans}
+
+
+def ancestors(span: object, spans: dict[int, object]) -> list[str]:
+    names = []
+    while span.parent is not None and span.parent.span_id in spans:  # type: ignore[attr-defined]
+        span = spans[span.parent.span_id]  # type: ignore[attr-defined]
+        names.append(span.name)  # type: ignore[attr-defined]
+    return names
+
+
+def check_llm_spans(capture: SpanCapture, server: OpenAITestServer, agents: list[str]) -> None:
+    llm = sorted(capture.llm_spans(), key=lambda s: s.start_time)
+    assert [s.attributes.get("gen_ai.agent.name") for s in llm] == agents
+    spans = by_id(capture)
+    for span in llm:
+        served = server.served[span.attributes["gen_ai.response.id"]]
+        assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
+        assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
+        assert ancestors(span, spans)[0] == f"invoke_agent {span.attributes['gen_ai.agent.name']}"
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke", "stream"])
+async def test_hand_built_sql_graph_nodes_are_agents(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_test_server.set_replies(programs.SQL_REPLIES)
+    graph = programs.sql_graph(openai_test_server.base_url)
+    state = {"question": "orders in 2024"}
+    with caplog.at_level(logging.ERROR), lightning_otel.rollout_context("ro-sql", "at-1"):
+        if mode == "invoke":
+            result = graph.invoke(state)
+        elif mode == "ainvoke":
+            result = await graph.ainvoke(state)
+        else:
+            result = {}
+            async for update in graph.astream(state, stream_mode="values"):
+                result = update
+    assert result["query"] == "SELECT * FROM t WHERE year = 2024;"
+    check_llm_spans(agl_spans, openai_test_server, ["write", "check", "rewrite"])
+    assert sorted(s.name for s in agl_spans.spans if s.name.startswith("invoke_agent")) == [
+        "invoke_agent check", "invoke_agent rewrite", "invoke_agent write"
+    ]  # fmt: skip
+    assert {s.attributes.get("agl.rollout.id") for s in agl_spans.spans} == {"ro-sql"}
+    assert "Failed to detach context" not in caplog.text
+
+
+async def test_supervisor_routes_to_named_sub_agents(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture
+) -> None:
+    openai_test_server.set_replies(programs.SUPERVISOR_REPLIES)
+    graph = programs.supervisor_graph(openai_test_server.base_url)
+    with lightning_otel.rollout_context("ro-sup", "at-1"):
+        result = await graph.ainvoke({"messages": [{"role": "user", "content": "What is 2 + 3?"}]})
+    assert result["messages"][-1].content == "The answer is 5."
+    check_llm_spans(agl_spans, openai_test_server, ["supervisor", "math", "math", "supervisor"])
+    (tool,) = agl_spans.named("execute_tool add")
+    assert ancestors(tool, by_id(agl_spans))[0] == "invoke_agent math"
+    assert {s.attributes.get("agl.rollout.id") for s in agl_spans.spans} == {"ro-sup"}
+
+
+async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: OpenAITestServer) -> None:
+    async def run_both() -> list[str]:
+        openai_test_server.set_replies(programs.SQL_REPLIES + programs.SUPERVISOR_REPLIES)
+        sql = programs.sql_graph(openai_test_server.base_url).invoke({"question": "q"})["query"]
+        messages = {"messages": [{"role": "user", "content": "What is 2 + 3?"}]}
+        sup = (await programs.supervisor_graph(openai_test_server.base_url).ainvoke(messages))["messages"][-1].content
+        return [sql, sup]
+
+    instrumented = await run_both()
+    lightning_otel.uninstrument()
+    try:
+        plain = await run_both()
+    finally:
+        lightning_otel.instrument()
+    assert plain == instrumented == ["SELECT * FROM t WHERE year = 2024;", "The answer is 5."]
