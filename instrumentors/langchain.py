@@ -38,8 +38,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from lightning_otel import semconv
 from lightning_otel.framework_context import register_parent_source, unregister_parent_source
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.settings import settings
-from lightning_otel.tracing import ensure_span_processors, get_tracer
+from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("langchain-core >= 0.3",)
 NODE_AGENTS_ENV = "AGL_LANGGRAPH_NODE_AGENTS"
@@ -217,11 +216,8 @@ class LangChainInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
-        ensure_span_processors(provider or trace.get_tracer_provider())
-        settings.configure_from_environment_once()
         node_agents = os.environ.get(NODE_AGENTS_ENV, "1").lower() not in ("0", "false", "no")
-        self._mirror = RunMirror(get_tracer(provider), node_agents=node_agents)
+        self._mirror = RunMirror(instrumentor_tracer(kwargs), node_agents=node_agents)
         register_parent_source(self._mirror.parent_context)
         when_imported("langchain_core.tracers.context", self._register)
 

@@ -24,8 +24,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.settings import settings
-from lightning_otel.tracing import ensure_span_processors, get_tracer
+from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("litellm >= 1.70",)
 _ADK_MODULE = "google.adk.models.lite_llm"
@@ -41,10 +40,7 @@ class LiteLLMInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
-        ensure_span_processors(provider or trace.get_tracer_provider())
-        settings.configure_from_environment_once()
-        self._tracer = get_tracer(provider)
+        self._tracer = instrumentor_tracer(kwargs)
         when_imported("litellm", self._patch_litellm)
         when_imported(_ADK_MODULE, self._patch_adk)
 

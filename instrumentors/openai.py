@@ -29,8 +29,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.settings import settings
-from lightning_otel.tracing import ensure_span_processors, get_tracer
+from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("openai >= 2.0, < 4",)
 
@@ -47,10 +46,7 @@ class OpenAIInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
-        ensure_span_processors(provider or trace.get_tracer_provider())
-        settings.configure_from_environment_once()
-        self._tracer = get_tracer(provider)
+        self._tracer = instrumentor_tracer(kwargs)
         when_imported("openai", self._patch)
 
     def _patch(self, _openai: ModuleType) -> None:

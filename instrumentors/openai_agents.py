@@ -33,8 +33,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from lightning_otel import semconv
 from lightning_otel.framework_context import register_parent_source, unregister_parent_source
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.settings import settings
-from lightning_otel.tracing import ensure_span_processors, get_tracer
+from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("openai-agents >= 0.3",)
 VENDOR_TRACING_ENV = "AGL_OPENAI_AGENTS_VENDOR_TRACING"
@@ -181,10 +180,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        provider = kwargs.get("tracer_provider")
-        ensure_span_processors(provider or trace.get_tracer_provider())
-        settings.configure_from_environment_once()
-        self._mirror = AgentsSpanMirror(get_tracer(provider))
+        self._mirror = AgentsSpanMirror(instrumentor_tracer(kwargs))
         register_parent_source(self._mirror.parent_context)
         when_imported("agents", self._register)
 

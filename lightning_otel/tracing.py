@@ -75,6 +75,15 @@ def ensure_span_processors(provider: Any) -> bool:
     return True
 
 
+def instrumentor_tracer(options: dict[str, Any]) -> trace.Tracer:
+    """How each of our instrumentors' `_instrument(**options)` starts: our span processors on the provider in use
+    (an `opentelemetry-instrument` run brings its own), capture settings from the environment, a tracer of it."""
+    provider = options.get("tracer_provider")
+    ensure_span_processors(provider or trace.get_tracer_provider())
+    settings.configure_from_environment_once()
+    return get_tracer(provider)
+
+
 def get_tracer(tracer_provider: Any = None) -> trace.Tracer:
     """Our tracer on `tracer_provider`, else on the provider `instrument()` set up, else the global one."""
     if tracer_provider is None and _state is not None and _state.tracer_provider is not None:

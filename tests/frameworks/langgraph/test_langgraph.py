@@ -10,32 +10,10 @@ import pytest
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.langgraph import programs
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
 
 # langchain-openai caches its async HTTP client per process: keep every test on one event loop.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def by_id(capture: SpanCapture) -> dict[int, object]:
-    return {span.context.span_id: span for span in capture.spans}
-
-
-def ancestors(span: object, spans: dict[int, object]) -> list[str]:
-    names = []
-    while span.parent is not None and span.parent.span_id in spans:  # type: ignore[attr-defined]
-        span = spans[span.parent.span_id]  # type: ignore[attr-defined]
-        names.append(span.name)  # type: ignore[attr-defined]
-    return names
-
-
-def check_llm_spans(capture: SpanCapture, server: OpenAITestServer, agents: list[str]) -> None:
-    llm = sorted(capture.llm_spans(), key=lambda s: s.start_time)
-    assert [s.attributes.get("gen_ai.agent.name") for s in llm] == agents
-    spans = by_id(capture)
-    for span in llm:
-        served = server.served[span.attributes["gen_ai.response.id"]]
-        assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
-        assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
-        assert ancestors(span, spans)[0] == f"invoke_agent {span.attributes['gen_ai.agent.name']}"
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke", "stream"])
@@ -55,7 +33,7 @@ async def test_hand_built_sql_graph_nodes_are_agents(
             async for update in graph.astream(state, stream_mode="values"):
                 result = update
     assert result["query"] == "SELECT * FROM t WHERE year = 2024;"
-    check_llm_spans(agl_spans, openai_test_server, ["write", "check", "rewrite"])
+    assert_llm_spans_match_server(agl_spans, openai_test_server, ["write", "check", "rewrite"])
     assert sorted(s.name for s in agl_spans.spans if s.name.startswith("invoke_agent")) == [
         "invoke_agent check", "invoke_agent rewrite", "invoke_agent write"
     ]  # fmt: skip
@@ -71,7 +49,7 @@ async def test_supervisor_routes_to_named_sub_agents(
     with lightning_otel.rollout_context("ro-sup", "at-1"):
         result = await graph.ainvoke({"messages": [{"role": "user", "content": "What is 2 + 3?"}]})
     assert result["messages"][-1].content == "The answer is 5."
-    check_llm_spans(agl_spans, openai_test_server, ["supervisor", "math", "math", "supervisor"])
+    assert_llm_spans_match_server(agl_spans, openai_test_server, ["supervisor", "math", "math", "supervisor"])
     (tool,) = agl_spans.named("execute_tool add")
     assert ancestors(tool, by_id(agl_spans))[0] == "invoke_agent math"
     assert {s.attributes.get("agl.rollout.id") for s in agl_spans.spans} == {"ro-sup"}

@@ -10,34 +10,11 @@ from openai import AsyncOpenAI
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.openai_agents import programs
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
 
 
 def client(server: OpenAITestServer) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-
-
-def by_id(capture: SpanCapture) -> dict[int, object]:
-    return {span.context.span_id: span for span in capture.spans}
-
-
-def parent_chain(span: object, spans: dict[int, object]) -> list[str]:
-    names = []
-    while span.parent is not None and span.parent.span_id in spans:  # type: ignore[attr-defined]
-        span = spans[span.parent.span_id]  # type: ignore[attr-defined]
-        names.append(span.name)  # type: ignore[attr-defined]
-    return names
-
-
-def assert_llm_spans_match_server(capture: SpanCapture, server: OpenAITestServer, agents: list[str]) -> None:
-    llm = sorted(capture.llm_spans(), key=lambda s: s.start_time)
-    assert [s.attributes["gen_ai.agent.name"] for s in llm] == agents
-    spans = by_id(capture)
-    for span in llm:
-        served = server.served[span.attributes["gen_ai.response.id"]]
-        assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
-        assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
-        # the LLM span sits under the invoke_agent span of the agent that made the call
-        assert f"invoke_agent {span.attributes['gen_ai.agent.name']}" in parent_chain(span, spans)
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -58,7 +35,7 @@ async def test_triage_hands_off_to_a_specialist_with_a_tool(
     ):
         assert expected in names
     tool = agl_spans.named("execute_tool get_weather")[0]
-    assert "invoke_agent weather" in parent_chain(tool, by_id(agl_spans))
+    assert "invoke_agent weather" in ancestors(tool, by_id(agl_spans))
     assert {s.attributes.get("agl.rollout.id") for s in agl_spans.spans} == {"ro-triage"}
     assert "Failed to detach context" not in caplog.text
 
@@ -69,7 +46,7 @@ async def test_a_manager_calls_agents_as_tools(openai_test_server: OpenAITestSer
     assert output == "In Spanish: buenos dias"
     assert_llm_spans_match_server(agl_spans, openai_test_server, ["manager", "spanish", "manager"])
     spanish = agl_spans.named("invoke_agent spanish")[0]
-    assert parent_chain(spanish, by_id(agl_spans))[:2] == ["execute_tool translate_to_spanish", "invoke_agent manager"]
+    assert ancestors(spanish, by_id(agl_spans))[:2] == ["execute_tool translate_to_spanish", "invoke_agent manager"]
 
 
 async def test_the_responses_model_is_traced_too(openai_test_server: OpenAITestServer, agl_spans: SpanCapture) -> None:
@@ -81,7 +58,7 @@ async def test_the_responses_model_is_traced_too(openai_test_server: OpenAITestS
     assert result.final_output == "Paris is sunny."
     (llm,) = agl_spans.llm_spans()
     assert llm.attributes["gen_ai.agent.name"] == "solo"
-    assert "invoke_agent solo" in parent_chain(llm, by_id(agl_spans))
+    assert "invoke_agent solo" in ancestors(llm, by_id(agl_spans))
 
 
 async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: OpenAITestServer) -> None:
