@@ -268,6 +268,8 @@ class _ProgressDisplay:
         if task is None:
             task = self._tasks[batch.batch_id] = self._progress.add_task(f"{batch.mode} {batch.batch_id}", total=total)
         self._progress.update(task, completed=done)
+        if done >= total:  # one bar per batch in flight, not one per batch ever run
+            self._progress.remove_task(self._tasks.pop(batch.batch_id))
 
     def __exit__(self, *exc_info: object) -> None:
         if self._progress is not None:
