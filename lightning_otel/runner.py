@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from lightning_otel.collector.client import AsyncClient
+from lightning_otel.collector.client import AsyncClient, CollectorError
 from lightning_otel.lit_agent import LitAgent, Rollout, is_async_agent
 from lightning_otel.resources import llm_endpoints, resources_from_json
 from lightning_otel.reward import emit_reward, recording_rewards
@@ -178,7 +178,12 @@ class Runner:
                     claiming.cancel()
                     await asyncio.gather(claiming, return_exceptions=True)
                     return
-                answer = claiming.result()
+                try:
+                    answer = claiming.result()
+                except CollectorError as exc:  # restarting or briefly unreachable: keep the rollouts we run, retry
+                    log.warning("claiming failed, retrying in 1 s: %s", exc)
+                    await asyncio.wait([stopping], timeout=1.0)
+                    continue
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
                 for attempt in answer["attempts"]:
                     self.stats.claimed += 1

@@ -225,3 +225,37 @@ def test_a_litellm_agent_through_the_trainer() -> None:
     assert [t.agent_name for t in batch.triplets()] == ["solver"] * 3
     assert_ids_are_the_servers(server, batch.triplets())
     assert set(batch.rewards().values()) == {1.0}  # the echo server repeats the question
+
+
+def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
+    """Claims that fail while the collector is down are retried; the queue (in the store) survives the restart."""
+    store = f"sqlite:///{tmp_path}/collector.sqlite3"
+
+    def config(query_port: int = 0, http_port: int = 0) -> CollectorConfig:
+        return CollectorConfig(http_port=http_port, grpc_port=None, query_port=query_port, store_url=store)
+
+    with OpenAITestServer() as server:
+        first = EmbeddedCollector(config())
+        addresses = first.start()
+        query_port, http_port = (int(url.rsplit(":", 1)[1]) for url in (addresses.query, addresses.otlp_http))
+        Client(addresses.query).put_resources({"main_llm": {"__resource__": "llm", "endpoint": server.base_url,
+                                                            "model": "agl-tiny"}})  # fmt: skip
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
+             "--agent", "tests.programs.runtime_agents:flaky_agent", "--max-rollouts", "2"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            time.sleep(3)  # the runner is up and long-polling
+            first.stop()
+            time.sleep(2)  # its claims fail meanwhile
+            with EmbeddedCollector(config(query_port, http_port)) as again:
+                client = Client(again.query)
+                queued = client.enqueue([{"input": {"question": "q1"}}, {"input": {"question": "q2"}}])
+                done = client.wait_rollouts([r["rollout_id"] for r in queued], timeout=60)
+                output, _ = runner.communicate(timeout=60)
+        finally:
+            runner.kill()
+    assert done["done"] and {r["status"] for r in done["rollouts"]} == {"succeeded"}, output
+    assert "claiming failed, retrying" in output
+    assert runner.returncode == 0
