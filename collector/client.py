@@ -59,11 +59,41 @@ def _checked(response: httpx.Response, pick: str | None = None) -> Any:
     return body if pick is None else body[pick]
 
 
-class QueueCalls:
-    """The rollout queue and resources API, shared by `Client` (values) and `AsyncClient` (coroutines)."""
+class CollectorCalls:
+    """The collector's trainer-facing API (rollout spans, the rollout queue, resources), shared by `Client`, whose
+    methods return values, and `AsyncClient`, whose methods return coroutines."""
 
     def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
         raise NotImplementedError
+
+    def rollout_spans(self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False) -> Any:
+        """Spans of a rollout in ingest order: one attempt, the latest one, or all attempts (default)."""
+        params = _rollout_params(attempt_id, latest, 0, 0)
+        return self._request("GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params)
+
+    def wait_for_rollout(
+        self,
+        rollout_id: str,
+        *,
+        min_spans: int = 1,
+        timeout: float = 30.0,
+        attempt_id: str | None = None,
+        latest: bool = False,
+    ) -> Any:
+        """Block until at least `min_spans` spans of the rollout are committed (or `timeout`), then return them."""
+        params = _rollout_params(attempt_id, latest, min_spans, timeout)
+        return self._request("GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params, timeout=timeout + 10)
+
+    def rollouts_spans(
+        self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
+    ) -> Any:
+        """Spans of many rollouts in one request (a training batch): all attempts, the latest, or the given ones."""
+        body = _batch_body(rollout_ids, latest, attempt_ids)
+        return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
+
+    def rollouts(self, *, limit: int = 100) -> Any:
+        """Recent rollouts seen in spans: id, span count, time range, agents and attempts."""
+        return self._request("GET", "/v1/rollouts", "rollouts", params={"limit": limit})
 
     def collector_info(self) -> Any:
         """The collector's OTLP ports and heartbeat interval (what a runner needs besides this URL)."""
@@ -128,7 +158,7 @@ class QueueCalls:
         return self._request("GET", f"/v1/resources/{version}")
 
 
-class Client(QueueCalls):
+class Client(CollectorCalls):
     def __init__(
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
@@ -140,37 +170,6 @@ class Client(QueueCalls):
             return _checked(self._http.request(method, path, **options), pick)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
-
-    def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-        return self._request("GET", path, params=params, timeout=timeout or self._http.timeout)
-
-    def rollout_spans(self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False) -> list[Span]:
-        """Spans of a rollout in ingest order: one attempt, the latest one, or all attempts (default)."""
-        return self._get(f"/v1/rollouts/{rollout_id}/spans", _rollout_params(attempt_id, latest, 0, 0))["spans"]
-
-    def wait_for_rollout(
-        self,
-        rollout_id: str,
-        *,
-        min_spans: int = 1,
-        timeout: float = 30.0,
-        attempt_id: str | None = None,
-        latest: bool = False,
-    ) -> list[Span]:
-        """Block until at least `min_spans` spans of the rollout are committed (or `timeout`), then return them."""
-        params = _rollout_params(attempt_id, latest, min_spans, timeout)
-        return self._get(f"/v1/rollouts/{rollout_id}/spans", params, timeout=timeout + 10)["spans"]
-
-    def rollouts_spans(
-        self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
-    ) -> dict[str, list[Span]]:
-        """Spans of many rollouts in one request (a training batch): all attempts, the latest, or the given ones."""
-        body = _batch_body(rollout_ids, latest, attempt_ids)
-        return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
-
-    def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
-        """Recent rollouts: id, span count, time range, agents and attempts seen."""
-        return self._get("/v1/rollouts", {"limit": limit})["rollouts"]
 
     def healthy(self) -> bool:
         try:
@@ -188,7 +187,7 @@ class Client(QueueCalls):
         self.close()
 
 
-class AsyncClient(QueueCalls):
+class AsyncClient(CollectorCalls):
     def __init__(
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
@@ -200,36 +199,6 @@ class AsyncClient(QueueCalls):
             return _checked(await self._http.request(method, path, **options), pick)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
-
-    async def _get(self, path: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-        return await self._request("GET", path, params=params, timeout=timeout or self._http.timeout)
-
-    async def rollout_spans(
-        self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False
-    ) -> list[Span]:
-        params = _rollout_params(attempt_id, latest, 0, 0)
-        return (await self._get(f"/v1/rollouts/{rollout_id}/spans", params))["spans"]
-
-    async def wait_for_rollout(
-        self,
-        rollout_id: str,
-        *,
-        min_spans: int = 1,
-        timeout: float = 30.0,
-        attempt_id: str | None = None,
-        latest: bool = False,
-    ) -> list[Span]:
-        params = _rollout_params(attempt_id, latest, min_spans, timeout)
-        return (await self._get(f"/v1/rollouts/{rollout_id}/spans", params, timeout=timeout + 10))["spans"]
-
-    async def rollouts_spans(
-        self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
-    ) -> dict[str, list[Span]]:
-        body = _batch_body(rollout_ids, latest, attempt_ids)
-        return await self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
-
-    async def rollouts(self, *, limit: int = 100) -> list[dict[str, Any]]:
-        return (await self._get("/v1/rollouts", {"limit": limit}))["rollouts"]
 
     async def aclose(self) -> None:
         await self._http.aclose()
