@@ -2,7 +2,7 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
-- `openai_agents`, `langgraph`: framework lanes (tests/frameworks/...), each with its framework's own pins.
+- `openai_agents`, `langgraph`, `autogen`: framework lanes (tests/frameworks/...), each with its framework's own pins.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph"]
+nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -59,3 +59,10 @@ def langgraph(session: nox.Session) -> None:
     """LangGraph + LangChain lane: a hand-built SQL graph and a langgraph-supervisor team with named agents."""
     session.install("-e", ".[testing,langchain]", "langchain>=1.0", "langgraph-supervisor>=0.0.30", *TEST_TOOLS)
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/langgraph", *session.posargs, env={"AGL_LANE": "lg"})
+
+
+@nox.session
+def autogen(session: nox.Session) -> None:
+    """AutoGen agentchat lane: a round-robin team and a Swarm with handoffs and a tool."""
+    session.install("-e", ".[testing,autogen]", *TEST_TOOLS)
+    session.run("python", "-m", "pytest", "-q", "tests/frameworks/autogen", *session.posargs, env={"AGL_LANE": "ag"})

@@ -2,8 +2,8 @@
 
 Each is a `BaseInstrumentor`; `lightning_otel.instrument()` and `import lightning_otel.auto` load the ones whose
 library is installed, and `opentelemetry-instrument` finds them through the `opentelemetry_instrumentor` entry
-points (`agl_openai`, `agl_litellm`, `agl_http_propagation`, `agl_openai_agents`, `agl_langchain`). Patching
-waits until the library is imported, so instrumenting costs nothing for libraries the agent never uses.
+points (`agl_openai`, `agl_litellm`, `agl_http_propagation`, `agl_openai_agents`, `agl_langchain`, `agl_autogen`).
+Patching waits until the library is imported, so instrumenting costs nothing for libraries the agent never uses.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _REGISTRY: dict[str, tuple[str, str, str]] = {
     "http_propagation": ("http_propagation", "HTTPPropagationInstrumentor", "httpx"),
     "openai_agents": ("openai_agents", "OpenAIAgentsInstrumentor", "agents"),
     "langchain": ("langchain", "LangChainInstrumentor", "langchain_core"),
+    "autogen": ("autogen", "AutoGenInstrumentor", "autogen_agentchat"),
 }
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 

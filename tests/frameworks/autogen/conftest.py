@@ -1,0 +1,1 @@
+"""The AutoGen agentchat lane (`nox -s autogen`): its own environment."""
