@@ -2,7 +2,8 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
-- `openai_agents`, `langgraph`, `autogen`: framework lanes (tests/frameworks/...), each with its framework's own pins.
+- `openai_agents`, `langgraph`, `autogen`, `crewai`: framework lanes (tests/frameworks/...), each with its
+  framework's own pins.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen"]
+nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen", "crewai"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -66,3 +67,11 @@ def autogen(session: nox.Session) -> None:
     """AutoGen agentchat lane: a round-robin team and a Swarm with handoffs and a tool."""
     session.install("-e", ".[testing,autogen]", *TEST_TOOLS)
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/autogen", *session.posargs, env={"AGL_LANE": "ag"})
+
+
+@nox.session
+def crewai(session: nox.Session) -> None:
+    """CrewAI lane (openai < 3, OpenTelemetry >= 1.45.1): native provider and LiteLLM path, a tool-using agent."""
+    session.install("-e", ".[testing,crewai,litellm]", *TEST_TOOLS)
+    env = {"AGL_LANE": "crewai", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    session.run("python", "-m", "pytest", "-q", "tests/frameworks/crewai", *session.posargs, env=env)

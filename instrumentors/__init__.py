@@ -2,8 +2,9 @@
 
 Each is a `BaseInstrumentor`; `lightning_otel.instrument()` and `import lightning_otel.auto` load the ones whose
 library is installed, and `opentelemetry-instrument` finds them through the `opentelemetry_instrumentor` entry
-points (`agl_openai`, `agl_litellm`, `agl_http_propagation`, `agl_openai_agents`, `agl_langchain`, `agl_autogen`).
-Patching waits until the library is imported, so instrumenting costs nothing for libraries the agent never uses.
+points (`agl_openai`, `agl_litellm`, `agl_http_propagation`, `agl_openai_agents`, `agl_langchain`, `agl_autogen`,
+`agl_crewai`). Patching waits until the library is imported, so instrumenting costs nothing for libraries the
+agent never uses.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _REGISTRY: dict[str, tuple[str, str, str]] = {
     "openai_agents": ("openai_agents", "OpenAIAgentsInstrumentor", "agents"),
     "langchain": ("langchain", "LangChainInstrumentor", "langchain_core"),
     "autogen": ("autogen", "AutoGenInstrumentor", "autogen_agentchat"),
+    "crewai": ("crewai", "CrewAIInstrumentor", "crewai"),
 }
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
