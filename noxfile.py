@@ -2,7 +2,7 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
-- `openai_agents`, `langgraph`, `autogen`, `crewai`: framework lanes (tests/frameworks/...), each with its
+- `openai_agents`, `langgraph`, `autogen`, `crewai`, `google_adk`: framework lanes (tests/frameworks/...), each with its
   framework's own pins.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen", "crewai"]
+nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen", "crewai", "google_adk"]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -75,3 +75,11 @@ def crewai(session: nox.Session) -> None:
     session.install("-e", ".[testing,crewai,litellm]", *TEST_TOOLS)
     env = {"AGL_LANE": "crewai", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/crewai", *session.posargs, env=env)
+
+
+@nox.session
+def google_adk(session: nox.Session) -> None:
+    """Google ADK lane (OpenTelemetry <= 1.44): through LiteLLM to the test server; coordinator and pipeline."""
+    session.install("-e", ".[testing,adk]", *TEST_TOOLS)
+    env = {"AGL_LANE": "adk", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    session.run("python", "-m", "pytest", "-q", "tests/frameworks/google_adk", *session.posargs, env=env)
