@@ -70,3 +70,18 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
     finally:
         lightning_otel.instrument()
     assert plain == instrumented == ["SELECT * FROM t WHERE year = 2024;", "The answer is 5."]
+
+
+async def test_a_stream_broken_off_early_leaves_no_context_errors(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_test_server.set_replies(programs.SQL_REPLIES)
+    graph = programs.sql_graph(openai_test_server.base_url)
+    with caplog.at_level(logging.DEBUG), lightning_otel.rollout_context("ro-break", "at-1"):
+        async for _ in graph.astream({"question": "q"}, stream_mode="updates"):
+            break  # stop after the first node's update
+    lightning_otel.flush()
+    assert "Failed to detach context" not in caplog.text
+    (write,) = agl_spans.named("invoke_agent write")  # the node that ran is a complete span
+    assert write.end_time is not None
+    assert all(s.attributes.get("agl.rollout.id") == "ro-break" for s in agl_spans.spans)

@@ -80,3 +80,17 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
         lightning_otel.instrument()
     assert plain == instrumented == ["It is sunny in Paris.", "In Spanish: buenos dias"]
     assert OpenAIAgentsInstrumentor  # the instrumentor is importable without side effects
+
+
+async def test_a_stream_broken_off_early_leaves_no_context_errors(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_test_server.set_replies(programs.TRIAGE_REPLIES)
+    with caplog.at_level(logging.DEBUG), lightning_otel.rollout_context("ro-break", "at-1"):
+        stream = programs.Runner.run_streamed(programs.triage_agents(client(openai_test_server)), "Weather in Paris?")
+        async for _ in stream.stream_events():
+            break  # the caller stops reading after the first event
+        stream.cancel()
+    lightning_otel.flush()
+    assert "Failed to detach context" not in caplog.text
+    assert all(s.attributes.get("agl.rollout.id") == "ro-break" for s in agl_spans.spans)
