@@ -114,6 +114,8 @@ def _llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_
             if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
                 call.agent = call.agent or kept.agent
                 calls[by_response_id[call.response_id]] = call
+            else:  # e.g. the gateway's copy came first: the client's copy knows the agent
+                kept.agent = kept.agent or call.agent
             continue
         if call.response_id:
             by_response_id[call.response_id] = len(calls)

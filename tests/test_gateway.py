@@ -1,0 +1,138 @@
+"""The policy gateway: sticky routing, enforced sampling, token ids always, streams passed through with their ids,
+503 while paused, its own LLM span attributed by headers or by the URL path, one sample when the client's
+instrumentor records the same call."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+import lightning_otel
+from lightning_otel.gateway import GatewayServer, PolicyGateway
+from lightning_otel.testing import OpenAITestServer, SpanCapture
+from lightning_otel.trace_adapter import TraceToTriplet
+
+
+@pytest.fixture
+def replicas():
+    with OpenAITestServer() as first, OpenAITestServer() as second:
+        yield first, second
+
+
+def chat(base_url: str, text: str, **extra: object) -> httpx.Response:
+    body = {"model": "agl-tiny", "messages": [{"role": "user", "content": text}], **extra}
+    return httpx.post(f"{base_url}/chat/completions", json=body, timeout=30)
+
+
+def served_by(replicas: tuple[OpenAITestServer, ...], response_id: str) -> OpenAITestServer:
+    (server,) = [s for s in replicas if response_id in s.served]
+    return server
+
+
+def test_rollouts_stick_to_one_replica_and_spread_across_them(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([r.base_url for r in replicas])
+    with GatewayServer(gateway) as server:
+        homes: dict[str, set[int]] = {}
+        for rollout in range(12):
+            proxy = lightning_otel.ProxyLLM(server.base_url, "agl-tiny").get_base_url(f"ro-{rollout}", "at-1")
+            for turn in range(3):
+                reply = chat(proxy, f"turn {turn}").json()
+                homes.setdefault(f"ro-{rollout}", set()).add(replicas.index(served_by(replicas, reply["id"])))
+    assert all(len(home) == 1 for home in homes.values())  # sticky: one replica per rollout
+    assert {next(iter(home)) for home in homes.values()} == {0, 1}  # and both replicas get rollouts
+
+
+def test_sampling_is_enforced_and_token_ids_always_requested(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway(
+        [replicas[0].base_url], sampling={"temperature": 1.0, "top_p": 1.0}, validation_sampling={"temperature": 0.0}
+    )
+    with GatewayServer(gateway) as server:
+        reply = chat(server.base_url, "hi", temperature=0.2).json()
+        gateway.set_mode("val")
+        chat(server.base_url, "hi", temperature=0.7)
+    train_body, val_body = (r.body for r in replicas[0].requests)
+    assert (train_body["temperature"], train_body["top_p"], val_body["temperature"]) == (1.0, 1.0, 0.0)
+    for body in (train_body, val_body):
+        assert (body["return_token_ids"], body["logprobs"], body["top_logprobs"]) == (True, True, 0)
+    assert reply["prompt_token_ids"] == replicas[0].served[reply["id"]].prompt_token_ids  # passed through as sent
+
+
+def test_the_gateway_span_has_the_servers_ids_and_the_rollout_from_the_path(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([replicas[0].base_url])
+    with GatewayServer(gateway) as server:
+        proxy = lightning_otel.ProxyLLM(server.base_url, "agl-tiny").get_base_url("ro-path", "at-2")
+        reply = chat(proxy, "no headers at all").json()  # an uninstrumented client in any language
+    lightning_otel.flush()
+    (span,) = agl_spans.llm_spans()
+    served = replicas[0].served[reply["id"]]
+    assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
+    assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
+    assert span.attributes["agl.llm.token_ids_complete"] is True
+    assert (span.attributes["agl.rollout.id"], span.attributes["agl.attempt.id"]) == ("ro-path", "at-2")
+
+
+def test_streams_pass_through_with_their_ids(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([replicas[0].base_url])
+    with GatewayServer(gateway) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        lightning_otel.uninstrument()  # the gateway's span alone: an uninstrumented streaming client
+        try:
+            messages = [{"role": "user", "content": "stream me"}]
+            chunks = list(client.chat.completions.create(model="agl-tiny", stream=True, messages=messages))
+        finally:
+            lightning_otel.instrument()
+    lightning_otel.flush()
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "You said: stream me"
+    (span,) = [s for s in agl_spans.llm_spans() if s.attributes.get("gen_ai.response.id") == chunks[0].id]
+    served = replicas[0].served[chunks[0].id]
+    assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
+    assert list(span.attributes["agl.llm.prompt_token_ids"]) == served.prompt_token_ids
+
+
+def test_paused_gateway_answers_503_with_retry_after(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([replicas[0].base_url])
+    with GatewayServer(gateway) as server:
+        gateway.pause()
+        refused = chat(server.base_url, "hi")
+        gateway.resume()
+        accepted = chat(server.base_url, "hi")
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
+    assert "being updated" in refused.json()["error"]["message"]
+    assert accepted.status_code == 200
+    assert len(replicas[0].requests) == 1
+
+
+def test_bad_input_and_dead_replicas_get_clear_errors(agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway(["http://127.0.0.1:9/v1"])
+    with GatewayServer(gateway) as server:
+        bad = httpx.post(f"{server.base_url}/chat/completions", content=b"{not json", timeout=10)
+        dead = chat(server.base_url, "hi")
+    assert bad.status_code == 400 and "invalid JSON" in bad.json()["error"]["message"]
+    assert dead.status_code == 502 and "unreachable" in dead.json()["error"]["message"]
+
+
+def test_client_and_gateway_spans_of_one_call_become_one_sample(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([replicas[0].base_url])
+    with GatewayServer(gateway) as server:
+        lightning_otel.register_trainable_endpoint(server.base_url)
+        client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        with lightning_otel.rollout_context("ro-both", "at-1"), lightning_otel.agent("write"):
+            reply = client.chat.completions.create(model="agl-tiny", messages=[{"role": "user", "content": "q"}])
+    lightning_otel.flush()
+    spans = agl_spans.llm_spans()
+    assert len(spans) == 2 and {s.attributes["gen_ai.response.id"] for s in spans} == {reply.id}
+    gateway_span = min(spans, key=lambda s: s.start_time)  # started second, ended first: find it by parentage
+    gateway_span = next(
+        s for s in spans if s.parent is not None and s.parent.span_id in {o.context.span_id for o in spans}
+    )
+    assert gateway_span.attributes["agl.rollout.id"] == "ro-both"  # attributed through the client's baggage
+    flat = [
+        {"spanId": f"{s.context.span_id:016x}", "startTimeUnixNano": s.start_time, "name": s.name,
+         "attributes": dict(s.attributes)}
+        for s in sorted(spans, key=lambda s: s.end_time)  # the gateway's copy reaches the store first
+    ]  # fmt: skip
+    adapted = TraceToTriplet(agent_match="^write$").adapt(flat)
+    assert len(adapted.triplets) == 1 and adapted.triplets[0].agent_name == "write"
+    assert adapted.diagnostics.duplicate_calls == 1
