@@ -89,8 +89,9 @@ def test_grpc_destination_and_persisted_cursor(start_collector, tmp_path) -> Non
     source = start_collector(store_url=store_url, forward_otlp=[url])
     send(source, [make_span(5, s + 1) for s in range(30)])
     wait_for(lambda: len(stored_ids(destination)) == 30)
-    cursor = source.run(source.store.get_cursor(f"forward:{url}"))
-    assert cursor == max(s.seq for s in source.run(source.store.spans_after(0, 1000)))
+    last = max(s.seq for s in source.run(source.store.spans_after(0, 1000)))
+    # the cursor is persisted after the destination acknowledged: wait for it, do not race it
+    wait_for(lambda: source.run(source.store.get_cursor(f"forward:{url}")) == last)
     source.stop()  # a restarted source resumes from its cursor: nothing is sent twice
     restarted = start_collector(store_url=store_url, forward_otlp=[url])
     send(restarted, [make_span(6, 1)])
