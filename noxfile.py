@@ -2,16 +2,28 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
+- `verl`: the VERL data path against verl 0.9.1 on CPU torch.
 - `openai_agents`, `langgraph`, `autogen`, `crewai`, `google_adk`: framework lanes (tests/frameworks/...), each with its
   framework's own pins.
 """
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["openai3", "jaeger_client", "openai_agents", "langgraph", "autogen", "crewai", "google_adk"]
+nox.options.sessions = [
+    "openai3",
+    "jaeger_client",
+    "openai_agents",
+    "langgraph",
+    "autogen",
+    "crewai",
+    "google_adk",
+    "verl",
+]
 nox.options.reuse_existing_virtualenvs = True
 
 TEST_TOOLS = (
@@ -83,3 +95,14 @@ def google_adk(session: nox.Session) -> None:
     session.install("-e", ".[testing,adk]", *TEST_TOOLS)
     env = {"AGL_LANE": "adk", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/google_adk", *session.posargs, env=env)
+
+
+@nox.session
+def verl(session: nox.Session) -> None:
+    """verl 0.9.1 lane: batch construction against verl's real DataProto and GRPO code, on CPU torch."""
+    # A CPU torch wheel where the machine has one (this project's machines keep it in /opt/wheels); else PyPI's.
+    wheels = os.environ.get("AGL_TORCH_FIND_LINKS", "/opt/wheels")
+    find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
+    torch = "torch==2.13.0+cpu" if find_links else "torch"
+    session.install(*find_links, torch, "-e", ".[testing,verl]", *TEST_TOOLS)
+    session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})

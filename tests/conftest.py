@@ -8,4 +8,4 @@ os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # Lanes with their own environments (nox) live beside the main suite; the main run does not collect them.
-collect_ignore = [] if os.environ.get("AGL_LANE") else ["jaeger_lane", "frameworks"]
+collect_ignore = [] if os.environ.get("AGL_LANE") else ["jaeger_lane", "frameworks", "verl_lane"]
