@@ -21,9 +21,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
+from lightning_otel.app_server import AppServer
 from lightning_otel.llm_call import LLMCall
 from lightning_otel.propagation import extract_context
 from lightning_otel.rollout_identity import context_with_rollout, current_rollout
@@ -202,51 +200,12 @@ class PolicyGateway:
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
 
 
-class GatewayServer:
-    """Serve a gateway with uvicorn in a background thread on loopback (a free port unless `port` is given)."""
+class GatewayServer(AppServer):
+    """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
 
     def __init__(self, gateway: PolicyGateway, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(gateway.app(), host=host, port=port, name="agl-gateway")
         self.gateway = gateway
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socket.bind((host, port))
-        self.host, self.port = self._socket.getsockname()[:2]
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> GatewayServer:
-        import uvicorn
-
-        config = uvicorn.Config(self.gateway.app(), log_level="warning", lifespan="on", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, name="agl-gateway", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the policy gateway did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._socket.close()
-
-    def __enter__(self) -> GatewayServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 __all__ = ["GatewayServer", "PolicyGateway"]

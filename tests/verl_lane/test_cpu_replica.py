@@ -1,0 +1,82 @@
+"""The CPU policy replica: vLLM-format token ids and logprobs from a real (tiny, random) HF model, equal to what a
+trainer recomputes; weight updates; and the gateway + instrumented client path on top of it."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+import torch
+
+import lightning_otel
+from lightning_otel.cpu_replica import CPUReplica, ReplicaServer, tiny_policy
+from lightning_otel.gateway import GatewayServer, PolicyGateway
+from lightning_otel.testing import SpanCapture, build_tokenizer
+
+TOKENIZER = build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def replica() -> CPUReplica:
+    return CPUReplica(tiny_policy(TOKENIZER, seed=1), TOKENIZER, seed=7)
+
+
+def recomputed_logprobs(
+    model: torch.nn.Module, prompt: list[int], response: list[int], temperature: float
+) -> list[float]:
+    """What a trainer's old-log-prob pass computes for the sampled tokens."""
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(response)[:, None]).squeeze(1).tolist()
+
+
+def test_sampled_logprobs_equal_the_trainers_recomputation(replica: CPUReplica) -> None:
+    prompt = TOKENIZER.encode(TOKENIZER.render_chat([{"role": "user", "content": "write a query"}]))
+    generation = replica.generate(prompt, max_tokens=24, temperature=0.8)
+    assert generation.token_ids and len(generation.logprobs) == len(generation.token_ids)
+    again = recomputed_logprobs(replica.model, prompt, generation.token_ids, 0.8)
+    assert max(abs(a - b) for a, b in zip(generation.logprobs, again, strict=True)) < 1e-4  # rollout_probs_diff
+
+
+def test_weight_updates_change_the_policy_and_its_version(replica: CPUReplica) -> None:
+    prompt = TOKENIZER.encode("hello")
+    before = replica.generate(prompt, max_tokens=8, temperature=0)
+    other = tiny_policy(TOKENIZER, seed=2).state_dict()
+    assert replica.update_weights(other) == 1
+    after = replica.generate(prompt, max_tokens=8, temperature=0)
+    assert before.token_ids != after.token_ids and replica.weight_version == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_behind_the_gateway_an_instrumented_client_gets_the_replicas_ids(
+    replica: CPUReplica, agl_spans: SpanCapture, stream: bool
+) -> None:
+    sampling = {"temperature": 1.0, "max_tokens": 16}
+    with (
+        ReplicaServer(replica) as served,
+        GatewayServer(PolicyGateway([served.base_url], sampling=sampling)) as gateway,
+    ):
+        lightning_otel.register_trainable_endpoint(gateway.base_url)
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="t", max_retries=0)
+        with lightning_otel.rollout_context("ro-cpu", "at-1"), lightning_otel.agent("write"):
+            messages = [{"role": "user", "content": "write a query"}]
+            if stream:
+                chunks = list(client.chat.completions.create(model="agl-policy", messages=messages, stream=True))
+                response_id = chunks[0].id
+            else:
+                response_id = client.chat.completions.create(model="agl-policy", messages=messages).id
+    lightning_otel.flush()
+    spans = [s for s in agl_spans.llm_spans() if s.attributes.get("gen_ai.response.id") == response_id]
+    assert len(spans) == 2  # the client's and the gateway's, one response id
+    client_span, gateway_span = sorted(spans, key=lambda s: s.start_time)
+    assert client_span.attributes["gen_ai.agent.name"] == "write"
+    for key in ("agl.llm.prompt_token_ids", "agl.llm.response_token_ids", "agl.llm.response_logprobs"):
+        assert list(client_span.attributes[key]) == list(gateway_span.attributes[key])
+    prompt = list(client_span.attributes["agl.llm.prompt_token_ids"])
+    response = list(client_span.attributes["agl.llm.response_token_ids"])
+    assert prompt == TOKENIZER.encode(TOKENIZER.render_chat(messages))
+    assert 0 < len(response) <= 16  # the gateway's max_tokens was enforced
+    again = recomputed_logprobs(replica.model, prompt, response, 1.0)
+    assert (
+        max(abs(a - b) for a, b in zip(client_span.attributes["agl.llm.response_logprobs"], again, strict=True)) < 1e-4
+    )
