@@ -1,11 +1,36 @@
-"""Serve an ASGI app with uvicorn in a background thread on loopback (a free port unless one is given)."""
+"""Serving our OpenAI-compatible apps (test server, policy gateway, CPU replica): a loopback server in a background
+thread (a free port unless one is given), and the request/error shapes they share."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # starlette is imported when a server is built: `lightning_otel.testing` imports this module
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+
+def openai_error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """An error in the OpenAI API's shape."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "code": status}}, status_code=status, headers=headers)
+
+
+async def json_object_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or the 400 to answer with."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError as exc:
+        return openai_error(400, f"invalid JSON body: {exc}")
+    if not isinstance(body, dict):
+        return openai_error(400, "the request body must be a JSON object")
+    return body
 
 
 class AppServer:

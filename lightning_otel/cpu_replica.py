@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from lightning_otel.app_server import AppServer
+from lightning_otel.app_server import AppServer, json_object_body, openai_error
 
 
 class ChatTokenizerLike(Protocol):
@@ -125,22 +125,22 @@ class CPUReplica:
     # --- the OpenAI-compatible API ------------------------------------------------------------------------------
     def app(self) -> Starlette:
         async def chat(request: Request) -> Response:
-            body = await _json(request)
+            body = await json_object_body(request)
             if isinstance(body, Response):
                 return body
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
-                return _error(400, "messages must be a non-empty list")
+                return openai_error(400, "messages must be a non-empty list")
             prompt_ids = self.tokenizer.encode(self.tokenizer.render_chat(messages))
             return await self._respond(body, prompt_ids, chat=True)
 
         async def completions(request: Request) -> Response:
-            body = await _json(request)
+            body = await json_object_body(request)
             if isinstance(body, Response):
                 return body
             prompt = body.get("prompt")
             if not isinstance(prompt, str):
-                return _error(400, "prompt must be a string")
+                return openai_error(400, "prompt must be a string")
             return await self._respond(body, self.tokenizer.encode(prompt), chat=False)
 
         async def models(request: Request) -> Response:
@@ -160,7 +160,7 @@ class CPUReplica:
             temperature = float(body.get("temperature", 1.0))
             top_p = float(body.get("top_p", 1.0))
         except (TypeError, ValueError) as exc:
-            return _error(400, f"bad sampling parameter: {exc}")
+            return openai_error(400, f"bad sampling parameter: {exc}")
         generation = await asyncio.to_thread(
             self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
         )
@@ -230,20 +230,6 @@ class CPUReplica:
         last = {"id": response_id, "object": kind, "model": self.model_name, "choices": [final]}
         yield f"data: {json.dumps(last)}\n\n"
         yield "data: [DONE]\n\n"
-
-
-async def _json(request: Request) -> dict[str, Any] | Response:
-    try:
-        body = json.loads(await request.body())
-    except ValueError as exc:
-        return _error(400, f"invalid JSON body: {exc}")
-    if not isinstance(body, dict):
-        return _error(400, "the request body must be a JSON object")
-    return body
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)
 
 
 class ReplicaServer(AppServer):

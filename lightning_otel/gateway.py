@@ -28,11 +28,11 @@ import httpx
 from opentelemetry import context, trace
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
-from lightning_otel.app_server import AppServer
+from lightning_otel.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.llm_call import LLMCall
 from lightning_otel.propagation import extract_context
 from lightning_otel.rollout_identity import context_with_rollout, current_rollout
@@ -43,10 +43,6 @@ _HOP_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
 )
 _ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
-
-
-def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "code": status}}, status_code=status, headers=headers)
 
 
 class PolicyGateway:
@@ -99,7 +95,7 @@ class PolicyGateway:
             try:
                 upstream = await self._client().get(f"{self.replica_for(None)}/models")
             except httpx.HTTPError as exc:
-                return _error(502, f"replica unreachable: {exc}")
+                return openai_error(502, f"replica unreachable: {exc}")
             return Response(upstream.content, upstream.status_code, media_type="application/json")
 
         @contextlib.asynccontextmanager
@@ -132,15 +128,12 @@ class PolicyGateway:
 
     async def _proxy(self, request: Request) -> Response:
         if self._paused:
-            return _error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
+            return openai_error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
         path = request.url.path.split("/v1/", 1)[1]
         kind, operation = _ENDPOINTS[path]
-        try:
-            body = json.loads(await request.body())
-        except ValueError as exc:
-            return _error(400, f"invalid JSON body: {exc}")
-        if not isinstance(body, dict):
-            return _error(400, "the request body must be a JSON object")
+        body = await json_object_body(request)
+        if isinstance(body, Response):
+            return body
         body.update(self.sampling if self.mode == "train" else self.validation_sampling)
         body.update(missing_token_id_params(kind, body))
         ctx = extract_context(request.headers)
@@ -162,7 +155,7 @@ class PolicyGateway:
             upstream = await self._client().post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             call.finish(error=exc)
-            return _error(502, f"replica {url} unreachable: {exc}")
+            return openai_error(502, f"replica {url} unreachable: {exc}")
         if upstream.status_code < 400:
             call.record_completion(upstream.json())
             call.finish()
@@ -177,7 +170,7 @@ class PolicyGateway:
             upstream = await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
         except httpx.HTTPError as exc:
             call.finish(error=exc)
-            return _error(502, f"replica {url} unreachable: {exc}")
+            return openai_error(502, f"replica {url} unreachable: {exc}")
         if upstream.status_code >= 400:
             content = await upstream.aread()
             await upstream.aclose()

@@ -55,3 +55,18 @@ def test_wheel_contains_every_package_and_imports_from_the_wheel(tmp_path):
     location, vocab = result.stdout.split()
     assert location.startswith(str(tmp_path / "site"))
     assert int(vocab) > 256
+
+
+def test_the_pytest_plugin_loads_without_the_server_extras() -> None:
+    """The plugin is an entry point: every pytest run of a base install imports it, starlette or not."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in ('starlette', 'uvicorn', 'httpx'):\n"
+        "            raise ImportError('not installed: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import lightning_otel, lightning_otel.testing, lightning_otel.testing.pytest_plugin\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -26,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lightning_otel.app_server import AppServer
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
 
 VLLM_ONLY_FIELDS = frozenset(
@@ -115,15 +114,8 @@ class OpenAITestServer:
         self._reply_fn: ReplySource | None = None
         self.set_replies(replies)
         self._ids = itertools.count(1)
-        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets that say they are TCP,
-        # and without it Nagle meets delayed ACKs and every reply waits 40 ms.
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socket.bind((host, port))
-        self.host, self.port = self._socket.getsockname()[:2]
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._server = AppServer(self.app(), host=host, port=port, name="agl-openai-test-server")
+        self.host, self.port = self._server.host, self._server.port
 
     # --- configuration ---------------------------------------------------------------------------------------
     @property
@@ -150,30 +142,11 @@ class OpenAITestServer:
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> OpenAITestServer:
-        import uvicorn
-
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            name="agl-openai-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the OpenAI test server did not start")
-            time.sleep(0.005)
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._socket.close()
+        self._server.stop()
 
     def __enter__(self) -> OpenAITestServer:
         return self.start()
