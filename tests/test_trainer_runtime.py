@@ -259,3 +259,16 @@ def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
     assert done["done"] and {r["status"] for r in done["rollouts"]} == {"succeeded"}, output
     assert "claiming failed, retrying" in output
     assert runner.returncode == 0
+
+
+def test_train_dev_cli_runs_a_dataset_file_through_trainer_dev(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q1"}\n\n{"question": "q2", "fail_attempts": 9}\n')
+    command = [sys.executable, "-m", "lightning_otel.cli", "train", "--dev", "--test-server", "--train", str(tasks),
+               "--agent", "tests.programs.runtime_agents:flaky_agent", "--agent-match", "^solo$"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dev summary" in done.stdout and "rollouts 2  succeeded 1  failed 1" in done.stdout
+    assert "RuntimeError: flaky failure on attempt 3" in done.stdout  # the failing task's error, shown
+    without_dev = subprocess.run(command[:4] + command[5:], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert without_dev.returncode == 2 and "not built yet" in without_dev.stderr
