@@ -16,22 +16,8 @@ runs under `opentelemetry-instrument`; the LLM calls themselves are the OpenAI c
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
-
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-
-from lightning_otel.tracing import instrumentor_tracer
-
-_instruments = ("autogen-agentchat >= 0.7",)
+from lightning_otel.instrumentors.native_spans import NativeSpansInstrumentor
 
 
-class AutoGenInstrumentor(BaseInstrumentor):
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        instrumentor_tracer(kwargs)  # our processors on the provider AutoGen's spans go to
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        return None  # nothing patched; `lightning_otel.uninstrument()` disables our processors
+class AutoGenInstrumentor(NativeSpansInstrumentor):
+    dependencies = ("autogen-agentchat >= 0.7",)

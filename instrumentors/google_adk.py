@@ -15,22 +15,8 @@ This instrumentor makes sure our processors are on the provider ADK uses, also u
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
-
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-
-from lightning_otel.tracing import instrumentor_tracer
-
-_instruments = ("google-adk >= 1.0",)
+from lightning_otel.instrumentors.native_spans import NativeSpansInstrumentor
 
 
-class GoogleADKInstrumentor(BaseInstrumentor):
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        instrumentor_tracer(kwargs)  # our processors on the provider ADK's spans go to
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        return None  # nothing patched here (the LiteLLM instrumentor owns the ADK model hook)
+class GoogleADKInstrumentor(NativeSpansInstrumentor):
+    dependencies = ("google-adk >= 1.0",)  # the LiteLLM instrumentor owns the ADK model hook
