@@ -33,6 +33,14 @@ _REGISTRY: dict[str, tuple[str, str, str]] = {
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 
+def _installed(library: str) -> bool:
+    """Whether `library` can be imported, without importing it (a dotted name whose parent is missing is not)."""
+    try:
+        return importlib.util.find_spec(library) is not None
+    except ModuleNotFoundError:  # `google.adk` without any `google` package
+        return False
+
+
 def _disabled_by_env() -> set[str]:
     value = os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
     names = {name.strip() for name in value.split(",") if name.strip()}
@@ -42,7 +50,7 @@ def _disabled_by_env() -> set[str]:
 
 def selected_names(requested: Iterable[str] | None) -> list[str]:
     if requested is None:
-        names = [name for name, (_, _, library) in _REGISTRY.items() if importlib.util.find_spec(library)]
+        names = [name for name, (_, _, library) in _REGISTRY.items() if _installed(library)]
     else:
         names = list(requested)
         unknown = [name for name in names if name not in _REGISTRY]
@@ -54,7 +62,7 @@ def selected_names(requested: Iterable[str] | None) -> list[str]:
 
 def load_instrumentor(name: str) -> BaseInstrumentor | None:
     module_name, class_name, library = _REGISTRY[name]
-    if importlib.util.find_spec(library) is None:
+    if not _installed(library):
         logger.debug("lightning-otel: %s is not installed, skipping its instrumentor", library)
         return None
     module = importlib.import_module(f"{__name__}.{module_name}")

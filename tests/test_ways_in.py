@@ -134,3 +134,10 @@ def test_uninstrument_removes_spans_and_instrument_restores_them(openai_test_ser
         lightning_otel.instrument()
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert len(agl_spans.llm_spans()) == 1
+
+
+def test_instrumentor_selection_skips_a_framework_whose_parent_package_is_missing() -> None:
+    from lightning_otel.instrumentors import _installed, selected_names
+
+    assert _installed("no_such_namespace_pkg.adk") is False  # find_spec would raise ModuleNotFoundError here
+    assert "openai" in selected_names(None) and "google_adk" not in selected_names(None)
