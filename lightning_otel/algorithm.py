@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.collector.client import Client, Span
+from lightning_otel.collector.rollout_state import FINAL_STATUSES
 from lightning_otel.resources import resources_to_json
 from lightning_otel.trace_adapter import AdaptedRollout, TraceToTriplet, Triplet
-
-FINAL = frozenset({"succeeded", "failed", "timeout", "cancelled"})
 
 
 @dataclass(slots=True)
@@ -78,7 +77,7 @@ class BatchResult:
             "failed": statuses.count("failed"),
             "timeout": statuses.count("timeout"),
             "cancelled": statuses.count("cancelled"),
-            "unfinished": sum(1 for status in statuses if status not in FINAL),
+            "unfinished": sum(1 for status in statuses if status not in FINAL_STATUSES),
             "retried": sum(1 for record in self.rollouts if record["attempts"] > 1),
             "reward_mean": statistics.fmean(rewards) if rewards else float("nan"),
             "triplets": len(self.triplets()),
@@ -154,7 +153,9 @@ class TrainingRun:
             answer = self.client.wait_rollouts(batch.rollout_ids, timeout=step) if batch.rollout_ids else None
             records = answer["rollouts"] if answer else []
             if self.on_progress is not None:
-                self.on_progress(batch, sum(1 for r in records if r["status"] in FINAL), len(batch.rollout_ids))
+                self.on_progress(
+                    batch, sum(1 for r in records if r["status"] in FINAL_STATUSES), len(batch.rollout_ids)
+                )
             if answer is None or answer["done"] or (deadline is not None and time.monotonic() >= deadline):
                 return records
 
@@ -162,7 +163,7 @@ class TrainingRun:
         """Wait for the batch, read every succeeded rollout's spans in one call, adapt them."""
         started = time.monotonic()
         records = self.wait(batch, timeout)
-        unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL]
+        unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL_STATUSES]
         if unfinished:  # past the caller's timeout: stop them so runners move on
             self.client.cancel(unfinished)
         succeeded = [record for record in records if record["status"] == "succeeded"]

@@ -1,9 +1,14 @@
-"""Assertions every framework lane shares: span ancestry, and LLM spans against what the test server produced."""
+"""What every framework lane shares: span ancestry, LLM spans against what the test server produced, and running a
+program with the instrumentation off."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from opentelemetry.sdk.trace import ReadableSpan
 
+import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 
 
@@ -32,3 +37,13 @@ def assert_llm_spans_match_server(capture: SpanCapture, server: OpenAITestServer
         assert list(span.attributes["agl.llm.response_token_ids"]) == served.response_token_ids[0]
         nearest_agent = next(name for name in ancestors(span, spans) if name.startswith("invoke_agent "))
         assert nearest_agent == f"invoke_agent {span.attributes['gen_ai.agent.name']}"
+
+
+@contextlib.contextmanager
+def uninstrumented() -> Iterator[None]:
+    """Everything inside runs with lightning_otel off (to compare outputs); on again afterwards."""
+    lightning_otel.uninstrument()
+    try:
+        yield
+    finally:
+        lightning_otel.instrument()

@@ -10,7 +10,7 @@ import pytest
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.autogen import programs
-from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id, uninstrumented
 
 
 async def test_round_robin_writer_and_critic(
@@ -52,10 +52,7 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
         ]
 
     instrumented = await run_both()
-    lightning_otel.uninstrument()
-    try:
+    with uninstrumented():
         plain = await run_both()
-    finally:
-        lightning_otel.instrument()
     assert plain == instrumented
     assert instrumented[1] == "It is sunny in Paris. TERMINATE"

@@ -10,7 +10,7 @@ import pytest
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.crewai import programs
-from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id, uninstrumented
 
 
 @pytest.mark.parametrize("litellm", [False, True], ids=["native-provider", "litellm-path"])
@@ -52,9 +52,6 @@ def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: OpenAITes
         return [programs.run_report(openai_test_server.base_url), programs.run_weather(openai_test_server.base_url)]
 
     instrumented = run_both()
-    lightning_otel.uninstrument()
-    try:
+    with uninstrumented():
         plain = run_both()
-    finally:
-        lightning_otel.instrument()
     assert plain == instrumented == ["Report: orders grew 20% in 2024.", "It is sunny in Paris."]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.google_adk import programs
-from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id, uninstrumented
 
 
 async def test_coordinator_transfers_to_a_sub_agent_with_a_tool(
@@ -42,9 +42,6 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
                 await programs.run_pipeline(openai_test_server.base_url)]  # fmt: skip
 
     instrumented = await run_both()
-    lightning_otel.uninstrument()
-    try:
+    with uninstrumented():
         plain = await run_both()
-    finally:
-        lightning_otel.instrument()
     assert plain == instrumented == [["It is sunny in Paris."], programs.PIPELINE_REPLIES]

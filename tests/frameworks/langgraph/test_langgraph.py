@@ -10,7 +10,7 @@ import pytest
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.langgraph import programs
-from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id, uninstrumented
 
 # langchain-openai caches its async HTTP client per process: keep every test on one event loop.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -64,11 +64,8 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
         return [sql, sup]
 
     instrumented = await run_both()
-    lightning_otel.uninstrument()
-    try:
+    with uninstrumented():
         plain = await run_both()
-    finally:
-        lightning_otel.instrument()
     assert plain == instrumented == ["SELECT * FROM t WHERE year = 2024;", "The answer is 5."]
 
 

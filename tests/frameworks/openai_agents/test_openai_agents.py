@@ -10,7 +10,7 @@ from openai import AsyncOpenAI
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer, SpanCapture
 from tests.frameworks.openai_agents import programs
-from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id
+from tests.frameworks.span_tree import ancestors, assert_llm_spans_match_server, by_id, uninstrumented
 
 
 def client(server: OpenAITestServer) -> AsyncOpenAI:
@@ -69,15 +69,12 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
         await programs.run_triage(client(openai_test_server)),
         await programs.run_manager(client(openai_test_server)),
     ]
-    lightning_otel.uninstrument()
-    try:
+    with uninstrumented():
         openai_test_server.set_replies(programs.TRIAGE_REPLIES + programs.MANAGER_REPLIES)
         plain = [
             await programs.run_triage(client(openai_test_server)),
             await programs.run_manager(client(openai_test_server)),
         ]
-    finally:
-        lightning_otel.instrument()
     assert plain == instrumented == ["It is sunny in Paris.", "In Spanish: buenos dias"]
     assert OpenAIAgentsInstrumentor  # the instrumentor is importable without side effects
 
