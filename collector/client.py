@@ -163,6 +163,7 @@ class Client(CollectorCalls):
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url.rstrip("/")
+        self.auth_token = auth_token
         self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
     def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
@@ -192,6 +193,7 @@ class AsyncClient(CollectorCalls):
         self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url.rstrip("/")
+        self.auth_token = auth_token
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
     async def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:  # type: ignore[override]

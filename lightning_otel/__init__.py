@@ -33,6 +33,7 @@ from lightning_otel.tracing import Instrumentation, flush, get_tracer, instrumen
 if TYPE_CHECKING:
     from lightning_otel.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
     from lightning_otel.trainer import Trainer
+    from lightning_otel.verl_algorithm import VERL
 
 # The trainer side needs the collector client (httpx) and rich; an agent process importing lightning_otel does not.
 _LAZY = {
@@ -41,6 +42,7 @@ _LAZY = {
     "BatchResult": "lightning_otel.algorithm",
     "TrainingRun": "lightning_otel.algorithm",
     "Trainer": "lightning_otel.trainer",
+    "VERL": "lightning_otel.verl_algorithm",  # verl itself is imported when a VERL run starts
 }
 
 
@@ -55,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "LLM",
+    "VERL",
     "AdaptedRollout",
     "Algorithm",
     "Baseline",

@@ -61,6 +61,26 @@ def tiny_policy(tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers:
     return Qwen2ForCausalLM(config).eval()
 
 
+class HFChatTokenizer:
+    """A `transformers` tokenizer seen as a `ChatTokenizerLike` (its own chat template renders conversations)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = tokenizer.eos_token_id
+        self.vocab_size: int = len(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            [dict(message) for message in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+
 @dataclass(slots=True)
 class Generation:
     token_ids: list[int]
@@ -116,9 +136,17 @@ class CPUReplica:
         return int(torch.multinomial(probs / probs.sum(), 1, generator=self._generator))
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
-        """Load new policy weights between requests (a trainer's weight sync); returns the new version."""
+        """Load new policy weights between requests (a trainer's weight sync); returns the new version.
+
+        Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
+        error: a partial sync would serve a policy the trainer never had."""
         with self._lock:
-            self.model.load_state_dict(state_dict)
+            result = self.model.load_state_dict(state_dict, strict=False)
+            owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
+            missing = [name for name in result.missing_keys if name in owned]
+            if missing or result.unexpected_keys:
+                unexpected = result.unexpected_keys[:5]
+                raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
             self.weight_version += 1
             return self.weight_version
 

@@ -21,7 +21,7 @@ import contextlib
 import hashlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -193,6 +193,30 @@ class PolicyGateway:
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
 
 
+@contextlib.contextmanager
+def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> Iterator[trace.Tracer]:
+    """A tracer whose spans go to the collector `client` talks to (its OTLP/HTTP port, its bearer token), on a
+    provider of its own: the trainer's process keeps whatever tracing its user set up."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from lightning_otel.runner import otlp_endpoint_for
+    from lightning_otel.tracing import ensure_span_processors, get_tracer
+
+    endpoint = otlp_endpoint_for(client.url, client.collector_info())
+    token = client.auth_token
+    headers = {"authorization": f"Bearer {token}"} if token else None
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", headers=headers)))
+    try:
+        yield get_tracer(provider)
+    finally:
+        provider.shutdown()  # flushes what is left
+
+
 class GatewayServer(AppServer):
     """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
 
@@ -201,4 +225,4 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = ["GatewayServer", "PolicyGateway"]
+__all__ = ["GatewayServer", "PolicyGateway", "collector_tracer"]

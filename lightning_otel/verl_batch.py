@@ -15,7 +15,7 @@ dropping samples at random. Needs `verl` (and torch) installed: the `[verl]` ext
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,12 +80,25 @@ def _row(sample: Sample, shape: BatchShape, stats: BatchStats) -> dict[str, Any]
     return {"prompt": prompt, "response": response, "mask": mask, "logprobs": logprobs, "sample": sample}
 
 
-def build_batch(samples: Sequence[Sample], shape: BatchShape, *, row_multiple: int = 1) -> tuple[DataProto, BatchStats]:
-    """The `DataProto` verl's trainer consumes, and what was dropped, cut or padded on the way."""
+class NoTrainableRows(ValueError):
+    """Every sample was dropped (or there were none): `stats` says why."""
+
+    def __init__(self, stats: BatchStats) -> None:
+        super().__init__(f"no trainable rows in this batch: {stats.as_metrics()}")
+        self.stats = stats
+
+
+def build_batch(
+    samples: Sequence[Sample], shape: BatchShape, *, row_multiple: int | Callable[[int], int] = 1
+) -> tuple[DataProto, BatchStats]:
+    """The `DataProto` verl's trainer consumes, and what was dropped, cut or padded on the way. `row_multiple` may
+    depend on the trainable row count (a function of it), e.g. data-parallel size x mini-batches."""
     stats = BatchStats()
     rows = [row for sample in samples if (row := _row(sample, shape, stats)) is not None]
     if not rows:
-        raise ValueError(f"no trainable rows in this batch: {stats.as_metrics()}")
+        raise NoTrainableRows(stats)
+    if callable(row_multiple):
+        row_multiple = row_multiple(len(rows))
     stats.rows = len(rows)
     sizes: dict[str, int] = {}
     for row in rows:
