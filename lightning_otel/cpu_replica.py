@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -59,6 +60,18 @@ def tiny_policy(tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers:
         tie_word_embeddings=True,
     )
     return Qwen2ForCausalLM(config).eval()
+
+
+def save_tiny_model(directory: str | Path, *, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Path:
+    """A tiny random Qwen2 and its tokenizer (the offline BPE with a ChatML template) as an HF model directory: what
+    verl loads as `actor_rollout_ref.model.path` when no model can be downloaded (tests, the CPU demo)."""
+    from lightning_otel.testing import build_tokenizer
+
+    path = Path(directory)
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(path)
+    tiny_policy(tokenizer, seed=seed, hidden_size=hidden_size, layers=layers).save_pretrained(path)
+    return path
 
 
 class HFChatTokenizer:

@@ -38,8 +38,15 @@ CPU_DEFAULTS: dict[str, Any] = {
     "ray_kwargs": {"ray_init": {"num_cpus": 8, "num_gpus": 1}},
 }
 
-# On every device: the legacy (non-TransferQueue) trainer path, whose pieces `VERL` drives.
-COMMON_DEFAULTS: dict[str, Any] = {"trainer": {"use_v1": False}}
+# On every device: the legacy (non-TransferQueue) trainer path, whose pieces `VERL` drives; no verl agent-loop or
+# reward-loop workers (the runners generate, the traces carry the rewards).
+COMMON_DEFAULTS: dict[str, Any] = {
+    "trainer": {"use_v1": False},
+    "reward": {"num_workers": 0},
+    "actor_rollout_ref": {
+        "rollout": {"agent": {"agent_loop_manager_class": "lightning_otel.verl_trainer.RunnerGeneration"}}
+    },
+}
 
 
 def verl_config_dir() -> str:
