@@ -100,10 +100,10 @@ def google_adk(session: nox.Session) -> None:
 @nox.session
 def verl(session: nox.Session) -> None:
     """verl 0.9.1 lane on CPU torch: batch construction against verl's real DataProto and GRPO code; the CPU policy
-    replica (a real tiny HF model) behind the gateway."""
+    replica behind the gateway; GRPO steps end to end (our CPU backend, the LangGraph SQL agent in runners)."""
     # A CPU torch wheel where the machine has one (this project's machines keep it in /opt/wheels); else PyPI's.
     wheels = os.environ.get("AGL_TORCH_FIND_LINKS", "/opt/wheels")
     find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
     torch = "torch==2.13.0+cpu" if find_links else "torch"
-    session.install(*find_links, torch, "-e", ".[testing,verl,openai]", *TEST_TOOLS)
+    session.install(*find_links, torch, "-e", ".[testing,verl,openai,langchain]", *TEST_TOOLS)
     session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})

@@ -1,0 +1,112 @@
+"""VERL end to end on CPU: verl 0.9.1 runs real GRPO steps through our CPU backend (its `cpu` platform and `hf`
+rollout replica) while the LangGraph SQL agent (write -> check -> rewrite) runs in runner processes against the
+policy gateway; spans go through a real collector; `agent_match="write"` picks the trained calls."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lightning_otel
+from lightning_otel.collector.client import Client
+from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+from lightning_otel.cpu_replica import save_tiny_model
+from lightning_otel.verl_trainer import VERLResult
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # `examples.sql_agent.graph_agent`, as runners (spawned, same sys.path) import it
+
+from examples.sql_agent.graph_agent import sql_graph_rollout  # noqa: E402
+
+TASKS = [{"id": f"q{i}", "question": q} for i, q in enumerate(["orders in 2024", "customers per city", "top sales"])]
+
+
+def tiny_config(model: Path) -> dict[str, Any]:
+    return {
+        "algorithm": {"adv_estimator": "grpo"},
+        "data": {"train_batch_size": 2, "max_prompt_length": 256, "max_response_length": 16, "shuffle": False},
+        "actor_rollout_ref": {
+            "model": {"path": str(model)},
+            "rollout": {"n": 3, "log_prob_micro_batch_size_per_gpu": 4},
+            "actor": {"ppo_mini_batch_size": 2, "ppo_micro_batch_size_per_gpu": 4, "optim": {"lr": 1e-3}},
+        },
+        "trainer": {"total_training_steps": 2, "val_before_train": False, "test_freq": -1, "save_freq": -1},
+    }
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VERLResult, list[dict], dict[str, list]]]:
+    model = save_tiny_model(tmp_path_factory.mktemp("model"))
+    store = tmp_path_factory.mktemp("store") / "collector.sqlite3"
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
+    with EmbeddedCollector(config) as addresses:
+        trainer = lightning_otel.Trainer(
+            n_runners=2,
+            algorithm=lightning_otel.VERL(tiny_config(model), device="cpu"),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+            collector=addresses.query,
+            progress=False,
+        )
+        result = trainer.fit(sql_graph_rollout, TASKS)
+        with Client(addresses.query) as client:
+            records = client.queued_rollouts(limit=100)
+            spans = client.rollouts_spans([r["rollout_id"] for r in records], latest=True)
+    yield result, records, spans
+
+
+def test_two_grpo_steps_train_the_sampled_tokens_and_sync_weights(training: tuple) -> None:
+    result, records, _ = training
+    assert [record.step for record in result.steps] == [1, 2]
+    for record in result.steps:
+        metrics = record.metrics
+        assert metrics["training/skipped_step"] == 0
+        assert metrics["rollout/succeeded"] == metrics["rollout/rollouts"] == 2 * 3  # 2 tasks x n=3
+        # The actor's log-probs of the trained tokens equal the sampler's: the rows are exactly what was sampled.
+        assert metrics["training/rollout_probs_diff_max"] < 1e-3
+        assert math.isfinite(metrics["actor/pg_loss"]) and metrics["actor/grad_norm"] > 0
+        assert metrics["rollout/groups"] == 2
+    assert all(record["status"] == "succeeded" for record in records) and len(records) == 12
+    # The replica got the actor's weights before step 1 and after each update.
+    assert result.replica_weight_versions == [3]
+
+
+def test_only_the_matched_agents_calls_became_samples_once_each(training: tuple) -> None:
+    result, _, spans = training
+    agent_of: dict[str, str] = {}  # response id -> agent (the client's span names it; the gateway's has the same id)
+    copies: dict[str, int] = {}
+    for rollout_spans in spans.values():
+        for span in rollout_spans:
+            attributes = span["attributes"]
+            response_id = attributes.get("gen_ai.response.id")
+            if not response_id or "agl.llm.response_token_ids" not in attributes:
+                continue
+            copies[response_id] = copies.get(response_id, 0) + 1
+            if attributes.get("gen_ai.agent.name"):
+                agent_of[response_id] = attributes["gen_ai.agent.name"]
+    assert set(copies.values()) == {2}, "every call recorded by the instrumented client and by the gateway"
+    matched = {rid for rid, agent in agent_of.items() if agent in ("write", "rewrite")}
+    assert {agent for agent in agent_of.values()} >= {"write", "check"}
+    trained = [rid for record in result.steps for rid in record.sample_response_ids]
+    assert len(trained) == len(set(trained)), "a call recorded twice became one sample"
+    assert set(trained) == matched
+    for record in result.steps:
+        assert set(record.sample_agents) <= {"write", "rewrite"}
+        assert record.metrics["batch/rows"] == len(record.sample_response_ids)
+
+
+def test_ci_fast_cli_trains_two_steps() -> None:
+    command = [
+        sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast",
+        "--agent", "examples.sql_agent.graph_agent:sql_graph_rollout",
+        "--train", str(ROOT / "examples/sql_agent/tasks.jsonl"), "--agent-match", "write", "--runners", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "step 1: reward" in done.stdout and "trained 2 steps" in done.stdout
