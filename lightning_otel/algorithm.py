@@ -45,6 +45,7 @@ class BatchResult:
     spans: dict[str, list[Span]]  # succeeded rollouts' spans (the succeeded attempt only)
     adapted: dict[str, AdaptedRollout]  # succeeded rollouts, adapted
     wall_s: float = 0.0
+    wait_s: float = 0.0  # of wall_s: until every rollout was final (the rest: reading spans and adapting them)
 
     def triplets(self) -> list[Triplet]:
         return [triplet for adapted in self.adapted.values() for triplet in adapted.triplets]
@@ -85,6 +86,7 @@ class BatchResult:
             "calls_without_token_ids": sum(d.calls_without_token_ids for d in diagnostics),
             "merge_breaks": sum(d.merge_breaks for d in diagnostics),
             "wall_s": self.wall_s,
+            "wait_s": self.wait_s,
         }
 
 
@@ -163,6 +165,7 @@ class TrainingRun:
         """Wait for the batch, read every succeeded rollout's spans in one call, adapt them."""
         started = time.monotonic()
         records = self.wait(batch, timeout)
+        waited = time.monotonic() - started
         unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL_STATUSES]
         if unfinished:  # past the caller's timeout: stop them so runners move on
             self.client.cancel(unfinished)
@@ -176,7 +179,7 @@ class TrainingRun:
             record["rollout_id"]: self.adapter.adapt(spans.get(record["rollout_id"], []), task_id=record["task_id"])
             for record in succeeded
         }
-        return BatchResult(batch, records, spans, adapted, wall_s=time.monotonic() - started)
+        return BatchResult(batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited)
 
     def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
         return self.collect(self.submit(tasks, n=n, mode=mode))

@@ -9,8 +9,12 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lightning-otel", description="Train the agents you already have.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="trace a two-agent program and show what a trainer receives")
-    demo.add_argument("--endpoint", help="also export the spans over OTLP to this base URL")
+    demo = commands.add_parser("demo", help="train a tiny model with VERL on CPU from its agents' traces")
+    demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 3 minutes on 2 cores)")
+    demo.add_argument("--workdir", default="agl-demo", help="model, collector store and reward curve (agl-demo/)")
+    demo.add_argument("--trace-only", action="store_true", help="no training: trace a two-agent program and show "
+                      "what a trainer receives (needs no torch)")  # fmt: skip
+    demo.add_argument("--endpoint", help="--trace-only: export the spans over OTLP to this base URL instead")
     server = commands.add_parser("test-server", help="run the OpenAI-compatible test server (vLLM token ids)")
     server.add_argument("--host", default="127.0.0.1")
     server.add_argument("--port", type=int, default=8000)
@@ -30,6 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(train)
     return parser
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from lightning_otel.demo import run_demo
+
+    if args.trace_only or args.endpoint:
+        return run_demo(endpoint=args.endpoint)
+    if importlib.util.find_spec("verl") is None or importlib.util.find_spec("torch") is None:
+        print("lightning-otel demo: training needs the [demo] extra (verl, torch); showing the traces only\n")
+        return run_demo()
+    from lightning_otel.train_demo import run_train_demo
+
+    return run_train_demo(steps=args.steps, workdir=args.workdir)
 
 
 def run_runner(args: argparse.Namespace) -> int:
@@ -71,9 +90,7 @@ def run_runner(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from lightning_otel.demo import run_demo
-
-        sys.exit(run_demo(endpoint=args.endpoint))
+        sys.exit(run_demo_command(args))
     if args.command == "runner":
         sys.exit(run_runner(args))
     if args.command == "train":

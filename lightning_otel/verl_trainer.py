@@ -38,6 +38,7 @@ class StepRecord:
     metrics: dict[str, float]
     sample_response_ids: list[str] = field(default_factory=list)  # the LLM calls that became trained rows
     sample_agents: dict[str, int] = field(default_factory=dict)  # trained rows per agent name
+    rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
 
 
 @dataclass(slots=True)
@@ -76,7 +77,9 @@ def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[
     zero_variance = sum(1 for values in rollout_reward_by_group.values() if len(set(values)) <= 1)
     batch = result.metrics()
     trained_rollouts = sum(len(values) for values in rollout_reward_by_group.values())
-    metrics = {f"rollout/{key}": float(value) for key, value in batch.items() if key != "wall_s"}
+    metrics = {f"rollout/{key}": float(value) for key, value in batch.items() if key not in ("wall_s", "wait_s")}
+    metrics["timing_s/gen_wait"] = result.wait_s  # until every rollout was final
+    metrics["timing_s/gen_read_adapt"] = result.wall_s - result.wait_s  # spans in one call, adapted
     metrics.update(
         {
             "rollout/with_samples": float(trained_rollouts),
@@ -205,6 +208,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             with marked_timer("gen", timing):
                 result = self._generate(tasks, mode="train", n=int(config.actor_rollout_ref.rollout.n))
                 self.checkpoint_manager.sleep_replicas()
+            record.rollout_ids = list(result.batch.rollout_ids)
             samples, rollout_metrics = samples_from(result, group_by_agent=self.group_by_agent)
             metrics.update(rollout_metrics)
             for sample in samples:

@@ -1,4 +1,5 @@
-"""The newcomer's commands work: `lightning-otel demo` and the example's --dev dry run."""
+"""The newcomer's commands work: `lightning-otel demo --trace-only` and the example's --dev dry run (the training
+demo runs in the verl lane, tests/verl_lane/test_train_demo.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def clean_env() -> dict[str, str]:
 
 def test_demo_prints_each_rollout_with_token_ids_and_rewards():
     result = subprocess.run(
-        [str(BIN / "lightning-otel"), "demo"],
+        [str(BIN / "lightning-otel"), "demo", "--trace-only"],
         capture_output=True,
         text=True,
         timeout=120,

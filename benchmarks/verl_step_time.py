@@ -1,0 +1,211 @@
+"""Seconds per GRPO step on CPU: our path vs verl's own agent loop, same tiny model, same batch, same reward.
+
+    python benchmarks/verl_step_time.py [--steps 12]                   # CPU: needs the [demo] extra (verl, torch)
+    python benchmarks/verl_step_time.py --device cuda [--steps 12]     # GPU: vLLM replicas (benchmarks/gpu/)
+
+- ours: `Trainer` + `VERL`: an instrumented agent (one OpenAI chat call) in a runner process calls the policy
+  gateway, which forwards to the CPU replica; spans go over OTLP to the embedded collector; the trainer reads them
+  back, `agent_match` selects, `build_batch` builds the rows, then verl's step.
+- verl: verl's `RayPPOTrainer.fit` with its `single_turn_agent` agent loop calling the same replica token-in /
+  token-out, rewards from verl's reward loop with the same function.
+Both: the tiny offline Qwen2 (hidden 256 on GPU: vLLM's attention kernels want head_dim 64), 4 tasks x n=4 per step,
+12 response tokens, temperature 1, reward = capital-letter share of the answer; on CPU our CPU backend under verl,
+on GPU verl's vLLM replicas. Each path runs in its own process (its own Ray); the figure is the
+mean of verl's `timing_s/step` over steps 3..N (start-up and the first steps excluded), beside `timing_s/gen`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+PROMPT = "Say it in CAPITAL LETTERS: {word}"
+WORDS = ["orders", "customers", "revenue", "products", "invoices", "shipments", "refunds", "suppliers"] * 4
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None) -> float:
+    """verl's custom reward function (this file is `reward.custom_reward_function.path` in verl's run)."""
+    from lightning_otel.train_demo import capitals_share
+
+    return capitals_share(solution_str)
+
+
+@functools.cache
+def _client(base_url: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=5)
+
+
+def _answer(task: dict[str, Any], resources: dict[str, Any], rollout: Any) -> float:
+    import lightning_otel
+    from lightning_otel.train_demo import capitals_share
+
+    llm = resources["main_llm"]
+    client = _client(llm.get_base_url(rollout.rollout_id, rollout.attempt_id))
+    with lightning_otel.agent("write"):
+        reply = client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": PROMPT.format(word=task["word"])}]
+        )
+    return capitals_share(reply.choices[0].message.content or "")
+
+
+GPU_OVERRIDES = [
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+    "actor_rollout_ref.rollout.agent.num_workers=1",
+    "trainer.n_gpus_per_node=1",
+    "trainer.device=cuda",
+]
+
+
+def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
+    return {
+        "algorithm": {"adv_estimator": "grpo"},
+        "data": {"train_batch_size": 4, "max_prompt_length": 128, "max_response_length": 12, "seed": 1},
+        "actor_rollout_ref": {
+            "model": {"path": str(model)},
+            "rollout": {"n": 4, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 16},
+            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 16, "optim": {"lr": 1e-3}},
+        },
+        "trainer": {
+            "total_epochs": 100,
+            "total_training_steps": steps,
+            "val_before_train": False,
+            "test_freq": -1,
+            "save_freq": -1,
+            "logger": [],
+            "default_local_dir": str(work / "checkpoints"),
+        },
+    }
+
+
+def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+    import lightning_otel
+
+    answer = lightning_otel.rollout(_answer)
+    overrides = GPU_OVERRIDES if device == "cuda" else []
+    trainer = lightning_otel.Trainer(
+        n_runners=1,
+        algorithm=lightning_otel.VERL(config(model, steps, work), device=device, overrides=overrides),
+        adapter={"agent_match": "write"},
+        initial_resources={"main_llm": lightning_otel.LLM("http://replaced/v1", "policy")},
+        progress=False,
+    )
+    result = trainer.fit(answer, [{"id": f"t{i}", "word": word} for i, word in enumerate(WORDS)])
+    return [record.metrics for record in result.steps]
+
+
+def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+    import pandas as pd
+
+    from lightning_otel import verl_algorithm
+    from lightning_otel.verl_config import compose_verl_config
+
+    rows = [
+        {
+            "data_source": "capitals",
+            "prompt": [{"role": "user", "content": PROMPT.format(word=word)}],
+            "reward_model": {"ground_truth": ""},
+            "extra_info": {"index": index},
+        }
+        for index, word in enumerate(WORDS)
+    ]
+    data = work / "train.parquet"
+    pd.DataFrame(rows).to_parquet(data)
+    if device == "cpu":
+        verl_algorithm._prepare_cpu_driver()
+    cfg = compose_verl_config(
+        config(model, steps, work),
+        cpu=device == "cpu",
+        overrides=[*(GPU_OVERRIDES if device == "cuda" else []),
+            f"data.train_files={data}",
+            f"data.val_files={data}",
+            "reward.num_workers=1",  # verl's own path: its reward loop and agent loop workers
+            "actor_rollout_ref.rollout.agent.agent_loop_manager_class=null",
+            f"reward.custom_reward_function.path={Path(__file__).resolve()}",
+            "reward.custom_reward_function.name=compute_score",
+        ],
+    )
+    import verl.utils.tracking as tracking
+    from omegaconf import OmegaConf
+    from verl.trainer.main_ppo_v0 import BaseTaskRunner
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils.config import omega_conf_to_dataclass
+
+    logged: list[dict[str, float]] = []
+    tracking.Tracking.log = lambda self, data, step, **kwargs: logged.append(dict(data))  # type: ignore[method-assign]
+    with verl_algorithm._ray_session(cfg, device == "cpu"):
+        OmegaConf.resolve(cfg)
+        roles = BaseTaskRunner()
+        _, group_cls = roles.add_actor_rollout_worker(cfg)
+        roles.add_reward_model_resource_pool(cfg)
+        model_config = omega_conf_to_dataclass(cfg.actor_rollout_ref.model)
+        trainer = RayPPOTrainer(
+            config=cfg,
+            tokenizer=model_config.tokenizer,
+            processor=None,
+            role_worker_mapping=roles.role_worker_mapping,
+            resource_pool_manager=roles.init_resource_pool_mgr(cfg),
+            ray_worker_group_cls=group_cls,
+        )
+        trainer.init_workers()
+        trainer.fit()
+    return [metrics for metrics in logged if "timing_s/step" in metrics]
+
+
+def child(path: str, steps: int, model: str, work: str, out: str, device: str) -> None:
+    runs = {"ours": run_ours, "verl": run_verl}
+    metrics = runs[path](Path(model), steps, Path(work), device)
+    keep = ("timing_s/step", "timing_s/gen", "timing_s/update_actor", "critic/score/mean", "perf/throughput")
+    Path(out).write_text(json.dumps([{k: float(m[k]) for k in keep if k in m} for m in metrics]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--child", nargs=4, metavar=("PATH", "MODEL", "WORK", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.steps, *args.child[1:], args.device)
+        return
+    from lightning_otel.cpu_replica import save_tiny_model
+
+    work = Path(tempfile.mkdtemp(prefix="agl-verl-bench-"))
+    model = save_tiny_model(work / "model", hidden_size=256 if args.device == "cuda" else 64)
+    results: dict[str, list[dict[str, float]]] = {}
+    for path in ("verl", "ours"):
+        out = work / f"{path}.json"
+        flags = ["--steps", str(args.steps), "--device", args.device]
+        command = [sys.executable, __file__, *flags, "--child", path, str(model), str(work), str(out)]
+        subprocess.run(command, check=True, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        results[path] = json.loads(out.read_text())
+    print(f"GRPO on {args.device}, tiny Qwen2, 4 tasks x n=4, 12 response tokens; means over steps 3..{args.steps}")
+    print(f"{'path':44} {'s/step':>7} {'gen s':>7} {'update s':>9} {'tokens/s':>9}")
+    labels = {"verl": "verl's own agent loop (single_turn_agent)", "ours": "ours: runner + gateway + traces"}
+    means = {}
+    for path, label in labels.items():
+        steps = results[path][2:]
+        means[path] = row = {key: statistics.fmean(m[key] for m in steps) for key in steps[0]}
+        print(
+            f"{label:44} {row['timing_s/step']:7.2f} {row['timing_s/gen']:7.2f} {row['timing_s/update_actor']:9.2f}"
+            f" {row.get('perf/throughput', float('nan')):9.0f}"
+        )
+    for path in labels:
+        rewards = " ".join(f"{m.get('critic/score/mean', float('nan')):.3f}" for m in results[path])
+        print(f"reward per step, {path}: {rewards}")
+    ratio = means["ours"]["timing_s/step"] / means["verl"]["timing_s/step"]
+    print(f"ratio ours/verl: {ratio:.2f}x seconds per step")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The VERL integration's pieces, fast: verl config composition, the CPU backend's registration in a fresh process,
+samples and metrics from a batch of rollouts, mini-batch planning, and padding to a row-count-dependent multiple."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lightning_otel.algorithm import BatchResult, RolloutBatch
+from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, Triplet
+from lightning_otel.verl_batch import BatchShape, NoTrainableRows, Sample, build_batch
+from lightning_otel.verl_config import compose_verl_config
+from lightning_otel.verl_trainer import mini_batch_plan, samples_from
+
+
+def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> None:
+    user = {"actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"strategy": "fsdp"}}, "data": {"train_batch_size": 3}}
+    config = compose_verl_config(user, overrides=["data.train_batch_size=5", "+trainer.extra_key=[1,2]"], cpu=True)
+    assert config.actor_rollout_ref.rollout.name == "hf"  # CPU default
+    assert config.actor_rollout_ref.actor.strategy == "fsdp"  # the user's key beats the CPU default
+    assert config.actor_rollout_ref.rollout.n == 8
+    assert config.data.train_batch_size == 5 and list(config.trainer.extra_key) == [1, 2]  # overrides last, typed
+    assert config.algorithm.gamma == 1.0  # verl's own defaults underneath
+    assert config.reward.num_workers == 0  # the runners generate; no verl agent-loop or reward-loop workers
+    gpu = compose_verl_config({"actor_rollout_ref": {"rollout": {"name": "vllm"}}}, cpu=False)
+    assert gpu.actor_rollout_ref.rollout.name == "vllm" and gpu.trainer.device == "cuda"
+    with pytest.raises(ValueError, match="key=value"):
+        compose_verl_config({}, overrides=["data.train_batch_size"], cpu=True)
+
+
+def test_the_cpu_backend_registers_through_verls_plugin_points_in_a_fresh_process() -> None:
+    probe = """
+import json, os, torch.distributed as dist
+import verl
+from verl.utils.device import get_device_name, get_nccl_backend, get_device_id
+from verl.workers.rollout.replica import get_rollout_replica_class
+from verl.workers.rollout.base import get_rollout_class
+import verl.workers.engine_workers as workers
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29561")
+workers.initialize_global_process_group_ray()   # verl's own call: a gloo group, not "cpu:gloo,cpu:gloo"
+print(json.dumps({"device": get_device_name(), "backend": get_nccl_backend(), "id": get_device_id(),
+    "replica": get_rollout_replica_class("hf").__name__, "rollout": get_rollout_class("hf", "async").__name__,
+    "group": dist.get_backend(), "engine_device": os.environ.get("VERL_ENGINE_DEVICE")}))
+"""
+    env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_USE_EXTERNAL_MODULES": "lightning_otel.verl_cpu"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "device": "cpu", "backend": "gloo", "id": "cpu", "replica": "HFReplica", "rollout": "HFServerAdapter",
+        "group": "gloo", "engine_device": "cuda",
+    }  # fmt: skip
+
+
+def triplet(rollout_id: str, agent: str, response_id: str) -> Triplet:
+    return Triplet([1, 2, 3], [4, 5], [-0.1, -0.2], [1, 1], None, {}, agent, rollout_id, "at-1", [response_id], ["s"])
+
+
+def test_samples_carry_the_rollouts_reward_and_group_and_metrics_count_what_was_left_out() -> None:
+    records = [
+        {"rollout_id": "r1", "group_id": "b/t1", "status": "succeeded", "reward": 1.0, "attempts": 1},
+        {"rollout_id": "r2", "group_id": "b/t1", "status": "succeeded", "reward": 0.0, "attempts": 2},
+        {"rollout_id": "r3", "group_id": "b/t2", "status": "succeeded", "reward": 0.5, "attempts": 1},
+        {"rollout_id": "r4", "group_id": "b/t2", "status": "succeeded", "reward": 0.5, "attempts": 1},
+        {"rollout_id": "r5", "group_id": "b/t2", "status": "succeeded", "reward": None, "attempts": 1},
+        {"rollout_id": "r6", "group_id": "b/t2", "status": "failed", "reward": None, "attempts": 3},
+    ]
+    calls = {"r1": [("write", "c1"), ("rewrite", "c2")], "r2": [("write", "c3")], "r3": [("write", "c4")],
+             "r4": [("write", "c5")], "r5": [("write", "c6")]}  # fmt: skip
+    adapted = {
+        rollout: AdaptedRollout([triplet(rollout, *call) for call in made], None, RolloutDiagnostics(rollout))
+        for rollout, made in calls.items()
+    }  # no final reward in the traces: the queue's record has it (r5: none at all)
+    result = BatchResult(RolloutBatch("b", "train", [r["rollout_id"] for r in records], []), records, {}, adapted)
+    samples, metrics = samples_from(result)
+    assert [(s.triplet.response_ids[0], s.reward, s.uid) for s in samples] == [
+        ("c1", 1.0, "b/t1"), ("c2", 1.0, "b/t1"), ("c3", 0.0, "b/t1"), ("c4", 0.5, "b/t2"), ("c5", 0.5, "b/t2"),
+    ]  # fmt: skip
+    assert metrics["rollout/without_reward"] == 1 and metrics["rollout/failed"] == 1
+    assert metrics["rollout/zero_variance_groups"] == 1  # t2: both rewarded rollouts got 0.5
+    assert metrics["rollout/triplets_per_rollout"] == 5 / 4 and metrics["rollout/retried"] == 2
+    by_agent, _ = samples_from(result, group_by_agent=True)
+    assert {s.uid for s in by_agent} == {"b/t1/write", "b/t1/rewrite", "b/t2/write"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "target", "unit", "plan"),
+    [(5, 8, 1, (1, 1)), (5, 4, 8, (1, 8)), (17, 8, 2, (2, 4)), (40, 8, 4, (5, 20)), (1, 64, 1, (1, 1))],
+)
+def test_mini_batch_plan(rows: int, target: int, unit: int, plan: tuple[int, int]) -> None:
+    assert mini_batch_plan(rows, target, unit) == plan
+
+
+def test_rows_are_padded_to_a_multiple_that_depends_on_the_row_count() -> None:
+    shape = BatchShape(max_prompt_length=8, max_response_length=4, pad_token_id=0)
+    samples = [Sample(triplet(f"r{i}", "write", f"c{i}"), float(i), "g") for i in range(5)]
+    batch, stats = build_batch(samples, shape, row_multiple=lambda rows: mini_batch_plan(rows, 4, 8)[1])
+    assert (len(batch), stats.rows, stats.padding_rows) == (8, 5, 3)
+    assert batch.batch["response_mask"][5:].sum() == 0  # padding trains nothing
+    with pytest.raises(NoTrainableRows) as empty:
+        build_batch([], shape)
+    assert empty.value.stats.rows == 0
