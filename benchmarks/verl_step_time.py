@@ -126,7 +126,8 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
     cfg = compose_verl_config(
         config(model, steps, work),
         cpu=device == "cpu",
-        overrides=[*(GPU_OVERRIDES if device == "cuda" else []),
+        overrides=[
+            *(GPU_OVERRIDES if device == "cuda" else []),
             f"data.train_files={data}",
             f"data.val_files={data}",
             "reward.num_workers=1",  # verl's own path: its reward loop and agent loop workers
