@@ -68,24 +68,10 @@ GPU_OVERRIDES = [
 
 
 def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
-    return {
-        "algorithm": {"adv_estimator": "grpo"},
-        "data": {"train_batch_size": 4, "max_prompt_length": 128, "max_response_length": 12, "seed": 1},
-        "actor_rollout_ref": {
-            "model": {"path": str(model)},
-            "rollout": {"n": 4, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 16},
-            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 16, "optim": {"lr": 1e-3}},
-        },
-        "trainer": {
-            "total_epochs": 100,
-            "total_training_steps": steps,
-            "val_before_train": False,
-            "test_freq": -1,
-            "save_freq": -1,
-            "logger": [],
-            "default_local_dir": str(work / "checkpoints"),
-        },
-    }
+    """The demo's run (4 tasks x n=4, 12 response tokens), without checkpoints or a logger."""
+    from lightning_otel.train_demo import demo_config
+
+    return demo_config(model, steps, work)
 
 
 def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:

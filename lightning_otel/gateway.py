@@ -54,6 +54,7 @@ class PolicyGateway:
         validation_sampling: Mapping[str, Any] | None = None,
         tracer: trace.Tracer | None = None,
         timeout_s: float = 600.0,
+        model: str | None = None,
     ) -> None:
         if not replicas:
             raise ValueError("the gateway needs at least one replica URL")
@@ -61,6 +62,7 @@ class PolicyGateway:
         self.sampling = dict(sampling or {})
         self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
         self.mode = "train"
+        self.model = model  # the name the replicas serve, set on every request (agents may send any name)
         self.tracer = tracer
         self.timeout_s = timeout_s
         self._paused = False
@@ -135,6 +137,8 @@ class PolicyGateway:
         if isinstance(body, Response):
             return body
         body.update(self.sampling if self.mode == "train" else self.validation_sampling)
+        if self.model:
+            body["model"] = self.model
         body.update(missing_token_id_params(kind, body))
         ctx = extract_context(request.headers)
         rollout_id = request.path_params.get("rollout_id")

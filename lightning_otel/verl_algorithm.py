@@ -105,14 +105,35 @@ class VERL(Algorithm):
         sampling = {"temperature": rollout.temperature, "top_p": rollout.top_p, "max_tokens": rollout.response_length}
         val = rollout.val_kwargs
         validation = {"temperature": val.temperature, "top_p": val.top_p, "max_tokens": rollout.response_length}
+        model = _served_model(replicas[0])
         with collector_tracer(run.client) as tracer:
-            gateway = PolicyGateway(replicas, sampling=sampling, validation_sampling=validation, tracer=tracer)
+            gateway = PolicyGateway(
+                replicas, sampling=sampling, validation_sampling=validation, tracer=tracer, model=model
+            )
             gateway.pause()  # until the first step: the replicas get the actor's weights first
             with GatewayServer(gateway) as server:
-                model = str(config.actor_rollout_ref.model.path)
-                run.update_resources({self.policy_resource: LLM(server.base_url, model, sampling_parameters=sampling)})
+                policy = LLM(server.base_url, model, sampling_parameters=sampling)
+                run.update_resources({**_current_resources(run), self.policy_resource: policy})
                 log.info("policy gateway %s over replicas %s", server.base_url, replicas)
                 yield gateway
+
+
+def _served_model(replica: str) -> str:
+    """The model name a replica serves (vLLM: the model's local path), from its /v1/models."""
+    import httpx
+
+    return str(httpx.get(f"{replica}/models", timeout=60).json()["data"][0]["id"])
+
+
+def _current_resources(run: TrainingRun) -> dict[str, Any]:
+    """The latest published resources (the policy joins them; a prompt template or settings stay)."""
+    from lightning_otel.collector.client import CollectorError
+    from lightning_otel.resources import resources_from_json
+
+    try:
+        return resources_from_json(run.client.resources("latest")["resources"])
+    except CollectorError:  # none published yet
+        return {}
 
 
 def _no_gpu() -> bool:

@@ -145,8 +145,9 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             val_metrics = self._validate_traces()
             tracker.log(data=val_metrics, step=self.global_steps)
             result.validations.append(StepRecord(self.global_steps, val_metrics))
+        first_epoch = self.global_steps // max(len(self.train_dataloader), 1)  # past 0 when resumed from a checkpoint
         self.global_steps += 1
-        for epoch in range(self.global_steps // max(len(self.train_dataloader), 1), config.trainer.total_epochs):
+        for epoch in range(first_epoch, config.trainer.total_epochs):
             for tasks in self.train_dataloader:
                 is_last_step = self.global_steps >= self.total_training_steps
                 record = StepRecord(self.global_steps, {})
@@ -197,7 +198,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         n = int(self.config.actor_rollout_ref.rollout.val_kwargs.get("n", 1))
         result = self._generate(self.val_tasks, mode="val", n=n)
         _, metrics = samples_from(result)
-        return {key.replace("rollout/", "val/", 1): value for key, value in metrics.items()}
+        return {"val/" + key.removeprefix("rollout/"): value for key, value in metrics.items()}
 
     # --- one training step ---------------------------------------------------------------------------------------
     def _train_step(self, tasks: list[Any], record: StepRecord) -> dict[str, float]:

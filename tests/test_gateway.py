@@ -45,7 +45,10 @@ def test_rollouts_stick_to_one_replica_and_spread_across_them(replicas, agl_span
 
 def test_sampling_is_enforced_and_token_ids_always_requested(replicas, agl_spans: SpanCapture) -> None:
     gateway = PolicyGateway(
-        [replicas[0].base_url], sampling={"temperature": 1.0, "top_p": 1.0}, validation_sampling={"temperature": 0.0}
+        [replicas[0].base_url],
+        sampling={"temperature": 1.0, "top_p": 1.0},
+        validation_sampling={"temperature": 0.0},
+        model="/models/policy",  # what the replicas serve (vLLM: the model's local path), whatever agents send
     )
     with GatewayServer(gateway) as server:
         reply = chat(server.base_url, "hi", temperature=0.2).json()
@@ -53,6 +56,7 @@ def test_sampling_is_enforced_and_token_ids_always_requested(replicas, agl_spans
         chat(server.base_url, "hi", temperature=0.7)
     train_body, val_body = (r.body for r in replicas[0].requests)
     assert (train_body["temperature"], train_body["top_p"], val_body["temperature"]) == (1.0, 1.0, 0.0)
+    assert train_body["model"] == val_body["model"] == "/models/policy"
     for body in (train_body, val_body):
         assert (body["return_token_ids"], body["logprobs"], body["top_logprobs"]) == (True, True, 0)
     assert reply["prompt_token_ids"] == replicas[0].served[reply["id"]].prompt_token_ids  # passed through as sent

@@ -36,7 +36,7 @@ def tiny_config(model: Path) -> dict[str, Any]:
             "rollout": {"n": 3, "log_prob_micro_batch_size_per_gpu": 4},
             "actor": {"ppo_mini_batch_size": 2, "ppo_micro_batch_size_per_gpu": 4, "optim": {"lr": 1e-3}},
         },
-        "trainer": {"total_training_steps": 2, "val_before_train": False, "test_freq": -1, "save_freq": -1},
+        "trainer": {"total_training_steps": 2, "val_before_train": True, "test_freq": -1, "save_freq": -1},
     }
 
 
@@ -54,7 +54,7 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VERLRes
             collector=addresses.query,
             progress=False,
         )
-        result = trainer.fit(sql_graph_rollout, TASKS)
+        result = trainer.fit(sql_graph_rollout, TASKS, TASKS[:1])
         with Client(addresses.query) as client:
             records = client.queued_rollouts(limit=100)
             spans = client.rollouts_spans([r["rollout_id"] for r in records], latest=True)
@@ -72,16 +72,22 @@ def test_two_grpo_steps_train_the_sampled_tokens_and_sync_weights(training: tupl
         assert metrics["training/rollout_probs_diff_max"] < 1e-3
         assert math.isfinite(metrics["actor/pg_loss"]) and metrics["actor/grad_norm"] > 0
         assert metrics["rollout/groups"] == 2
-    assert all(record["status"] == "succeeded" for record in records) and len(records) == 12
+    assert all(record["status"] == "succeeded" for record in records) and len(records) == 1 + 12
+    # Validation before training: the val task once (val_kwargs.n=1), greedy sampling through the gateway.
+    assert [record.step for record in result.validations] == [0]
+    assert result.validations[0].metrics["val/succeeded"] == 1 and "val/reward_mean" in result.validations[0].metrics
     # The replica got the actor's weights before step 1 and after each update.
     assert result.replica_weight_versions == [3]
 
 
 def test_only_the_matched_agents_calls_became_samples_once_each(training: tuple) -> None:
-    result, _, spans = training
+    result, records, spans = training
     agent_of: dict[str, str] = {}  # response id -> agent (the client's span names it; the gateway's has the same id)
     copies: dict[str, int] = {}
-    for rollout_spans in spans.values():
+    train_rollouts = {record["rollout_id"] for record in records if record["mode"] == "train"}
+    assert len(train_rollouts) == 12
+    for rollout_id in train_rollouts:
+        rollout_spans = spans[rollout_id]
         for span in rollout_spans:
             attributes = span["attributes"]
             response_id = attributes.get("gen_ai.response.id")
