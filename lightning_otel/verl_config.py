@@ -49,6 +49,17 @@ COMMON_DEFAULTS: dict[str, Any] = {
 }
 
 
+def gpu_defaults() -> dict[str, Any]:
+    """On a GPU machine: verl's vLLM replicas, one tensor-parallel rank each, every visible GPU of this node
+    (verl's own defaults are TP 2 on 8 GPUs and no rollout name)."""
+    import torch
+
+    return {
+        "trainer": {"n_gpus_per_node": max(1, torch.cuda.device_count())},
+        "actor_rollout_ref": {"rollout": {"name": "vllm", "tensor_model_parallel_size": 1}},
+    }
+
+
 def verl_config_dir() -> str:
     import verl
 
@@ -67,7 +78,7 @@ def compose_verl_config(
     overrides: Sequence[str] = (),
     cpu: bool | None = None,
 ) -> DictConfig:
-    """verl's full config: defaults <- [CPU defaults] <- `config` <- `overrides` (hydra `key=value` strings)."""
+    """verl's full config: verl's defaults <- CPU or GPU defaults <- `config` <- `overrides` (`key=value` strings)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -76,8 +87,7 @@ def compose_verl_config(
     with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
         base = compose(config_name="ppo_trainer")
     layers: list[Any] = [base, COMMON_DEFAULTS]
-    if cpu:
-        layers.append(CPU_DEFAULTS)
+    layers.append(CPU_DEFAULTS if cpu else gpu_defaults())
     if config is not None:
         plain = OmegaConf.to_container(config) if isinstance(config, DictConfig) else dict(config)
         layers.append(OmegaConf.create(plain))

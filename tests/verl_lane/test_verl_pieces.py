@@ -26,8 +26,9 @@ def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> 
     assert config.data.train_batch_size == 5 and list(config.trainer.extra_key) == [1, 2]  # overrides last, typed
     assert config.algorithm.gamma == 1.0  # verl's own defaults underneath
     assert config.reward.num_workers == 0  # the runners generate; no verl agent-loop or reward-loop workers
-    gpu = compose_verl_config({"actor_rollout_ref": {"rollout": {"name": "vllm"}}}, cpu=False)
+    gpu = compose_verl_config({"trainer": {"n_gpus_per_node": 4}}, cpu=False)
     assert gpu.actor_rollout_ref.rollout.name == "vllm" and gpu.trainer.device == "cuda"
+    assert gpu.actor_rollout_ref.rollout.tensor_model_parallel_size == 1 and gpu.trainer.n_gpus_per_node == 4
     with pytest.raises(ValueError, match="key=value"):
         compose_verl_config({}, overrides=["data.train_batch_size"], cpu=True)
 
