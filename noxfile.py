@@ -105,5 +105,5 @@ def verl(session: nox.Session) -> None:
     wheels = os.environ.get("AGL_TORCH_FIND_LINKS", "/opt/wheels")
     find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
     torch = "torch==2.13.0+cpu" if find_links else "torch"
-    session.install(*find_links, torch, "-e", ".[testing,verl,openai,langchain]", *TEST_TOOLS)
+    session.install(*find_links, torch, "-e", ".[demo,langchain]", *TEST_TOOLS)
     session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})

@@ -159,7 +159,10 @@ def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners
         )
         result = trainer.fit(shout_rollout, TASKS)
     rewards = result.rewards()
-    curve = write_reward_curve(rewards, work / "reward_curve.png")
+    try:
+        curve: Path | str = write_reward_curve(rewards, work / "reward_curve.png")
+    except ImportError:  # the [demo] extra brings matplotlib; the run itself does not need it
+        curve = "not drawn (pip install matplotlib)"
     quarter = max(1, len(rewards) // 4)
     first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
     print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}")
