@@ -49,7 +49,9 @@ class VERL(Algorithm):
     `config`: verl's configuration as a dict (or DictConfig), merged over verl's defaults; `overrides`: `key=value`
     strings applied last (what `lightning-otel train` passes). `policy_resource`: the resource name the agents read the
     policy endpoint from. `group_by_agent`: GRPO groups per task *and* agent (multi-agent rollouts whose agents are
-    rewarded differently). `device`: "cpu" or "cuda"; default: cuda when torch sees a GPU.
+    rewarded differently). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
+    counted once whatever its number of rows; "row" is verl's own (every row counts). `device`: "cpu" or "cuda";
+    default: cuda when torch sees a GPU.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class VERL(Algorithm):
         overrides: Sequence[str] = (),
         policy_resource: str = "main_llm",
         group_by_agent: bool = False,
+        advantage_per: str = "rollout",
         device: str | None = None,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
@@ -69,6 +72,7 @@ class VERL(Algorithm):
         self.overrides = list(overrides)
         self.policy_resource = policy_resource
         self.group_by_agent = group_by_agent
+        self.advantage_per = advantage_per
         self.device = device
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
@@ -91,6 +95,7 @@ class VERL(Algorithm):
                     run,
                     gateway,
                     group_by_agent=self.group_by_agent,
+                    advantage_per=self.advantage_per,
                     on_step=self.on_step,
                     rollout_timeout_s=self.rollout_timeout_s,
                 )

@@ -100,6 +100,32 @@ def mini_batch_plan(rows: int, target_rows: int, unit: int) -> tuple[int, int]:
     return count, count * unit
 
 
+def rollout_level_grpo(batch: DataProto, *, norm_adv_by_std: bool = True) -> DataProto:
+    """GRPO advantages computed over rollouts, not rows: a rollout that gave several rows (several selected calls)
+    counts once in its group's mean and std, then every row of it gets its advantage. verl's own GRPO would weigh
+    each rollout by its row count (long trajectories pull the baseline). Uses verl's GRPO function on one entry per
+    (group, rollout); sets `advantages` and `returns` on the sampled tokens."""
+    import numpy as np
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    scores = batch.batch["token_level_rewards"].sum(dim=-1)
+    keys = list(zip(batch.non_tensor_batch["uid"], batch.non_tensor_batch["rollout_id"], strict=True))
+    position = {key: index for index, key in enumerate(dict.fromkeys(keys))}
+    per_rollout = torch.zeros(len(position), 1)
+    for row, key in enumerate(keys):
+        per_rollout[position[key], 0] = scores[row]  # rows of one rollout share its reward
+    advantages, _ = compute_grpo_outcome_advantage(
+        token_level_rewards=per_rollout,
+        response_mask=torch.ones_like(per_rollout),
+        index=np.array([uid for uid, _ in position], dtype=object),
+        norm_adv_by_std_in_grpo=norm_adv_by_std,
+    )
+    per_row = advantages[[position[key] for key in keys], 0]
+    batch.batch["advantages"] = per_row[:, None] * batch.batch["response_mask"]
+    batch.batch["returns"] = batch.batch["advantages"]
+    return batch
+
+
 class RunnerGeneration:
     """Stands where verl's `AgentLoopManager` would (`rollout.agent.agent_loop_manager_class`): generation is the
     runners' job here, so verl starts no agent-loop workers. Asked to generate, it says so."""
@@ -122,13 +148,16 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         gateway: PolicyGateway,
         *,
         group_by_agent: bool = False,
+        advantage_per: str = "rollout",
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
     ) -> VERLResult:
         from omegaconf import OmegaConf
         from verl.utils.tracking import Tracking
 
-        self.run, self.gateway, self.group_by_agent = run, gateway, group_by_agent
+        if advantage_per not in ("rollout", "row"):
+            raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
+        self.run, self.gateway, self.group_by_agent, self.advantage_per = run, gateway, group_by_agent, advantage_per
         self.rollout_timeout_s = rollout_timeout_s
         config = self.config
         tracker = Tracking(
@@ -297,15 +326,19 @@ class TraceRayPPOTrainer(RayPPOTrainer):
 
                 batch, corr_metrics = compute_rollout_correction_and_add_to_batch(batch, rollout_corr)
                 metrics.update(corr_metrics)
-            batch = compute_advantage(
-                batch,
-                adv_estimator=config.algorithm.adv_estimator,
-                gamma=config.algorithm.gamma,
-                lam=config.algorithm.lam,
-                num_repeat=rollout.n,
-                norm_adv_by_std_in_grpo=config.algorithm.get("norm_adv_by_std_in_grpo", True),
-                config=config.algorithm,
-            )
+            norm_by_std = config.algorithm.get("norm_adv_by_std_in_grpo", True)
+            if config.algorithm.adv_estimator == "grpo" and self.advantage_per == "rollout":
+                batch = rollout_level_grpo(batch, norm_adv_by_std=norm_by_std)
+            else:
+                batch = compute_advantage(
+                    batch,
+                    adv_estimator=config.algorithm.adv_estimator,
+                    gamma=config.algorithm.gamma,
+                    lam=config.algorithm.lam,
+                    num_repeat=rollout.n,
+                    norm_adv_by_std_in_grpo=norm_by_std,
+                    config=config.algorithm,
+                )
         if self.use_critic:
             with marked_timer("update_critic", timing):
                 metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
@@ -348,4 +381,12 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         return DataProto.from_single_dict(data={}, meta_info={"metrics": output})
 
 
-__all__ = ["RunnerGeneration", "StepRecord", "TraceRayPPOTrainer", "VERLResult", "mini_batch_plan", "samples_from"]
+__all__ = [
+    "RunnerGeneration",
+    "StepRecord",
+    "TraceRayPPOTrainer",
+    "VERLResult",
+    "mini_batch_plan",
+    "rollout_level_grpo",
+    "samples_from",
+]

@@ -9,12 +9,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
+from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from lightning_otel.algorithm import BatchResult, RolloutBatch
 from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, Triplet
 from lightning_otel.verl_batch import BatchShape, NoTrainableRows, Sample, build_batch
 from lightning_otel.verl_config import compose_verl_config
-from lightning_otel.verl_trainer import mini_batch_plan, samples_from
+from lightning_otel.verl_trainer import mini_batch_plan, rollout_level_grpo, samples_from
 
 
 def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> None:
@@ -104,3 +106,22 @@ def test_rows_are_padded_to_a_multiple_that_depends_on_the_row_count() -> None:
     with pytest.raises(NoTrainableRows) as empty:
         build_batch([], shape)
     assert empty.value.stats.rows == 0
+
+
+def test_grpo_per_rollout_counts_a_multi_row_rollout_once_in_its_group() -> None:
+    shape = BatchShape(max_prompt_length=8, max_response_length=4, pad_token_id=0)
+    # Group g: rollout A (reward 1) gave three rows, rollout B (reward 0) one; group h: one rollout (no signal).
+    samples = [Sample(triplet("A", "write", f"a{i}"), 1.0, "g") for i in range(3)]
+    samples += [Sample(triplet("B", "write", "b"), 0.0, "g"), Sample(triplet("C", "write", "c"), 0.5, "h")]
+    batch, _ = build_batch(samples, shape)
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    advantages = rollout_level_grpo(batch).batch["advantages"]
+    per_row = [round(float(row[0]), 4) for row in advantages]
+    assert per_row[:4] == [0.7071, 0.7071, 0.7071, -0.7071]  # +-(1 - 0.5) / std([1, 0]): A and B weigh alike
+    assert per_row[4] == 0.5  # verl: a group of one keeps its raw reward
+    assert torch.equal(advantages != 0, (batch.batch["response_mask"] != 0) & (advantages != 0))  # sampled only
+    # verl's row-level GRPO on the same rows: A's three rows pull the group mean to 0.75.
+    rows, _ = compute_grpo_outcome_advantage(
+        batch.batch["token_level_rewards"], batch.batch["response_mask"], batch.non_tensor_batch["uid"]
+    )
+    assert round(float(rows[3, 0]), 2) == -1.5
