@@ -116,3 +116,26 @@ def test_ci_fast_cli_trains_two_steps() -> None:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step 1: reward" in done.stdout and "trained 2 steps" in done.stdout
+
+
+def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy(tmp_path: Path) -> None:
+    from tests.programs.runtime_agents import flaky_agent  # one "solo" call; raises on its first `fail_attempts`
+
+    config = tiny_config(save_tiny_model(tmp_path / "model"))
+    config["trainer"]["val_before_train"] = False
+    failing = [{"question": q, "fail_attempts": 9} for q in ("orders", "refunds")]  # step 1: every attempt fails
+    tasks = [*failing, {"question": "customers"}, {"question": "revenue"}]  # step 2: all succeed
+    trainer = lightning_otel.Trainer(
+        n_runners=1,
+        algorithm=lightning_otel.VERL(config, device="cpu"),
+        adapter={"agent_match": "solo"},
+        initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+        max_attempts=2,
+        progress=False,
+    )
+    first, second = trainer.fit(flaky_agent, tasks).steps
+    assert first.metrics["rollout/failed"] == 6 and first.metrics["rollout/succeeded"] == 0
+    assert first.metrics["training/skipped_step"] == 1 and first.metrics["batch/rows"] == 0
+    assert second.metrics["rollout/succeeded"] == 6 and second.metrics["training/skipped_step"] == 0
+    assert second.metrics["training/rollout_probs_diff_max"] < 1e-3
+    assert second.metrics["rollout/zero_variance_groups"] == 2  # the agent always returns 1.0: counted, no crash
