@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -51,7 +52,8 @@ class VERL(Algorithm):
     policy endpoint from. `group_by_agent`: GRPO groups per task *and* agent (multi-agent rollouts whose agents are
     rewarded differently). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
     counted once whatever its number of rows; "row" is verl's own (every row counts). `device`: "cpu" or "cuda";
-    default: cuda when torch sees a GPU.
+    default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
+    and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
     """
 
     def __init__(
@@ -65,6 +67,8 @@ class VERL(Algorithm):
         device: str | None = None,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
+        gateway_host: str = "127.0.0.1",
+        gateway_port: int = 0,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -76,6 +80,7 @@ class VERL(Algorithm):
         self.device = device
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
+        self.gateway_host, self.gateway_port = gateway_host, gateway_port
         self.trainer: Any = None
 
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any:
@@ -116,11 +121,18 @@ class VERL(Algorithm):
                 replicas, sampling=sampling, validation_sampling=validation, tracer=tracer, model=model
             )
             gateway.pause()  # until the first step: the replicas get the actor's weights first
-            with GatewayServer(gateway) as server:
-                policy = LLM(server.base_url, model, sampling_parameters=sampling)
+            with GatewayServer(gateway, host=self.gateway_host, port=self.gateway_port) as server:
+                policy = LLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
                 run.update_resources({**_current_resources(run), self.policy_resource: policy})
                 log.info("policy gateway %s over replicas %s", server.base_url, replicas)
                 yield gateway
+
+
+def advertised_url(host: str, port: int) -> str:
+    """The gateway's base URL as runners should use it: a wildcard bind address becomes this machine's name."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.getfqdn()
+    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
 
 
 def _served_model(replica: str) -> str:
