@@ -16,15 +16,16 @@ CHUNK=60M
 
 case "${1:-}" in
   prepare)
+    # Everything vLLM, verl and our extras need, for the device's Python (3.11, x86_64); then drop what its image
+    # already has (torch 2.11.0+cu130 with its nvidia-* and triton wheels), so pip resolves against those.
     mkdir -p "$WHEELS/full"
-    python3 -m pip download -q -d "$WHEELS/full" --python-version 3.11 --only-binary=:all: \
-      "vllm==0.24.0" "verl==0.9.1" "ray[default]==2.60.0" cachetools "tensordict<=0.10.0" hydra-core codetiming \
-      torchdata pylatexenc pybind11 wandb tensorboard langgraph langchain-openai "openai>=2" uvicorn starlette \
-      --no-deps
-    python3 -m pip wheel -q -w "$WHEELS/full" --no-deps .
+    python3 -m pip wheel -q -w "$WHEELS/full" --no-deps .            # ours, so its extras resolve with the rest
+    python3 -m pip download -q -d "$WHEELS/full" --find-links "$WHEELS/full" --python-version 3.11 \
+      --platform manylinux_2_28_x86_64 --only-binary=:all: "lightning-otel[verl,langchain]" "vllm==0.24.0"
+    rm -f "$WHEELS"/full/torch-* "$WHEELS"/full/nvidia_* "$WHEELS"/full/triton-*
     (cd "$WHEELS/full" && for wheel in *.whl; do split -b "$CHUNK" -d "$wheel" "../$wheel.part"; done)
     rm -rf "$WHEELS/full"
-    ls -la "$WHEELS" | head -50
+    du -sh "$WHEELS"
     echo "carry benchmarks/gpu/.wheels in calls of at most 64 MiB, then: bash benchmarks/gpu/verl_gpu.sh install"
     ;;
   install)
@@ -33,8 +34,9 @@ case "${1:-}" in
       name=$(basename "$first" .part00)
       cat "$WHEELS/$name".part* > "/tmp/agl-wheels/$name"
     done
-    # --no-deps: the image's torch stays; what the wheels need beyond the image was downloaded in `prepare`.
-    python3 -m pip install -q --no-index --no-deps /tmp/agl-wheels/*.whl
+    # No index: every requirement comes from the carried wheels or is already in the image (torch stays).
+    python3 -m pip install -q --no-index --find-links /tmp/agl-wheels "vllm==0.24.0" "verl==0.9.1" \
+      "lightning-otel[verl,langchain]"
     python3 -c "import vllm, verl, ray, lightning_otel; print('vllm', vllm.__version__, 'verl', verl.__version__)"
     ;;
   run)
