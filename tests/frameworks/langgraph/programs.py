@@ -3,14 +3,12 @@ agent), and a supervisor (langgraph-supervisor) routing to two named sub-agents 
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from langgraph.graph import END, START, StateGraph
 from langgraph_supervisor import create_supervisor
 
+from examples.sql_agent.graph_agent import build_graph
 from lightning_otel.testing import Reply, ToolCall
 
 
@@ -18,34 +16,9 @@ def chat_model(base_url: str) -> ChatOpenAI:
     return ChatOpenAI(model="agl-tiny", base_url=base_url, api_key="test", max_retries=0)
 
 
-class SQLState(TypedDict, total=False):
-    question: str
-    query: str
-    verdict: str
-
-
 def sql_graph(base_url: str):
-    llm = chat_model(base_url)
-
-    def write(state: SQLState) -> SQLState:
-        return {"query": llm.invoke(f"Write a SQL query: {state['question']}").content}
-
-    def check(state: SQLState) -> SQLState:
-        return {"verdict": llm.invoke(f"Check this query: {state['query']}").content}
-
-    def rewrite(state: SQLState) -> SQLState:
-        prompt = f"Rewrite the query {state['query']} given: {state['verdict']}"
-        return {"query": llm.invoke(prompt).content}
-
-    graph = StateGraph(SQLState)
-    graph.add_node("write", write)
-    graph.add_node("check", check)
-    graph.add_node("rewrite", rewrite)
-    graph.add_edge(START, "write")
-    graph.add_edge("write", "check")
-    graph.add_conditional_edges("check", lambda s: "rewrite" if "wrong" in s["verdict"] else END)
-    graph.add_edge("rewrite", END)
-    return graph.compile()
+    """The example's graph (examples/sql_agent/graph_agent.py), as its docs-style program."""
+    return build_graph(chat_model(base_url))
 
 
 SQL_REPLIES = ["SELECT * FROM t;", "The query is wrong: add a filter.", "SELECT * FROM t WHERE year = 2024;"]
