@@ -1,12 +1,16 @@
 """Added time per LLM call: uninstrumented vs lightning-otel vs OpenInference, paired in one process run.
 
-    python benchmarks/capture_overhead.py [--calls 300] [--rounds 5] [--prompt-words 120]
+    python benchmarks/capture_overhead.py [--calls 1500] [--prompt-words 120] [--back-to-back]
 
 The OpenAI-compatible test server runs in a child process (vLLM-format token ids from the tiny tokenizer).
-Conditions alternate in rounds so drift hits them alike; every condition sends the same request body
-(token-id parameters included), so the server does the same work and only the instrumentation differs.
-Spans go to a BatchSpanProcessor whose exporter encodes them to OTLP protobuf: export runs off the hot path
-but still competes for the GIL, as it would in an agent.
+Every condition sends the same request body (token-id parameters included), so the server does the same work
+and only the instrumentation differs. Spans go to a BatchSpanProcessor whose exporter encodes them to OTLP
+protobuf (the encoder lightning-otel's OTLP exporters use).
+
+Default (paced): the conditions take turns call by call, in a rotating order, so machine drift hits them alike;
+after each call, untimed, the span finisher and the exporters finish their work, as they do in an agent between
+two LLM calls, and the CPU they spent is reported per call ("background CPU"). `--back-to-back`: each condition
+makes `--calls` calls in a row, per round, with export competing for the GIL (a zero-think-time worst case).
 """
 
 from __future__ import annotations
@@ -24,17 +28,17 @@ os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
 
 import httpx
 import openai
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import lightning_otel
+from lightning_otel.otlp_encoding import encode_spans
 
 TOKEN_ID_BODY = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
 
 class EncodingExporter(SpanExporter):
-    """Pays the real OTLP encoding cost, then drops the bytes."""
+    """Pays the real OTLP encoding cost (the encoder lightning-otel's exporters use), then drops the bytes."""
 
     def __init__(self) -> None:
         self.spans = 0
@@ -104,29 +108,30 @@ def install_request_timer() -> None:
     SyncAPIClient.request = timed_request  # type: ignore[method-assign]
 
 
-def time_calls(call: Callable[[], object], count: int) -> list[tuple[float, float, float]]:
-    """Per call: wall seconds, calling-thread CPU seconds (excludes background threads), and that CPU minus the
-    CPU spent inside openai's `request` (our code plus openai's request building)."""
-    samples = []
-    for _ in range(count):
-        _inside_request[0] = 0.0
-        start, cpu_start = time.perf_counter(), time.thread_time()
-        call()
-        cpu = time.thread_time() - cpu_start
-        samples.append((time.perf_counter() - start, cpu, cpu - _inside_request[0]))
-    return samples
+Sample = tuple[float, float, float, float]  # wall, caller CPU, caller CPU outside request(), background CPU
+
+
+def time_call(call: Callable[[], object], settle: Callable[[], None]) -> Sample:
+    """One call: wall seconds, the calling thread's CPU seconds, that CPU minus the CPU spent inside openai's
+    `request` (our code plus openai's request building), and the CPU other threads spent on it (span finishing,
+    export) until `settle` returned."""
+    _inside_request[0] = 0.0
+    process_start, cpu_start, start = time.process_time(), time.thread_time(), time.perf_counter()
+    call()
+    wall, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
+    settle_start = time.thread_time()
+    settle()
+    caller_cpu = cpu + time.thread_time() - settle_start
+    background = max(0.0, time.process_time() - process_start - caller_cpu)
+    return wall, cpu, cpu - _inside_request[0], background
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300, help="calls per condition per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=1500, help="calls per condition and call shape")
+    parser.add_argument("--rounds", type=int, default=5, help="with --back-to-back: rounds of calls/rounds calls")
+    parser.add_argument("--back-to-back", action="store_true", help="calls in a row, export competing")
     parser.add_argument("--prompt-words", type=int, default=120, help="size of the prompt (and of the echo)")
-    parser.add_argument(
-        "--hot-path-only",
-        action="store_true",
-        help="drop span finishing and export: measure only the work done on the caller's thread",
-    )
     args = parser.parse_args()
 
     server, base_url = start_server()
@@ -141,26 +146,27 @@ def run(args: argparse.Namespace, base_url: str) -> None:
     install_request_timer()  # before instrumenting, so our wrapper wraps the timer
     exporter = EncodingExporter()
     provider = TracerProvider()
-    if args.hot_path_only:
-        from lightning_otel.span_finisher import finisher
-
-        finisher.submit = lambda job: None  # type: ignore[method-assign]  # spans are never ended or exported
-    else:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     lightning_otel.instrument(tracer_provider=provider, instrumentors=["openai"])
     lightning_otel.register_trainable_endpoint(base_url)
     lightning_otel.uninstrument()
+    providers = [provider]
 
     try:
-        if args.hot_path_only:
-            raise ImportError("the hot-path mode measures lightning-otel alone")
         from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
 
         openinference: OpenInference | None = OpenInference()
         openinference_provider = TracerProvider()
         openinference_provider.add_span_processor(BatchSpanProcessor(EncodingExporter()))
+        providers.append(openinference_provider)
     except ImportError:
         openinference = None
+
+    def settle() -> None:
+        """What an agent's background threads do between two LLM calls: finish spans, export them."""
+        lightning_otel.flush()
+        for each in providers:
+            each.force_flush()
 
     words = " ".join(f"word{i % 50}" for i in range(args.prompt_words))
     messages = [{"role": "system", "content": "Echo the user."}, {"role": "user", "content": words}]
@@ -209,42 +215,86 @@ def run(args: argparse.Namespace, base_url: str) -> None:
         )
 
     lightning_otel.rollout_context("bench-rollout", "attempt-1").__enter__()  # spans carry rollout ids
+    mode = "back to back" if args.back_to_back else "paced"
     for transport, client in transports.items():
-        for shape, call in (
-            ("create", create_call(client, messages)),
-            ("stream", stream_call(client, messages)),
+        for shape, call, calls in (
+            ("create", create_call(client, messages), args.calls),
+            ("stream=True", stream_call(client, messages), max(args.calls // 10, 10)),  # 450 chunks a call
         ):
             for _ in range(20):  # warm up connections and code paths
                 call()
-            samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in conditions}
-            for _ in range(args.rounds):
-                for name, (enable, disable) in conditions.items():
-                    enable()
-                    try:
-                        samples[name] += time_calls(call, args.calls)
-                    finally:
-                        disable()
-            report(f"{transport}, {shape}", samples)
-        provider.force_flush()
-        print(f"  lightning-otel spans exported so far: {exporter.spans}")
-    provider.force_flush()
+            measure = back_to_back if args.back_to_back else paced
+            samples = measure(conditions, call, calls, settle, args.rounds)
+            report(f"{transport}, {shape}, {mode}", samples, paired=not args.back_to_back)
     print(f"\nexported {exporter.spans} lightning-otel spans ({exporter.bytes / max(exporter.spans, 1):.0f} B each)")
 
 
-def report(title: str, samples: dict[str, list[tuple[float, float, float]]]) -> None:
-    """Median wall time per call, the calling thread's median CPU time (the hot path proper), and the CPU outside
-    openai's `request` (the instrumentation's own work, without the parse noise)."""
-    base = [statistics.median(sample[i] for sample in samples["uninstrumented"]) for i in range(3)]
-    print(f"\n{title}: {len(samples['uninstrumented'])} calls per condition")
+Conditions = dict[str, tuple[Callable[[], None], Callable[[], None]]]
+
+
+def paced(
+    conditions: Conditions, call: Callable[[], object], calls: int, settle: Callable[[], None], _rounds: int
+) -> dict[str, list[Sample]]:
+    """Conditions take turns call by call (rotating who goes first); background work settles after each call."""
+    names = list(conditions)
+    samples: dict[str, list[Sample]] = {name: [] for name in names}
+    for index in range(calls):
+        first = index % len(names)
+        for name in names[first:] + names[:first]:
+            enable, disable = conditions[name]
+            enable()
+            try:
+                samples[name].append(time_call(call, settle))
+            finally:
+                disable()
+    return samples
+
+
+def back_to_back(
+    conditions: Conditions, call: Callable[[], object], calls: int, settle: Callable[[], None], rounds: int
+) -> dict[str, list[Sample]]:
+    """Each condition makes calls/rounds calls in a row per round; background CPU is the round's, per call."""
+    samples: dict[str, list[Sample]] = {name: [] for name in conditions}
+    per_round = max(calls // rounds, 1)
+    for _ in range(rounds):
+        for name, (enable, disable) in conditions.items():
+            enable()
+            try:
+                process_start = time.process_time()
+                caller_start = time.thread_time()
+                timed = [time_call(call, lambda: None) for _ in range(per_round)]
+                settle()
+                background = time.process_time() - process_start - (time.thread_time() - caller_start)
+                samples[name] += [(wall, cpu, outside, background / per_round) for wall, cpu, outside, _ in timed]
+            finally:
+                disable()
+    return samples
+
+
+def report(title: str, samples: dict[str, list[Sample]], paired: bool) -> None:
+    """Medians per call: wall time, the calling thread's CPU (the hot path proper), the CPU outside openai's
+    `request` (the instrumentation's own work, without the response-parsing noise); mean background CPU.
+    Paced runs report "added" as the median of call-by-call differences with the uninstrumented call made
+    alongside, which drift between seconds of the run cannot bias."""
+    base_values = samples["uninstrumented"]
+    print(f"\n{title}: {len(base_values)} calls per condition")
     print(
         f"  {'condition':<16}{'wall med us':>12}{'added us':>10}{'ratio':>8}{'caller CPU us':>15}{'added us':>10}"
-        f"{'outside request() us':>22}{'added us':>10}"
+        f"{'outside request() us':>22}{'added us':>10}{'background CPU us':>19}"
     )
+    base = [statistics.median(sample[i] for sample in base_values) for i in range(3)]
     for name, values in samples.items():
-        wall, cpu, outside = (statistics.median(sample[i] for sample in values) for i in range(3))
+        medians = [statistics.median(sample[i] for sample in values) for i in range(3)]
+        if paired:
+            pairs = list(zip(values, base_values, strict=True))
+            added = [statistics.median(mine[i] - theirs[i] for mine, theirs in pairs) for i in range(3)]
+        else:
+            added = [medians[i] - base[i] for i in range(3)]
+        background = statistics.fmean(sample[3] for sample in values)
         print(
-            f"  {name:<16}{wall * 1e6:>12.0f}{(wall - base[0]) * 1e6:>10.0f}{wall / base[0]:>8.3f}"
-            f"{cpu * 1e6:>15.0f}{(cpu - base[1]) * 1e6:>10.0f}{outside * 1e6:>22.0f}{(outside - base[2]) * 1e6:>10.0f}"
+            f"  {name:<16}{medians[0] * 1e6:>12.0f}{added[0] * 1e6:>10.0f}{(base[0] + added[0]) / base[0]:>8.3f}"
+            f"{medians[1] * 1e6:>15.0f}{added[1] * 1e6:>10.0f}{medians[2] * 1e6:>22.0f}{added[2] * 1e6:>10.0f}"
+            f"{background * 1e6:>19.0f}"
         )
 
 

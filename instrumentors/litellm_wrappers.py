@@ -9,7 +9,6 @@ included) into this one. The `hosted_vllm/` provider never touches the OpenAI cl
 from __future__ import annotations
 
 import functools
-import logging
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +20,6 @@ from lightning_otel import semconv
 from lightning_otel.llm_call import LLMCall, active_llm_call
 from lightning_otel.settings import settings
 from lightning_otel.token_id_params import CHAT, missing_token_id_params
-
-logger = logging.getLogger(__name__)
 
 _PROVIDER_NAMES = {"hosted_vllm": "vllm", "vllm": "vllm", "openai": "openai", "azure": "azure.ai.openai"}
 _SAMPLING_KEYS = (
@@ -80,12 +77,8 @@ def _start(tracer: trace.Tracer, args: tuple, kwargs: dict) -> tuple[LLMCall, di
 
 
 def _record(call: LLMCall, method: Callable[[Any], None], item: Any) -> None:
-    if call.fed_by_inner:
-        return  # the OpenAI layer underneath already read the raw server response
-    try:
+    if not call.fed_by_inner:  # else the OpenAI layer underneath already has the raw server response
         method(item)
-    except Exception:
-        logger.debug("lightning-otel: could not read a LiteLLM response", exc_info=True)
 
 
 class _ObservedStream(wrapt.ObjectProxy):  # type: ignore[misc]

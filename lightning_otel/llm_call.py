@@ -5,6 +5,10 @@ either a whole response or stream chunks (dicts or the openai/litellm model obje
 with the response attributes, the token ids and logprobs read from the server (vLLM format), and the
 `agl.llm.token_ids_complete` verdict.
 
+The caller's thread does only what must happen there: read the request, resolve the agent name, fix the span's
+identity (`DeferredSpan`), take the start and end times, and keep references to what the server returned. Reading
+those responses, building the SDK span and setting its attributes run on the span finisher's thread.
+
 While a call is open its object sits in the OpenTelemetry context: a nested layer (LiteLLM going through the
 OpenAI client) finds it with `active_llm_call()` and contributes what it sees instead of opening a second span.
 """
@@ -12,21 +16,26 @@ OpenAI client) finds it with `active_llm_call()` and contributes what it sees in
 from __future__ import annotations
 
 import functools
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context, trace
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanKind
 
 from lightning_otel import message_content, semconv
 from lightning_otel.agent_naming import resolve_agent_name
+from lightning_otel.deferred_span import DeferredSpan
 from lightning_otel.framework_context import framework_parent_context
 from lightning_otel.settings import settings
 from lightning_otel.span_finisher import finisher
 
+logger = logging.getLogger(__name__)
+
 _ACTIVE_CALL_KEY = context.create_key("agl-active-llm-call")
+_TERMINAL_RESPONSE_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 # request body key -> span attribute (GenAI conventions)
 _REQUEST_PARAMS: tuple[tuple[str, str], ...] = (
@@ -79,14 +88,11 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Choice:
-    __slots__ = ("finish_reason", "logprobs", "logprobs_source", "text", "token_ids", "tool_calls")
+    __slots__ = ("finish_reason", "logprobs", "text", "token_ids", "tool_calls")
 
     def __init__(self) -> None:
         self.token_ids: list[int] | None = None
         self.logprobs: list[float] | None = None
-        # A whole response's logprobs object, read into `logprobs` on the span finisher's thread: walking one
-        # model object per token is the largest piece of a call's work, and nothing on the hot path needs it.
-        self.logprobs_source: Any = None
         self.finish_reason: str | None = None
         self.text: list[str] = []
         self.tool_calls: dict[int, dict[str, Any]] = {}
@@ -106,6 +112,7 @@ class LLMCall:
         token_ids_requested: bool = False,
         request_model: str | None = None,
     ) -> None:
+        start_time = time.time_ns()
         body = body if body is not None else {}
         model = request_model if request_model is not None else body.get("model")
         self.operation = operation
@@ -120,6 +127,8 @@ class LLMCall:
         self.response_status: str | None = None
         self.choices: dict[int, _Choice] = {}
         self.ended = False
+        # (reader, item) for every response or chunk seen, read on the span finisher's thread at the end.
+        self._received: list[tuple[Callable[[LLMCall, Any], None], Any]] = []
         # Set when a nested layer (the OpenAI client under LiteLLM) reads the raw server response for us.
         self.fed_by_inner = False
         attributes: dict[str, Any] = {
@@ -148,19 +157,48 @@ class LLMCall:
             self._input_messages = message_content.to_json(message_content.input_messages(body))
             if self._content_on_span:
                 attributes[semconv.GEN_AI_INPUT_MESSAGES] = self._input_messages
-        self.span = tracer.start_span(
+        self._span = DeferredSpan.start(
+            tracer,
             semconv.llm_span_name(operation, str(model) if model else None),
             kind=SpanKind.CLIENT,
             attributes=attributes,
-            context=parent,
+            parent=parent,
+            start_time=start_time,
         )
+        self.span = self._span.in_flight  # the span's identity, for context and propagation while in flight
 
     # --- context ---------------------------------------------------------------------------------------------
     def context(self) -> context.Context:
         """The current context with this call's span as parent and this call marked active."""
         return context.set_value(_ACTIVE_CALL_KEY, self, trace.set_span_in_context(self.span))
 
-    # --- reading responses -----------------------------------------------------------------------------------
+    # --- receiving responses (caller's thread) ---------------------------------------------------------------
+    def record_completion(self, response: Any) -> None:
+        """A whole chat or text completion (non-streaming): kept, and read on the span finisher's thread."""
+        self._received.append((LLMCall._read_completion, response))
+
+    def record_chunk(self, chunk: Any) -> None:
+        """One streamed chat/text completion chunk, read now: held until the stream ends, hundreds of chunk
+        objects would outlive the garbage collector's young generations and trigger full collections."""
+        try:
+            self._read_chunk(chunk)
+        except Exception:  # a chunk shape we do not know must never break the agent's stream
+            logger.debug("lightning-otel: could not read an LLM stream chunk", exc_info=True)
+
+    def record_response(self, response: Any) -> None:
+        """A Responses API object: kept, and read on the span finisher's thread."""
+        self._received.append((LLMCall._read_response, response))
+
+    def record_response_event(self, event: Any) -> None:
+        """A streamed Responses API event: the terminal one carries the whole response."""
+        try:
+            terminal = field(event, "type") in _TERMINAL_RESPONSE_EVENTS
+        except Exception:  # an event shape we do not know must never break the agent's stream
+            terminal = False
+        if terminal and field(event, "response") is not None:
+            self.record_response(field(event, "response"))
+
+    # --- reading responses (whole responses on the span finisher's thread, chunks as they come) -------------
     def _choice(self, index: Any) -> _Choice:
         index = index if isinstance(index, int) else 0
         choice = self.choices.get(index)
@@ -209,8 +247,7 @@ class LLMCall:
             return [float(value) for value in token_logprobs]
         return None
 
-    def record_completion(self, response: Any) -> None:
-        """A whole chat or text completion (non-streaming)."""
+    def _read_completion(self, response: Any) -> None:
         self._read_header(response)
         for raw in field(response, "choices") or ():
             choice = self._choice(field(raw, "index"))
@@ -223,7 +260,7 @@ class LLMCall:
                 prompt_ids = field(raw, "prompt_token_ids")  # /completions reports them per choice
                 if prompt_ids is not None:
                     self.prompt_token_ids = list(prompt_ids)
-            choice.logprobs_source = field(raw, "logprobs")
+            choice.logprobs = self._logprobs_of(field(raw, "logprobs"))
             finish_reason = field(raw, "finish_reason")
             choice.finish_reason = str(finish_reason) if finish_reason is not None else None
             if self._capture_content:
@@ -236,8 +273,8 @@ class LLMCall:
                     choice.text = [str(field(raw, "text"))]
         self._read_usage(field(response, "usage"))
 
-    def record_chunk(self, chunk: Any) -> None:
-        """One streamed chat/text completion chunk: per-chunk `token_ids` are deltas, prompt ids come first."""
+    def _read_chunk(self, chunk: Any) -> None:
+        """Per-chunk `token_ids` are deltas; prompt ids come with the first chunk."""
         self._read_header(chunk)
         for raw in field(chunk, "choices") or ():
             choice = self._choice(field(raw, "index"))
@@ -276,8 +313,8 @@ class LLMCall:
             if field(function, "arguments"):
                 slot["function"]["arguments"] += field(function, "arguments")
 
-    def record_response(self, response: Any) -> None:
-        """A Responses API object; vLLM returns token ids as `input_messages`/`output_messages` when asked."""
+    def _read_response(self, response: Any) -> None:
+        """vLLM returns a Responses API call's token ids as `input_messages`/`output_messages` when asked."""
         self._read_header(response)
         status = field(response, "status")
         self.response_status = str(status) if status is not None else None
@@ -302,16 +339,6 @@ class LLMCall:
                     }
         self._read_usage(field(response, "usage"))
 
-    def record_response_event(self, event: Any) -> None:
-        """A streamed Responses API event: the terminal event carries the whole response."""
-        response = field(event, "response")
-        if response is not None and field(event, "type") in {
-            "response.completed",
-            "response.incomplete",
-            "response.failed",
-        }:
-            self.record_response(response)
-
     # --- ending ----------------------------------------------------------------------------------------------
     def _token_ids_complete(self, stream_complete: bool, error: BaseException | None) -> bool:
         if not stream_complete or error is not None or self.prompt_token_ids is None or not self.choices:
@@ -329,13 +356,24 @@ class LLMCall:
     def finish(self, *, error: BaseException | None = None, stream_complete: bool = True) -> None:
         """End the span once; `stream_complete=False` when the caller stopped reading a stream early.
 
-        The end time is taken here; writing the attributes and ending happen on the span finisher's thread.
+        The end time is taken here; reading the responses, building the span and ending it happen on the span
+        finisher's thread.
         """
         if self.ended:
             return
         self.ended = True
-        span = self.span
+        end_time = time.time_ns()
+        finisher.submit(lambda: self._end(end_time, error, stream_complete))
+
+    def _end(self, end_time: int, error: BaseException | None, stream_complete: bool) -> None:
+        for reader, item in self._received:
+            try:
+                reader(self, item)
+            except Exception:  # a response shape we do not know must never cost the span
+                logger.debug("lightning-otel: could not read an LLM response", exc_info=True)
+        self._received = []
         attributes: dict[str, Any] = {}
+        arrays: dict[str, list[Any]] = {}  # token ids and logprobs: set without per-element validation
         if self.response_id:
             attributes[semconv.GEN_AI_RESPONSE_ID] = self.response_id
         if self.response_model:
@@ -345,7 +383,6 @@ class LLMCall:
         if self.output_tokens is not None:
             attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
         ordered = [self.choices[i] for i in sorted(self.choices)]
-        deferred_logprobs: list[tuple[str, Any]] = []
         finish_reasons = [c.finish_reason for c in ordered if c.finish_reason is not None]
         if finish_reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = finish_reasons
@@ -354,7 +391,7 @@ class LLMCall:
             self.provider = "vllm" if self.provider == "openai" else self.provider
             attributes[semconv.GEN_AI_PROVIDER_NAME] = self.provider
         if self.prompt_token_ids is not None:
-            attributes[semconv.AGL_PROMPT_TOKEN_IDS] = self.prompt_token_ids
+            arrays[semconv.AGL_PROMPT_TOKEN_IDS] = self.prompt_token_ids
         for position, choice in enumerate(ordered):
             if position == 0:
                 ids_key, logprobs_key = semconv.AGL_RESPONSE_TOKEN_IDS, semconv.AGL_RESPONSE_LOGPROBS
@@ -362,15 +399,14 @@ class LLMCall:
                 ids_key = semconv.AGL_CHOICE_RESPONSE_TOKEN_IDS.format(index=position)
                 logprobs_key = semconv.AGL_CHOICE_RESPONSE_LOGPROBS.format(index=position)
             if choice.token_ids is not None:
-                attributes[ids_key] = choice.token_ids
+                arrays[ids_key] = choice.token_ids
             if choice.logprobs:
-                attributes[logprobs_key] = choice.logprobs
-            elif choice.logprobs_source is not None:
-                deferred_logprobs.append((logprobs_key, choice.logprobs_source))
+                arrays[logprobs_key] = choice.logprobs
         if len(ordered) > 1:
             attributes[semconv.AGL_CHOICE_COUNT] = len(ordered)
         if has_ids or self.token_ids_requested:
             attributes[semconv.AGL_TOKEN_IDS_COMPLETE] = self._token_ids_complete(stream_complete, error)
+        event = None
         if self._capture_content and ordered:
             output = message_content.to_json(
                 [
@@ -386,27 +422,14 @@ class LLMCall:
             if self._content_on_span:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output
             if self._content_as_event:
-                span.add_event(
+                event = (
                     semconv.GEN_AI_CONTENT_EVENT,
                     {
                         semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
                         semconv.GEN_AI_OUTPUT_MESSAGES: output,
                     },
-                    timestamp=time.time_ns(),
+                    end_time,
                 )
         if error is not None:
             attributes[semconv.ERROR_TYPE] = type(error).__qualname__
-        end_time = time.time_ns()
-
-        def end_span() -> None:
-            for key, source in deferred_logprobs:
-                logprobs = self._logprobs_of(source)
-                if logprobs:
-                    attributes[key] = logprobs
-            span.set_attributes(attributes)
-            if error is not None:
-                span.record_exception(error)
-                span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
-            span.end(end_time=end_time)
-
-        finisher.submit(end_span)
+        self._span.end(attributes, arrays, end_time=end_time, error=error, event=event)

@@ -17,10 +17,15 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from opentelemetry import context, propagate
+from opentelemetry import baggage, context, propagate
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
 
 _BAGGAGE = W3CBaggagePropagator()
+# Baggage entries -> `baggage` header. The W3C propagator validates and percent-encodes every entry on every
+# request; a rollout's baggage is the same for all its LLM calls, so it is encoded once.
+_baggage_headers: dict[tuple[tuple[str, object], ...], str] = {}
+_MAX_CACHED_BAGGAGES = 256
 
 
 def outgoing_headers(ctx: context.Context | None = None) -> dict[str, str]:
@@ -28,6 +33,42 @@ def outgoing_headers(ctx: context.Context | None = None) -> dict[str, str]:
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=ctx)
     return carrier
+
+
+def inject_current(carrier: dict[str, str]) -> None:
+    """`propagate.inject(carrier)` for the current context, with the W3C baggage header cached per distinct
+    baggage when the global propagator is a composite holding the standard baggage propagator."""
+    textmap = propagate.get_global_textmap()
+    parts = getattr(textmap, "_propagators", None) if isinstance(textmap, CompositePropagator) else None
+    if not isinstance(parts, (list, tuple)):
+        textmap.inject(carrier)
+        return
+    for part in parts:
+        if type(part) is W3CBaggagePropagator:
+            _inject_baggage(part, carrier)
+        else:
+            part.inject(carrier)
+
+
+def _inject_baggage(propagator: W3CBaggagePropagator, carrier: dict[str, str]) -> None:
+    entries = baggage.get_all()
+    if not entries:
+        return
+    try:
+        key = tuple(entries.items())
+        header = _baggage_headers.get(key)
+    except TypeError:  # an unhashable baggage value: no caching
+        propagator.inject(carrier)
+        return
+    if header is None:
+        encoded: dict[str, str] = {}
+        propagator.inject(encoded)
+        header = encoded.get("baggage", "")
+        if len(_baggage_headers) >= _MAX_CACHED_BAGGAGES:
+            _baggage_headers.clear()
+        _baggage_headers[key] = header
+    if header:
+        carrier["baggage"] = header
 
 
 def extract_context(headers: Mapping[str, str] | Any) -> context.Context:

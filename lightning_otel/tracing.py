@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
+from lightning_otel import otlp_encoding
 from lightning_otel.agent_naming import AgentTrackingProcessor
 from lightning_otel.rollout_identity import RolloutStampingProcessor
 from lightning_otel.settings import ContentCapture, settings
@@ -102,6 +103,7 @@ def build_exporter(endpoint: str | None = None, protocol: str | None = None) -> 
         return ConsoleSpanExporter()
     if kind != "otlp":
         raise ValueError(f"OTEL_TRACES_EXPORTER={kind!r}: lightning-otel supports otlp, console or none")
+    otlp_encoding.install()  # token-id arrays encoded ~10x cheaper, off the agent's hot path all the same
     protocol = (
         protocol
         or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
