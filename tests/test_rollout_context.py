@@ -10,9 +10,12 @@ import openai
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry import propagate
+from opentelemetry.propagators.textmap import TextMapPropagator, default_setter
 
 import lightning_otel
 from lightning_otel import semconv
+from lightning_otel.propagation import inject_current
 from tests.helpers import attrs
 
 
@@ -129,6 +132,42 @@ def test_incoming_context_helper_for_plain_servers(agl_spans):
         lightning_otel.emit_reward(0.5)
     assert attrs(agl_spans.reward_spans()[0])[semconv.AGL_ROLLOUT_ID] == "ro-plain"
     assert lightning_otel.current_rollout() is None
+
+
+def test_llm_request_headers_match_the_global_propagator_and_follow_baggage_changes():
+    tracer = lightning_otel.get_tracer()
+    for rollout in ("ro-a", "ro-b", "ro-a"):
+        with lightning_otel.rollout_context(rollout, "at-1"), tracer.start_as_current_span("call"):
+            ours: dict[str, str] = {}
+            inject_current(ours)
+            assert ours == lightning_otel.outgoing_headers()
+            assert f"agl.rollout.id={rollout}" in ours["baggage"]
+    ours = {}
+    inject_current(ours)
+    assert ours == {}  # no span, no baggage: nothing to send
+
+
+def test_llm_request_headers_follow_a_custom_global_propagator():
+    class Custom(TextMapPropagator):
+        def inject(self, carrier, context=None, setter=default_setter):
+            setter.set(carrier, "x-custom", "1")
+
+        def extract(self, carrier, context=None, getter=None):
+            return context
+
+        @property
+        def fields(self):
+            return {"x-custom"}
+
+    previous = propagate.get_global_textmap()
+    propagate.set_global_textmap(Custom())
+    try:
+        with lightning_otel.rollout_context("ro-c", "at-1"):
+            ours: dict[str, str] = {}
+            inject_current(ours)
+    finally:
+        propagate.set_global_textmap(previous)
+    assert ours == {"x-custom": "1"}
 
 
 def test_outgoing_headers_carry_rollout_as_baggage():

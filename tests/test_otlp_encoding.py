@@ -1,0 +1,96 @@
+"""The fast OTLP encoder produces the same message as OpenTelemetry's, and the OTLP exporters use it."""
+
+from __future__ import annotations
+
+import math
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as otel_encode_spans
+from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as grpc_exporter
+from opentelemetry.exporter.otlp.proto.http import trace_exporter as http_exporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind, StatusCode
+
+from lightning_otel import otlp_encoding
+from lightning_otel.tracing import build_exporter
+from tests.otlp_receiver import OTLPReceiver
+
+TOKEN_IDS = [0, 1, 127, 128, 16_383, 16_384, 151_643, 2**21 + 5, 2**40, -1, -(2**63)]
+
+
+def _as_dict(request) -> dict:
+    """The request as JSON, each span's attributes sorted (the fast encoder appends long arrays last)."""
+    message = MessageToDict(request)
+    for resource_spans in message.get("resourceSpans", []):
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for span in scope_spans.get("spans", []):
+                span["attributes"] = sorted(span.get("attributes", []), key=lambda kv: kv["key"])
+    return message
+
+
+def _finished_spans(limits: SpanLimits | None = None):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "enc"}), span_limits=limits)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("a")
+    other_scope = provider.get_tracer("b", "2.0")
+    with tracer.start_as_current_span("parent") as parent:
+        with tracer.start_as_current_span("chat m", kind=SpanKind.CLIENT) as span:
+            span.set_attributes(
+                {
+                    "ids": TOKEN_IDS * 5,
+                    "logprobs": [-0.5, 0.0, -1e-300, -math.inf, 3.25] * 10,
+                    "flags": [True, False] * 20,
+                    "words": ["a", "b"] * 20,
+                    "short": [1, 2, 3],
+                    "name": "x",
+                    "count": 3,
+                }
+            )
+            span.add_event("e", {"k": [1.5] * 20})
+            span.set_status(StatusCode.ERROR, "bad")
+        other = other_scope.start_span("tool", links=[Link(parent.get_span_context(), {"w": 1})])
+        other.set_attribute("ids", list(range(100)))
+        other.end()
+    return exporter.get_finished_spans()
+
+
+def test_same_message_as_opentelemetry_for_every_attribute_kind():
+    spans = _finished_spans()
+    fast = otlp_encoding.encode_spans(spans)
+    assert _as_dict(fast) == _as_dict(otel_encode_spans(spans))
+    assert fast.SerializeToString()  # a well-formed message
+
+
+def test_dropped_counts_survive():
+    spans = _finished_spans(SpanLimits(max_span_attributes=4, max_events=0, max_links=0))
+    assert any(span.dropped_attributes for span in spans)
+    assert _as_dict(otlp_encoding.encode_spans(spans)) == _as_dict(otel_encode_spans(spans))
+
+
+def test_long_arrays_become_the_same_wire_entries():
+    field = otlp_encoding.encode_array_attribute("ids", TOKEN_IDS * 3)
+    assert field is not None and field[:1] == b"\x4a"
+    assert otlp_encoding.encode_array_attribute("mixed", [1, 2.0] * 10) is None
+    assert otlp_encoding.encode_array_attribute("nulls", [1, None] * 10) is None
+    assert otlp_encoding.encode_array_attribute("bools", [True] * 20) is None
+
+
+def test_the_otlp_exporters_lightning_otel_builds_use_it(monkeypatch):
+    monkeypatch.setattr(http_exporter, "encode_spans", otel_encode_spans)
+    monkeypatch.setattr(grpc_exporter, "encode_spans", otel_encode_spans)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    with OTLPReceiver() as receiver:
+        exporter = build_exporter(endpoint=receiver.endpoint)
+        assert http_exporter.encode_spans is otlp_encoding.encode_spans
+        assert grpc_exporter.encode_spans is otlp_encoding.encode_spans
+        spans = _finished_spans()
+        assert exporter.export(spans).name == "SUCCESS"
+        received = {span["name"]: span for span in receiver.spans}
+    assert received["chat m"]["attributes"]["ids"] == TOKEN_IDS * 5
+    assert received["chat m"]["attributes"]["logprobs"][:4] == [-0.5, 0.0, -1e-300, -math.inf]
+    assert received["chat m"]["attributes"]["flags"] == [True, False] * 20
+    assert received["tool"]["attributes"]["ids"] == list(range(100))
