@@ -108,9 +108,10 @@ class DeferredSpan:
         "in_flight",
     )
 
-    def __init__(self) -> None:
-        self._tracer: sdk_trace.Tracer | None = None
-        self._started_span: trace.Span | None = None
+    def __init__(self, in_flight: trace.Span, started: trace.Span | None = None) -> None:
+        self.in_flight = in_flight
+        self._started_span = started
+        self._tracer: sdk_trace.Tracer | None = None  # set when the span records: `end()` builds it
         self._decision: sampling.SamplingResult | None = None
         self._random_trace_id = False
         self._name = ""
@@ -119,7 +120,6 @@ class DeferredSpan:
         self._parent: context.Context | None = None
         self._caller_context: context.Context | None = None
         self._start_time = 0
-        self.in_flight: trace.Span = trace.INVALID_SPAN
 
     @classmethod
     def start(
@@ -131,14 +131,15 @@ class DeferredSpan:
         attributes: Mapping[str, Any],
         parent: context.Context | None,
         start_time: int,
+        caller_context: context.Context | None = None,
     ) -> DeferredSpan:
-        span = cls()
+        """Decide the span's identity as `Tracer.start_span` would; `caller_context` defaults to the current one."""
         is_enabled = getattr(tracer, "_is_enabled", None)  # per-scope tracer config (SDK >= 1.3x)
         if not isinstance(tracer, sdk_trace.Tracer) or (is_enabled is not None and not is_enabled()):
             started = tracer.start_span(name, parent, kind, attributes, start_time=start_time)
-            span._started_span = span.in_flight = started
-            return span
-        caller_context = context.get_current()
+            return cls(started, started)
+        if caller_context is None:
+            caller_context = context.get_current()
         parent_context = trace.get_current_span(parent if parent is not None else caller_context).get_span_context()
         ids = tracer.id_generator
         if parent_context.is_valid:
@@ -159,7 +160,7 @@ class DeferredSpan:
             trace_flags=TraceFlags(flags),
             trace_state=decision.trace_state,
         )
-        span.in_flight = NonRecordingSpan(span_context)
+        span = cls(NonRecordingSpan(span_context))
         if decision.decision.is_recording():
             span._tracer = tracer
             span._decision = decision

@@ -19,49 +19,55 @@ logger = logging.getLogger(__name__)
 
 
 class SpanFinisher:
+    """One worker thread running jobs in submission order; `drain()` waits for everything submitted before it."""
+
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._pending = 0
-        self._done = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._start_lock = threading.Lock()
+        self._exit_registered = False
+        if hasattr(os, "register_at_fork"):  # a forked child has the queue but not the thread: start afresh
+            os.register_at_fork(after_in_child=self._forget_thread)
 
     def submit(self, job: Callable[[], None]) -> None:
-        with self._done:
-            if self._pid != os.getpid():  # first use, or a forked child where the parent's thread does not exist
-                self._start()
-            self._pending += 1
+        """Queue `job` (no lock, no system call: this runs on the agent's hot path)."""
+        if self._thread is None:
+            self._start()
         self._queue.put(job)
 
-    def _start(self) -> None:
-        if self._pid == 0:
-            atexit.register(self.drain, 5.0)
+    def _forget_thread(self) -> None:
         self._queue = queue.SimpleQueue()
-        self._pending = 0
-        self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="lightning-otel-span-finisher", daemon=True)
-        self._thread.start()
+        self._thread = None
+        self._start_lock = threading.Lock()
 
-    def _run(self) -> None:
-        jobs = self._queue
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            if not self._exit_registered:
+                atexit.register(self.drain, 5.0)
+                self._exit_registered = True
+            thread = threading.Thread(target=self._run, args=(self._queue,), name="lightning-otel-span-finisher")
+            thread.daemon = True
+            thread.start()
+            self._thread = thread
+
+    @staticmethod
+    def _run(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
         while True:
             job = jobs.get()
             try:
                 job()
             except Exception:
                 logger.exception("lightning-otel: could not finish a span")
-            finally:
-                with self._done:
-                    self._pending -= 1
-                    if self._pending == 0:
-                        self._done.notify_all()
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        """Wait until every submitted span has ended; False if `timeout_s` passed first."""
-        with self._done:
-            if self._pid != os.getpid():
-                return True
-            return self._done.wait_for(lambda: self._pending == 0, timeout_s)
+        """Wait until every job submitted before this call has run; False if `timeout_s` passed first."""
+        if self._thread is None:
+            return True
+        reached = threading.Event()
+        self._queue.put(reached.set)  # jobs run in order: when this one runs, every earlier one has
+        return reached.wait(timeout_s)
 
 
 finisher = SpanFinisher()

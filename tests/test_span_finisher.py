@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import openai
@@ -40,3 +41,16 @@ def test_finisher_runs_jobs_in_order_and_survives_a_failing_job():
     finisher.submit(lambda: done.append(2))
     assert finisher.drain(5.0) is True
     assert done == [1, 2]
+
+
+def test_a_forked_child_starts_its_own_worker():
+    finisher = SpanFinisher()
+    finisher.submit(lambda: None)
+    assert finisher.drain(5.0) is True
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's worker thread does not exist here
+        done: list[int] = []
+        finisher.submit(lambda: done.append(1))
+        os._exit(0 if finisher.drain(5.0) and done == [1] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
