@@ -113,16 +113,15 @@ Sample = tuple[float, float, float, float]  # wall, caller CPU, caller CPU outsi
 
 def time_call(call: Callable[[], object], settle: Callable[[], None]) -> Sample:
     """One call: wall seconds, the calling thread's CPU seconds, that CPU minus the CPU spent inside openai's
-    `request` (our code plus openai's request building), and the CPU other threads spent on it (span finishing,
-    export) until `settle` returned."""
+    `request` (our code plus openai's request building), and the CPU spent on it after it returned or on other
+    threads (span finishing, export) until `settle` returned. `settle` runs on this thread (a force-flush
+    exports here), so everything but the call itself counts as background."""
     _inside_request[0] = 0.0
     process_start, cpu_start, start = time.process_time(), time.thread_time(), time.perf_counter()
     call()
     wall, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
-    settle_start = time.thread_time()
     settle()
-    caller_cpu = cpu + time.thread_time() - settle_start
-    background = max(0.0, time.process_time() - process_start - caller_cpu)
+    background = max(0.0, time.process_time() - process_start - cpu)
     return wall, cpu, cpu - _inside_request[0], background
 
 
@@ -261,10 +260,9 @@ def back_to_back(
             enable()
             try:
                 process_start = time.process_time()
-                caller_start = time.thread_time()
                 timed = [time_call(call, lambda: None) for _ in range(per_round)]
                 settle()
-                background = time.process_time() - process_start - (time.thread_time() - caller_start)
+                background = time.process_time() - process_start - sum(sample[1] for sample in timed)
                 samples[name] += [(wall, cpu, outside, background / per_round) for wall, cpu, outside, _ in timed]
             finally:
                 disable()

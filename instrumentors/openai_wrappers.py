@@ -8,6 +8,7 @@ raw responses of LLM calls are parsed here (parses are cached, the caller gets t
 
 from __future__ import annotations
 
+import functools
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
@@ -31,9 +32,14 @@ _OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RE
 
 def classify(options: Any) -> str | None:
     """Which LLM endpoint a request targets (None: not an LLM call, e.g. models.list or embeddings)."""
-    if str(getattr(options, "method", "")).lower() != "post":
+    return _endpoint_kind(str(getattr(options, "method", "")), str(getattr(options, "url", "")))
+
+
+@functools.lru_cache(maxsize=1024)
+def _endpoint_kind(method: str, url: str) -> str | None:
+    if method.lower() != "post":
         return None
-    path = str(getattr(options, "url", "")).split("?", 1)[0].rstrip("/")
+    path = url.split("?", 1)[0].rstrip("/")
     if path.endswith("/chat/completions"):
         return CHAT
     if path.endswith("/completions"):

@@ -206,8 +206,11 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from lightning_otel import otlp_encoding
     from lightning_otel.runner import otlp_endpoint_for
     from lightning_otel.tracing import ensure_span_processors, get_tracer
+
+    otlp_encoding.install()  # every policy call carries token ids and logprobs
 
     endpoint = otlp_endpoint_for(client.url, client.collector_info())
     token = client.auth_token

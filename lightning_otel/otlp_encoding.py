@@ -7,8 +7,8 @@ directly (cached bytes per token id; `struct` for doubles, ~30-70 ns per element
 message; everything else goes through the OpenTelemetry encoder unchanged. The message is the same as the
 OpenTelemetry encoder's, except that those attributes come last in the span's attribute list.
 
-`install()` makes the OTLP trace exporters (HTTP and gRPC) use it; `lightning_otel.instrument()` calls it when
-it builds its own exporter.
+`install()` makes the OTLP trace exporters (HTTP and gRPC) of this process use it (the message is equivalent, so
+exporters set up by the user benefit alike); `lightning_otel.instrument()` and the policy gateway call it.
 """
 
 from __future__ import annotations

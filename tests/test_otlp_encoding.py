@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, StatusCode
 
+import lightning_otel
 from lightning_otel import otlp_encoding
 from lightning_otel.tracing import build_exporter
 from tests.otlp_receiver import OTLPReceiver
@@ -79,9 +80,10 @@ def test_long_arrays_become_the_same_wire_entries():
     assert otlp_encoding.encode_array_attribute("bools", [True] * 20) is None
 
 
-def test_the_otlp_exporters_lightning_otel_builds_use_it(monkeypatch):
+def test_instrument_makes_the_otlp_exporters_use_it(monkeypatch):
     monkeypatch.setattr(http_exporter, "encode_spans", otel_encode_spans)
     monkeypatch.setattr(grpc_exporter, "encode_spans", otel_encode_spans)
+    lightning_otel.instrument()  # OTEL_TRACES_EXPORTER=none here: no exporter of its own, the encoder all the same
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     with OTLPReceiver() as receiver:
         exporter = build_exporter(endpoint=receiver.endpoint)
