@@ -9,8 +9,8 @@ protobuf (the encoder lightning-otel's OTLP exporters use).
 
 Default (paced): the conditions take turns call by call, in a rotating order, so machine drift hits them alike;
 after each call, untimed, the span finisher and the exporters finish their work, as they do in an agent between
-two LLM calls, and the CPU they spent is reported per call ("background CPU"). `--back-to-back`: each condition
-makes `--calls` calls in a row, per round, with export competing for the GIL (a zero-think-time worst case).
+two LLM calls, and the CPU they spent is reported per call ("background CPU"). `--back-to-back`: per round, each
+condition makes calls/rounds calls in a row, with export competing for the GIL (a zero-think-time worst case).
 """
 
 from __future__ import annotations
