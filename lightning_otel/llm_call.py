@@ -127,7 +127,7 @@ class LLMCall:
         self.response_status: str | None = None
         self.choices: dict[int, _Choice] = {}
         self.ended = False
-        # (reader, item) for every response or chunk seen, read on the span finisher's thread at the end.
+        # (reader, whole response) kept by reference and read on the span finisher's thread when the call ends.
         self._received: list[tuple[Callable[[LLMCall, Any], None], Any]] = []
         # Set when a nested layer (the OpenAI client under LiteLLM) reads the raw server response for us.
         self.fed_by_inner = False
