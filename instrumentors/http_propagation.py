@@ -11,12 +11,13 @@ import importlib.util
 from collections.abc import Collection
 from typing import Any
 
-from opentelemetry import baggage, propagate, trace
+from opentelemetry import baggage, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
 from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.propagation import inject_current
 
 _instruments = ("httpx >= 0.23",)
 
@@ -25,7 +26,7 @@ def _headers_to_add(existing: Any) -> dict[str, str]:
     if not baggage.get_all() and not trace.get_current_span().get_span_context().is_valid:
         return {}
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    inject_current(carrier)
     return {key: value for key, value in carrier.items() if key not in existing}
 
 
