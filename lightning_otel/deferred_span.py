@@ -26,6 +26,8 @@ from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
+from lightning_otel.otlp_encoding import numeric_array_kind
+
 logger = logging.getLogger(__name__)
 
 _RANDOM_TRACE_ID_FLAG = getattr(TraceFlags, "RANDOM_TRACE_ID", 0)  # W3C trace context level 2 (SDK >= 1.39)
@@ -68,8 +70,7 @@ def set_numeric_arrays(span: trace.Span, arrays: Mapping[str, Sequence[Any]]) ->
     validation (~20 ns vs ~200 ns per element); anything else, or an unfamiliar SDK, takes `set_attributes`."""
     checked: dict[str, tuple[Any, ...]] = {}
     for key, values in arrays.items():
-        kinds = set(map(type, values))
-        if kinds in ({int}, {float}):
+        if numeric_array_kind(values) is not None:
             checked[key] = tuple(values)
         else:
             span.set_attribute(key, values)  # empty, mixed or odd values: the SDK decides
@@ -101,7 +102,6 @@ class DeferredSpan:
         "_kind",
         "_name",
         "_parent",
-        "_random_trace_id",
         "_start_time",
         "_started_span",
         "_tracer",
@@ -113,7 +113,6 @@ class DeferredSpan:
         self._started_span = started
         self._tracer: sdk_trace.Tracer | None = None  # set when the span records: `end()` builds it
         self._decision: sampling.SamplingResult | None = None
-        self._random_trace_id = False
         self._name = ""
         self._kind = SpanKind.INTERNAL
         self._attributes: Mapping[str, Any] = {}
@@ -131,15 +130,13 @@ class DeferredSpan:
         attributes: Mapping[str, Any],
         parent: context.Context | None,
         start_time: int,
-        caller_context: context.Context | None = None,
     ) -> DeferredSpan:
-        """Decide the span's identity as `Tracer.start_span` would; `caller_context` defaults to the current one."""
+        """Decide the span's identity as `Tracer.start_span` would, in the current context."""
         is_enabled = getattr(tracer, "_is_enabled", None)  # per-scope tracer config (SDK >= 1.3x)
         if not isinstance(tracer, sdk_trace.Tracer) or (is_enabled is not None and not is_enabled()):
             started = tracer.start_span(name, parent, kind, attributes, start_time=start_time)
             return cls(started, started)
-        if caller_context is None:
-            caller_context = context.get_current()
+        caller_context = context.get_current()
         parent_context = trace.get_current_span(parent if parent is not None else caller_context).get_span_context()
         ids = tracer.id_generator
         if parent_context.is_valid:
@@ -164,7 +161,6 @@ class DeferredSpan:
         if decision.decision.is_recording():
             span._tracer = tracer
             span._decision = decision
-            span._random_trace_id = random_trace_id
             span._name = name
             span._kind = kind
             span._attributes = attributes
@@ -181,7 +177,8 @@ class DeferredSpan:
             return None  # sampled out: like the SDK, nothing is recorded
         planned = self.in_flight.get_span_context()
         replay = copy.copy(self._tracer)
-        replay.id_generator = _FixedIds(planned.trace_id, planned.span_id, self._random_trace_id)
+        random_trace_id = bool(planned.trace_flags & _RANDOM_TRACE_ID_FLAG)
+        replay.id_generator = _FixedIds(planned.trace_id, planned.span_id, random_trace_id)
         replay.sampler = _ReplayedDecision(self._decision, self._tracer.sampler.get_description())
         token = context.attach(self._caller_context) if self._caller_context is not None else None
         try:

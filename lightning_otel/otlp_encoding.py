@@ -78,15 +78,26 @@ def _length_delimited(tag: bytes, payload: bytes) -> bytes:
     return tag + _varint(len(payload)) + payload
 
 
-def encode_array_attribute(key: str, values: Sequence[Any]) -> bytes | None:
-    """One `Span.attributes` field (tag included) for an all-int or all-float array, else None."""
+def numeric_array_kind(values: Sequence[Any]) -> type | None:
+    """`int` or `float` when every element has exactly that type (one C-level pass), else None: bools, strings,
+    None elements, mixed or empty arrays are left to OpenTelemetry's own validation and encoding."""
     kinds = set(map(type, values))
     if kinds == {int}:
+        return int
+    if kinds == {float}:
+        return float
+    return None
+
+
+def encode_array_attribute(key: str, values: Sequence[Any]) -> bytes | None:
+    """One `Span.attributes` field (tag included) for an all-int or all-float array, else None."""
+    kind = numeric_array_kind(values)
+    if kind is int:
         elements = b"".join(map(_int_elements.__getitem__, values))
-    elif kinds == {float}:
+    elif kind is float:
         elements = _doubles(values)
     else:
-        return None  # bools, strings, mixed or None elements: the OpenTelemetry encoder's job
+        return None
     any_value = _length_delimited(b"\x2a", elements)  # AnyValue.array_value = 5
     key_value = _length_delimited(b"\x0a", key.encode()) + _length_delimited(b"\x12", any_value)
     return _length_delimited(_SPAN_ATTRIBUTES_TAG, key_value)
