@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import lightning_otel
-from lightning_otel.otlp_encoding import encode_spans
+from lightning_otel.capture.otlp_encoding import encode_spans
 
 TOKEN_ID_BODY = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 

@@ -31,7 +31,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import lightning_otel
 from benchmarks.capture_overhead import start_server
-from lightning_otel.trace_adapter import TraceToTriplet
+from lightning_otel.adapters.triplets import TraceToTriplet
 from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 

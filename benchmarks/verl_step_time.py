@@ -32,7 +32,7 @@ WORDS = ["orders", "customers", "revenue", "products", "invoices", "shipments", 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None) -> float:
     """verl's custom reward function (this file is `reward.custom_reward_function.path` in verl's run)."""
-    from lightning_otel.train_demo import capitals_share
+    from lightning_otel.cli.train_demo import capitals_share
 
     return capitals_share(solution_str)
 
@@ -46,7 +46,7 @@ def _client(base_url: str) -> Any:
 
 def _answer(task: dict[str, Any], resources: dict[str, Any], rollout: Any) -> float:
     import lightning_otel
-    from lightning_otel.train_demo import capitals_share
+    from lightning_otel.cli.train_demo import capitals_share
 
     llm = resources["main_llm"]
     client = _client(llm.get_base_url(rollout.rollout_id, rollout.attempt_id))
@@ -69,7 +69,7 @@ GPU_OVERRIDES = [
 
 def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
     """The demo's run (4 tasks x n=4, 12 response tokens), without checkpoints or a logger."""
-    from lightning_otel.train_demo import demo_config
+    from lightning_otel.cli.train_demo import demo_config
 
     return demo_config(model, steps, work)
 
@@ -93,8 +93,8 @@ def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
     import pandas as pd
 
-    from lightning_otel import verl_algorithm
-    from lightning_otel.verl_config import compose_verl_config
+    from lightning_otel.training.verl import algorithm as verl_algorithm
+    from lightning_otel.training.verl.config import compose_verl_config
 
     rows = [
         {
@@ -165,7 +165,7 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.steps, *args.child[1:], args.device)
         return
-    from lightning_otel.cpu_replica import save_tiny_model
+    from lightning_otel.testing.tiny_model import save_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="agl-verl-bench-"))
     model = save_tiny_model(work / "model", hidden_size=256 if args.device == "cuda" else 64)

@@ -16,10 +16,9 @@ Spans come back flat: `traceId`, `spanId`, `parentSpanId`, `name`, `kind`, start
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
-
-Span = dict[str, Any]
 
 
 class CollectorError(RuntimeError):
@@ -210,3 +209,11 @@ class AsyncClient(CollectorCalls):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def otlp_endpoint_for(collector_url: str, info: dict[str, Any]) -> str:
+    """The collector's OTLP/HTTP address as seen from here: the host we reach it by, its advertised port."""
+    parts = urlsplit(collector_url)
+    host = parts.hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme or 'http'}://{host}:{info['otlp_http_port']}"

@@ -12,6 +12,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from lightning_otel.collector.store import StoredSpan
+from lightning_otel.flat_span import Span as FlatSpan
 
 
 def any_value_json(value: AnyValue) -> dict[str, Any]:
@@ -142,7 +143,7 @@ def traces_data_json(spans: Iterable[StoredSpan]) -> dict[str, Any]:
     return {"resourceSpans": list(resources.values())}
 
 
-def flat_span(stored: StoredSpan) -> dict[str, Any]:
+def flat_span(stored: StoredSpan) -> FlatSpan:
     """One span as a plain dict with native attribute values: what adapters consume."""
     span = Span.FromString(stored.span_bytes)
     return {

@@ -16,7 +16,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.rollout_state import STATE_SCHEMA
+from lightning_otel.collector.queue_schema import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import RolloutSummary, StateTransaction, T, TransientStoreError, WriteResult
 

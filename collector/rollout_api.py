@@ -24,10 +24,8 @@ from starlette.routing import Route
 
 from lightning_otel.collector.jaeger_json import error_envelope
 from lightning_otel.collector.query_api import BadQuery, FastJSONResponse
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUNNING
 from lightning_otel.collector.rollout_state import (
-    FINAL_STATUSES,
-    QUEUING,
-    RUNNING,
     AttemptReport,
     InvalidRequest,
     NotFound,

@@ -29,7 +29,8 @@ from lightning_otel.collector.query_api import build_query_app
 from lightning_otel.collector.rollout_api import EXCEPTION_HANDLERS, rollout_routes
 from lightning_otel.collector.rollout_state import RolloutState
 from lightning_otel.collector.sqlite_store import default_sqlite_url
-from lightning_otel.collector.store import SpanStore, open_store
+from lightning_otel.collector.store import SpanStore
+from lightning_otel.collector.stores import open_store
 
 T = TypeVar("T")
 log = logging.getLogger("lightning_otel.collector")

@@ -136,16 +136,3 @@ class SpanStore(abc.ABC):
     async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
         """Run `work` (blocking SQL over the rollout-state tables) in one transaction off the event loop; it is
         rolled back if `work` raises. Serializable with every other state transaction on the same row."""
-
-
-def open_store(url: str, **options: object) -> SpanStore:
-    """`sqlite:///path/to/file.sqlite3` (add `?synchronous=full` for power-loss durability) or `postgresql://...`."""
-    if url.startswith("sqlite:"):
-        from lightning_otel.collector.sqlite_store import SQLiteStore
-
-        return SQLiteStore(url, **options)  # type: ignore[arg-type]
-    if url.startswith(("postgresql:", "postgres:")):
-        from lightning_otel.collector.postgres_store import PostgresStore
-
-        return PostgresStore(url, **options)  # type: ignore[arg-type]
-    raise ValueError(f"unsupported store URL {url!r}: use sqlite:///path or postgresql://user@host/db")

@@ -32,8 +32,8 @@ from opentelemetry.trace import SpanKind
 from wrapt import wrap_function_wrapper
 
 from lightning_otel import semconv
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("crewai >= 1.0",)
 VENDOR_TELEMETRY_ENV = "AGL_CREWAI_VENDOR_TELEMETRY"

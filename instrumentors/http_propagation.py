@@ -16,8 +16,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
+from lightning_otel.capture.propagation import inject_current
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.propagation import inject_current
 
 _instruments = ("httpx >= 0.23",)
 

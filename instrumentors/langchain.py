@@ -16,8 +16,8 @@ the way LangSmith's tracer is installed, never a callback the user has to pass) 
 - `execute_tool {name}` for each tool run.
 
 LLM calls are recorded once, by the OpenAI client (or LiteLLM) instrumentor underneath `ChatOpenAI`, with the
-mirrored span of the current run as parent (through `lightning_otel.framework_context`): callbacks cannot attach an
-OpenTelemetry context, so nothing is attached or detached from them.
+mirrored span of the current run as parent (through `lightning_otel.capture.framework_context`): callbacks
+cannot attach an OpenTelemetry context, so nothing is attached or detached from them.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from lightning_otel import semconv
-from lightning_otel.framework_context import register_parent_source, unregister_parent_source
+from lightning_otel.capture.framework_context import register_parent_source, unregister_parent_source
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("langchain-core >= 0.3",)
 NODE_AGENTS_ENV = "AGL_LANGGRAPH_NODE_AGENTS"

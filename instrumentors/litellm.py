@@ -23,8 +23,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("litellm >= 1.70",)
 _ADK_MODULE = "google.adk.models.lite_llm"

@@ -17,9 +17,9 @@ import wrapt
 from opentelemetry import context, trace
 
 from lightning_otel import semconv
-from lightning_otel.llm_call import LLMCall, active_llm_call
-from lightning_otel.settings import settings
-from lightning_otel.token_id_params import CHAT, missing_token_id_params
+from lightning_otel.capture.llm_call import LLMCall, active_llm_call
+from lightning_otel.capture.settings import settings
+from lightning_otel.capture.token_id_params import CHAT, missing_token_id_params
 
 _PROVIDER_NAMES = {"hosted_vllm": "vllm", "vllm": "vllm", "openai": "openai", "azure": "azure.ai.openai"}
 _SAMPLING_KEYS = (

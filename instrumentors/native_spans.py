@@ -12,7 +12,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from lightning_otel.tracing import instrumentor_tracer
+from lightning_otel.capture.setup import instrumentor_tracer
 
 
 class NativeSpansInstrumentor(BaseInstrumentor):

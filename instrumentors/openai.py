@@ -28,8 +28,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("openai >= 2.0, < 4",)
 

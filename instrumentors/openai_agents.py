@@ -10,7 +10,7 @@ into `invoke_agent {Agent.name}` (handoffs included: each agent that runs gets i
 into `execute_tool {name}`, handoffs into `handoff {from} -> {to}` and guardrails into `guardrail {name}`, with the
 SDK's nesting. LLM calls are recorded once, by the OpenAI client instrumentor, under the agent that made them: the
 SDK's generation/response spans are not mirrored, and the LLM span takes the mirrored span of the SDK's current
-span as parent (see `lightning_otel.framework_context`), so no context is attached from SDK callbacks.
+span as parent (see `lightning_otel.capture.framework_context`), so no context is attached from SDK callbacks.
 
 The SDK's own upload of traces to OpenAI is replaced by this processor while instrumented (set
 `AGL_OPENAI_AGENTS_VENDOR_TRACING=1` to keep it as well). For vLLM-style servers use the Chat Completions model
@@ -31,9 +31,9 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from lightning_otel import semconv
-from lightning_otel.framework_context import register_parent_source, unregister_parent_source
+from lightning_otel.capture.framework_context import register_parent_source, unregister_parent_source
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.tracing import instrumentor_tracer
 
 _instruments = ("openai-agents >= 0.3",)
 VENDOR_TRACING_ENV = "AGL_OPENAI_AGENTS_VENDOR_TRACING"

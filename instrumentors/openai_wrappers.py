@@ -17,10 +17,10 @@ from typing import Any
 from opentelemetry import context, trace
 
 from lightning_otel import semconv
-from lightning_otel.llm_call import LLMCall, active_llm_call
-from lightning_otel.propagation import inject_current
-from lightning_otel.settings import settings
-from lightning_otel.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
+from lightning_otel.capture.llm_call import LLMCall, active_llm_call
+from lightning_otel.capture.propagation import inject_current
+from lightning_otel.capture.settings import settings
+from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
 
 try:  # openai's parsed responses are pydantic models (a failing hasattr on one costs microseconds)
     from pydantic import BaseModel as ParsedModel

@@ -7,52 +7,75 @@ with lightning_otel.rollout_context("rollout-1", "attempt-1"):
         client.chat.completions.create(...)
     lightning_otel.emit_reward(1.0)
 lightning_otel.flush()
+
+The package face imports lazily: each public name loads its room (capture, adapters, runtime, training) on first
+use, so an agent process that only instruments itself never loads the trainer, the collector or the servers.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from lightning_otel.agent_naming import agent, resolve_agent_name
-from lightning_otel.lit_agent import LitAgent, Rollout, rollout
-from lightning_otel.propagation import (
-    RolloutContextMiddleware,
-    extract_context,
-    incoming_context,
-    outgoing_headers,
-)
-from lightning_otel.resources import LLM, ProxyLLM
-from lightning_otel.reward import RolloutContextError, emit_reward
-from lightning_otel.rollout_identity import RolloutIdentity, current_rollout, rollout_context
-from lightning_otel.settings import register_trainable_endpoint, unregister_trainable_endpoint
-from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, TraceToMessages, TraceToTriplet, Triplet
-from lightning_otel.tracing import Instrumentation, flush, get_tracer, instrument, uninstrument
+from lightning_otel.version import __version__
 
 if TYPE_CHECKING:
-    from lightning_otel.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
-    from lightning_otel.trainer import Trainer
-    from lightning_otel.verl_algorithm import VERL
+    from lightning_otel.adapters.messages import TraceToMessages
+    from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, TraceToTriplet, Triplet
+    from lightning_otel.capture.agent_naming import agent, resolve_agent_name
+    from lightning_otel.capture.propagation import (
+        RolloutContextMiddleware,
+        extract_context,
+        incoming_context,
+        outgoing_headers,
+    )
+    from lightning_otel.capture.reward import RolloutContextError, emit_reward
+    from lightning_otel.capture.rollout_context import RolloutIdentity, current_rollout, rollout_context
+    from lightning_otel.capture.settings import register_trainable_endpoint, unregister_trainable_endpoint
+    from lightning_otel.capture.setup import Instrumentation, flush, instrument, uninstrument
+    from lightning_otel.capture.tracer import get_tracer
+    from lightning_otel.runtime.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
+    from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout
+    from lightning_otel.runtime.resources import LLM, ProxyLLM
+    from lightning_otel.runtime.trainer import Trainer
+    from lightning_otel.training.verl.algorithm import VERL
 
-# The trainer side needs the collector client (httpx) and rich; an agent process importing lightning_otel does not.
-_LAZY = {
-    "Algorithm": "lightning_otel.algorithm",
-    "Baseline": "lightning_otel.algorithm",
-    "BatchResult": "lightning_otel.algorithm",
-    "TrainingRun": "lightning_otel.algorithm",
-    "Trainer": "lightning_otel.trainer",
-    "VERL": "lightning_otel.verl_algorithm",  # verl itself is imported when a VERL run starts
+# public name -> the module that defines it
+_ROOMS = {
+    "lightning_otel.capture.setup": ("Instrumentation", "flush", "instrument", "uninstrument"),
+    "lightning_otel.capture.tracer": ("get_tracer",),
+    "lightning_otel.capture.agent_naming": ("agent", "resolve_agent_name"),
+    "lightning_otel.capture.propagation": (
+        "RolloutContextMiddleware",
+        "extract_context",
+        "incoming_context",
+        "outgoing_headers",
+    ),
+    "lightning_otel.capture.reward": ("RolloutContextError", "emit_reward"),
+    "lightning_otel.capture.rollout_context": ("RolloutIdentity", "current_rollout", "rollout_context"),
+    "lightning_otel.capture.settings": ("register_trainable_endpoint", "unregister_trainable_endpoint"),
+    "lightning_otel.adapters.triplets": ("AdaptedRollout", "RolloutDiagnostics", "TraceToTriplet", "Triplet"),
+    "lightning_otel.adapters.messages": ("TraceToMessages",),
+    "lightning_otel.runtime.lit_agent": ("LitAgent", "Rollout", "rollout"),
+    "lightning_otel.runtime.resources": ("LLM", "ProxyLLM"),
+    "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
+    "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
 }
+_LAZY = {name: module for module, names in _ROOMS.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lightning_otel' has no attribute {name!r}")
-    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
-    return getattr(importlib.import_module(module), name)
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import atexit
 
-from lightning_otel.tracing import flush, instrument
+from lightning_otel.capture.setup import flush, instrument
 
 instrumentation = instrument()
 if instrumentation.tracer_provider is not None and instrumentation.owns_provider:

@@ -23,6 +23,7 @@ def _value(any_value: Any) -> Any:
 class OTLPReceiver:
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        self.bodies: list[bytes] = []  # each request as sent, decompressed
         self._event = threading.Condition()
         receiver = self
 
@@ -33,6 +34,7 @@ class OTLPReceiver:
                     body = gzip.decompress(body)
                 request = ExportTraceServiceRequest.FromString(body)
                 with receiver._event:
+                    receiver.bodies.append(body)
                     for resource_spans in request.resource_spans:
                         resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
                         for scope_spans in resource_spans.scope_spans:

@@ -7,7 +7,7 @@ import pytest
 
 import lightning_otel
 from lightning_otel import semconv
-from lightning_otel.agent_naming import register_agent_name_source, unregister_agent_name_source
+from lightning_otel.capture.agent_naming import register_agent_name_source, unregister_agent_name_source
 from tests.helpers import attrs
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -18,7 +18,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased,
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 import lightning_otel
-from lightning_otel.deferred_span import DeferredSpan, set_numeric_arrays
+from lightning_otel.capture.deferred_span import DeferredSpan
+from lightning_otel.capture.sdk_internals import set_numeric_arrays
 
 HIGH_TRACE_ID = 0xFFFF_FFFF_FFFF_FFFF_FFFF_FFFF_FFFF_FFF0  # above any ratio bound: TraceIdRatioBased drops it
 LOW_TRACE_ID = 0x0000_0000_0000_0000_0000_0000_0000_0010  # below every bound: kept

@@ -9,9 +9,9 @@ import openai
 import pytest
 
 import lightning_otel
-from lightning_otel.gateway import GatewayServer, PolicyGateway
+from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import OpenAITestServer, SpanCapture
-from lightning_otel.trace_adapter import TraceToTriplet
 
 
 @pytest.fixture

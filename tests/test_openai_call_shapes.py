@@ -297,7 +297,7 @@ def test_non_llm_requests_make_no_span(client, agl_spans):
 
 
 def test_content_capture_is_opt_in(client, openai_test_server, agl_spans):
-    from lightning_otel.settings import settings
+    from lightning_otel.capture.settings import settings
 
     openai_test_server.set_replies(["captured"])
     settings.configure(capture_content="SPAN_AND_EVENT")

@@ -1,4 +1,5 @@
-"""The fast OTLP encoder produces the same message as OpenTelemetry's, and the OTLP exporters use it."""
+"""The fast OTLP encoder produces the same message as OpenTelemetry's; the exporters we build use it and nobody
+else's exporters change."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, StatusCode
 
 import lightning_otel
-from lightning_otel import otlp_encoding
-from lightning_otel.tracing import build_exporter
+from lightning_otel.capture import otlp_encoding, otlp_exporters
+from lightning_otel.capture.setup import build_exporter
 from tests.otlp_receiver import OTLPReceiver
 
 TOKEN_IDS = [0, 1, 127, 128, 16_383, 16_384, 151_643, 2**21 + 5, 2**40, -1, -(2**63)]
@@ -80,19 +81,37 @@ def test_long_arrays_become_the_same_wire_entries():
     assert otlp_encoding.encode_array_attribute("bools", [True] * 20) is None
 
 
-def test_instrument_makes_the_otlp_exporters_use_it(monkeypatch):
-    monkeypatch.setattr(http_exporter, "encode_spans", otel_encode_spans)
-    monkeypatch.setattr(grpc_exporter, "encode_spans", otel_encode_spans)
-    lightning_otel.instrument()  # OTEL_TRACES_EXPORTER=none here: no exporter of its own, the encoder all the same
+def test_our_exporters_use_it(monkeypatch):
+    lightning_otel.instrument()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    calls = []
+    fast = otlp_encoding.encode_spans
+    monkeypatch.setattr(otlp_exporters, "encode_spans", lambda spans: calls.append(len(spans)) or fast(spans))
     with OTLPReceiver() as receiver:
         exporter = build_exporter(endpoint=receiver.endpoint)
-        assert http_exporter.encode_spans is otlp_encoding.encode_spans
-        assert grpc_exporter.encode_spans is otlp_encoding.encode_spans
+        assert isinstance(exporter, otlp_exporters.FastHTTPSpanExporter)
         spans = _finished_spans()
         assert exporter.export(spans).name == "SUCCESS"
         received = {span["name"]: span for span in receiver.spans}
+    assert calls == [len(spans)]
     assert received["chat m"]["attributes"]["ids"] == TOKEN_IDS * 5
     assert received["chat m"]["attributes"]["logprobs"][:4] == [-0.5, 0.0, -1e-300, -math.inf]
     assert received["chat m"]["attributes"]["flags"] == [True, False] * 20
     assert received["tool"]["attributes"]["ids"] == list(range(100))
+    grpc = otlp_exporters.otlp_grpc_exporter("http://127.0.0.1:9")
+    assert _as_dict(grpc._translate_data(spans)) == _as_dict(otel_encode_spans(spans))
+
+
+def test_a_users_own_exporter_sends_exactly_the_sdks_bytes(monkeypatch):
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    lightning_otel.instrument()
+    with OTLPReceiver() as receiver:
+        build_exporter(endpoint=receiver.endpoint)  # ours exists in the same process
+        users = http_exporter.OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+        spans = _finished_spans()
+        assert users.export(spans).name == "SUCCESS"
+        (body,) = receiver.bodies
+    assert body == otel_encode_spans(spans).SerializePartialToString()
+    assert http_exporter.encode_spans is otel_encode_spans
+    assert grpc_exporter.encode_spans is otel_encode_spans
+    assert grpc_exporter.OTLPSpanExporter._translate_data(None, spans) == otel_encode_spans(spans)  # type: ignore[arg-type]

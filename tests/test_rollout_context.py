@@ -15,7 +15,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator, default_setter
 
 import lightning_otel
 from lightning_otel import semconv
-from lightning_otel.propagation import inject_current
+from lightning_otel.capture.propagation import inject_current
 from tests.helpers import attrs
 
 

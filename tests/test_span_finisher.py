@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import lightning_otel
-from lightning_otel.span_finisher import SpanFinisher
-from lightning_otel.tracing import add_span_processor
+from lightning_otel.capture.setup import add_span_processor
+from lightning_otel.capture.span_finisher import SpanFinisher
 
 
 def test_flush_returns_after_every_llm_span_is_exported_with_its_real_end_time(openai_test_server, agl_spans):

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lightning_otel import message_content, semconv
-from lightning_otel.trace_adapter import TraceToMessages, TraceToTriplet
+from lightning_otel import semconv
+from lightning_otel.adapters.messages import TraceToMessages
+from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.capture import message_content
 
 ROOT = Path(__file__).resolve().parent.parent
 

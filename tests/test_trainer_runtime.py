@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import lightning_otel
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
-from lightning_otel.trace_adapter import TraceToTriplet
 from tests.programs import runtime_agents
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -112,7 +112,7 @@ def test_explicit_grpc_protocol_is_accepted(monkeypatch):
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-    from lightning_otel.tracing import build_exporter
+    from lightning_otel.capture.setup import build_exporter
 
     exporter = build_exporter("http://127.0.0.1:4317", "grpc")
     assert isinstance(exporter, OTLPSpanExporter)
@@ -137,7 +137,7 @@ def test_uninstrument_removes_spans_and_instrument_restores_them(openai_test_ser
 
 
 def test_instrumentor_selection_skips_a_framework_whose_parent_package_is_missing() -> None:
-    from lightning_otel.instrumentors import _installed, selected_names
+    from lightning_otel.capture.instrumentor_registry import _installed, selected_names
 
     assert _installed("no_such_namespace_pkg.adk") is False  # find_spec would raise ModuleNotFoundError here
     assert "openai" in selected_names(None) and "google_adk" not in selected_names(None)

@@ -33,7 +33,7 @@ def _agl_session_server() -> Iterator[OpenAITestServer]:
 @pytest.fixture
 def openai_test_server(_agl_session_server: OpenAITestServer) -> Iterator[OpenAITestServer]:
     """The session's OpenAI-compatible test server, reset (echo replies, no recorded requests) for this test."""
-    from lightning_otel.settings import register_trainable_endpoint
+    from lightning_otel.capture.settings import register_trainable_endpoint
 
     _agl_session_server.reset()
     register_trainable_endpoint(_agl_session_server.base_url)
@@ -43,12 +43,11 @@ def openai_test_server(_agl_session_server: OpenAITestServer) -> Iterator[OpenAI
 
 @pytest.fixture(scope="session")
 def _agl_session_capture() -> SpanCapture:
-    import lightning_otel
+    from lightning_otel.capture.setup import add_span_processor, instrument
     from lightning_otel.testing.span_capture import SpanCapture
-    from lightning_otel.tracing import add_span_processor
 
     os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
-    lightning_otel.instrument()
+    instrument()
     capture = SpanCapture()
     add_span_processor(capture)
     return capture

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightning_otel.app_server import AppServer
+from lightning_otel.serving.app_server import AppServer
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
 
 VLLM_ONLY_FIELDS = frozenset(

@@ -10,11 +10,11 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from lightning_otel import semconv
-from lightning_otel.span_finisher import finisher
+from lightning_otel.capture.span_finisher import finisher
 
 
 class SpanCapture(SpanProcessor):
-    """Collects ended spans in order. Attach with `lightning_otel.tracing.add_span_processor(capture)`."""
+    """Collects ended spans in order. Attach with `lightning_otel.capture.setup.add_span_processor(capture)`."""
 
     def __init__(self) -> None:
         self._spans: list[ReadableSpan] = []

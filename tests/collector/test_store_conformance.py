@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from lightning_otel.collector.store import TraceQuery, open_store
+from lightning_otel.collector.store import TraceQuery
+from lightning_otel.collector.stores import open_store
 from tests.collector.otlp_factory import BASE_NS, make_span, records, trace_id
 
 

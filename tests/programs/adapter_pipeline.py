@@ -10,9 +10,10 @@ import tempfile
 import openai
 
 import lightning_otel
+from lightning_otel.adapters.messages import TraceToMessages
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
-from lightning_otel.trace_adapter import TraceToMessages, TraceToTriplet
 
 
 def main() -> None:

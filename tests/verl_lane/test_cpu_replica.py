@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import lightning_otel
-from lightning_otel.cpu_replica import CPUReplica, ReplicaServer, tiny_policy
-from lightning_otel.gateway import GatewayServer, PolicyGateway
+from lightning_otel.serving.cpu_replica import CPUReplica, ReplicaServer
+from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import SpanCapture, build_tokenizer
+from lightning_otel.testing.tiny_model import tiny_policy
 
 TOKENIZER = build_tokenizer()
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
+from lightning_otel.adapters.triplets import Triplet
 from lightning_otel.testing import build_tokenizer
-from lightning_otel.trace_adapter import Triplet
-from lightning_otel.verl_batch import BatchShape, Sample, build_batch
+from lightning_otel.training.verl.batch import BatchShape, Sample, build_batch
 
 TOKENIZER = build_tokenizer()
 

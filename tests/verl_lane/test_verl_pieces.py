@@ -12,11 +12,11 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-from lightning_otel.algorithm import BatchResult, RolloutBatch
-from lightning_otel.trace_adapter import AdaptedRollout, RolloutDiagnostics, Triplet
-from lightning_otel.verl_batch import BatchShape, NoTrainableRows, Sample, build_batch
-from lightning_otel.verl_config import compose_verl_config
-from lightning_otel.verl_trainer import mini_batch_plan, rollout_level_grpo, samples_from
+from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, Triplet
+from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch
+from lightning_otel.training.verl.batch import BatchShape, NoTrainableRows, Sample, build_batch
+from lightning_otel.training.verl.config import compose_verl_config
+from lightning_otel.training.verl.trainer import mini_batch_plan, rollout_level_grpo, samples_from
 
 
 def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> None:
@@ -49,7 +49,7 @@ print(json.dumps({"device": get_device_name(), "backend": get_nccl_backend(), "i
     "replica": get_rollout_replica_class("hf").__name__, "rollout": get_rollout_class("hf", "async").__name__,
     "group": dist.get_backend(), "engine_device": os.environ.get("VERL_ENGINE_DEVICE")}))
 """
-    env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_USE_EXTERNAL_MODULES": "lightning_otel.verl_cpu"}
+    env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_USE_EXTERNAL_MODULES": "lightning_otel.training.verl.cpu"}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
@@ -130,7 +130,7 @@ def test_grpo_per_rollout_counts_a_multi_row_rollout_once_in_its_group() -> None
 def test_the_gateway_is_advertised_by_a_name_runners_can_reach() -> None:
     import socket
 
-    from lightning_otel.verl_algorithm import advertised_url
+    from lightning_otel.training.verl.algorithm import advertised_url
 
     assert advertised_url("127.0.0.1", 8080) == "http://127.0.0.1:8080/v1"
     assert advertised_url("0.0.0.0", 8080) == f"http://{socket.getfqdn()}:8080/v1"

@@ -16,8 +16,8 @@ import pytest
 import lightning_otel
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
-from lightning_otel.cpu_replica import save_tiny_model
-from lightning_otel.verl_trainer import VERLResult
+from lightning_otel.testing.tiny_model import save_tiny_model
+from lightning_otel.training.verl.trainer import VERLResult
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # `examples.sql_agent.graph_agent`, as runners (spawned, same sys.path) import it

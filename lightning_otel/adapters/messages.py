@@ -1,0 +1,75 @@
+"""Spans of a rollout in, OpenAI chat fine-tuning examples out: `TraceToMessages(agent_match=...)`.
+
+It selects calls exactly as `TraceToTriplet` does (the same `agent_match` and deduplication) and needs message
+content on the spans.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lightning_otel import semconv
+from lightning_otel.adapters.triplets import RolloutDiagnostics, TraceToTriplet, llm_calls
+from lightning_otel.flat_span import Span
+
+
+class TraceToMessages:
+    """LLM calls -> OpenAI chat fine-tuning examples (`{"messages": [...]}`, one JSONL line each).
+
+    Needs message content on the spans (`capture_content=True` or
+    `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY`): each selected call's `gen_ai.input.messages`
+    followed by its `gen_ai.output.messages` choice 0. Selection is `TraceToTriplet`'s (`agent_match`, dedupe);
+    calls without content are counted in `calls_without_content`.
+    """
+
+    def __init__(self, agent_match: str | None = None) -> None:
+        self._selector = TraceToTriplet(agent_match=agent_match)
+        self.agent_match = agent_match
+        self.calls_without_content = 0
+
+    def adapt(self, spans: Iterable[Span]) -> list[dict[str, Any]]:
+        diagnostics = RolloutDiagnostics(None)
+        examples = []
+        for call in llm_calls(list(spans), diagnostics):
+            if not self._selector.matches(call.agent):
+                continue
+            attributes = call.span.get("attributes") or {}
+            try:
+                inputs = json.loads(attributes[semconv.GEN_AI_INPUT_MESSAGES])
+                outputs = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+            except (KeyError, TypeError, ValueError):
+                self.calls_without_content += 1
+                continue
+            if not outputs:
+                self.calls_without_content += 1
+                continue
+            examples.append({"messages": [_openai_message(m) for m in [*inputs, outputs[0]]]})
+        return examples
+
+    @staticmethod
+    def to_jsonl(examples: Iterable[Mapping[str, Any]]) -> str:
+        return "".join(json.dumps(example, ensure_ascii=False) + "\n" for example in examples)
+
+
+def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A GenAI semantic-convention message (`role` + `parts`) in OpenAI's chat format."""
+    role = message.get("role")
+    parts = message.get("parts") or []
+    texts = [str(p.get("content") or "") for p in parts if p.get("type") == "text"]
+    calls = [p for p in parts if p.get("type") == "tool_call"]
+    responses = [p for p in parts if p.get("type") == "tool_call_response"]
+    if role == "tool" and responses:
+        return {"role": "tool", "tool_call_id": responses[0].get("id"), "content": responses[0].get("response") or ""}
+    result: dict[str, Any] = {"role": role, "content": "".join(texts) if texts else None}
+    if calls:
+        result["tool_calls"] = [
+            {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {"name": c.get("name"), "arguments": c.get("arguments") or ""},
+            }
+            for c in calls
+        ]
+    return result

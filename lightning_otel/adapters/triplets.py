@@ -1,0 +1,302 @@
+"""Spans of a rollout in, training samples out: `TraceToTriplet(agent_match=...)`.
+
+The input is what the collector hands the trainer (`Client.rollout_spans(...)`: flat span dicts with native
+attribute values). LLM calls are selected by `gen_ai.operation.name` (never by span-name regexes) and by
+`re.search(agent_match, gen_ai.agent.name)`; each becomes a `Triplet` (prompt ids, response ids, logprobs, reward)
+with the exact token ids the inference server returned.
+
+- Calls are ordered by start time and deduplicated by `gen_ai.response.id` (a call recorded both by the client
+  instrumentor and by a gateway is kept once, the copy with complete token ids first).
+- Rewards (`agl.reward` spans): one with `agl.reward.response_id` goes to that call; otherwise to the latest call
+  that started before it and has no reward of that name yet. `final_reward` is the rollout's last primary reward.
+- `mode="trajectory"` merges consecutive calls of one agent when the next prompt extends the previous prompt plus
+  response exactly; the tokens the agent inserted in between (tool results, the next user turn) are kept in the
+  response but masked out (`response_mask` 0, logprob 0.0). Otherwise a new segment starts (a "merge break").
+- `RolloutDiagnostics` says what happened: agents seen, matched/unmatched calls, calls without token ids,
+  duplicates, merge breaks, rewards that found no call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lightning_otel import semconv
+from lightning_otel.flat_span import Span
+
+
+@dataclass(slots=True)
+class Triplet:
+    prompt_token_ids: list[int]
+    response_token_ids: list[int]
+    response_logprobs: list[float] | None
+    response_mask: list[int]  # 1: sampled by the policy (trained), 0: inserted by the agent (masked)
+    reward: float | None
+    rewards: dict[str, float]
+    agent_name: str | None
+    rollout_id: str | None
+    attempt_id: str | None
+    response_ids: list[str]  # the gen_ai.response.id of every call in this sample
+    span_ids: list[str]
+    task_id: str | None = None
+
+
+@dataclass(slots=True)
+class RolloutDiagnostics:
+    rollout_id: str | None
+    agents_seen: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    matched_calls: int = 0
+    unmatched_calls: int = 0
+    calls_without_token_ids: int = 0
+    incomplete_token_ids: int = 0
+    duplicate_calls: int = 0
+    merge_breaks: int = 0
+    rewards_without_call: int = 0
+
+
+@dataclass(slots=True)
+class AdaptedRollout:
+    triplets: list[Triplet]
+    final_reward: float | None
+    diagnostics: RolloutDiagnostics
+
+
+@dataclass(slots=True)
+class _Call:
+    span: Span
+    start_ns: int
+    agent: str | None
+    prompt: list[int] | None
+    response: list[int] | None
+    logprobs: list[float] | None
+    complete: bool
+    response_id: str | None
+    rewards: dict[str, float] = field(default_factory=dict)
+
+
+def _call(span: Span) -> _Call:
+    attributes = span.get("attributes") or {}
+    prompt = attributes.get(semconv.AGL_PROMPT_TOKEN_IDS)
+    response = attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS)
+    logprobs = attributes.get(semconv.AGL_RESPONSE_LOGPROBS)
+    return _Call(
+        span=span,
+        start_ns=int(span.get("startTimeUnixNano") or 0),
+        agent=attributes.get(semconv.GEN_AI_AGENT_NAME),
+        prompt=list(prompt) if prompt is not None else None,
+        response=list(response) if response is not None else None,
+        logprobs=[float(x) for x in logprobs] if logprobs else None,
+        complete=attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE) is not False,
+        response_id=attributes.get(semconv.GEN_AI_RESPONSE_ID),
+    )
+
+
+def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_Call]:
+    """The rollout's LLM calls in start order, one per response id (the copy with complete ids kept)."""
+    calls: list[_Call] = []
+    by_response_id: dict[str, int] = {}
+    agents: set[str] = set()
+    for span in spans:
+        if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
+            continue
+        call = _call(span)
+        diagnostics.llm_calls += 1
+        if call.agent:
+            agents.add(call.agent)
+        if call.response_id and call.response_id in by_response_id:
+            diagnostics.duplicate_calls += 1
+            kept = calls[by_response_id[call.response_id]]
+            if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
+                call.agent = call.agent or kept.agent
+                calls[by_response_id[call.response_id]] = call
+            else:  # e.g. the gateway's copy came first: the client's copy knows the agent
+                kept.agent = kept.agent or call.agent
+            continue
+        if call.response_id:
+            by_response_id[call.response_id] = len(calls)
+        calls.append(call)
+    diagnostics.llm_calls -= diagnostics.duplicate_calls
+    diagnostics.agents_seen = sorted(agents)
+    calls.sort(key=lambda c: c.start_ns)
+    return calls
+
+
+class TraceToTriplet:
+    """`TraceToTriplet(agent_match="write|rewrite", mode="transition", reward="primary")`.
+
+    `agent_match=None` selects every LLM call (calls with no agent name included); a pattern selects calls whose
+    `gen_ai.agent.name` it matches with `re.search`. `reward` names the reward that becomes `Triplet.reward` and
+    `final_reward` (every reward name is kept in `Triplet.rewards`).
+    """
+
+    def __init__(
+        self,
+        agent_match: str | None = None,
+        mode: Literal["transition", "trajectory"] = "transition",
+        reward: str = semconv.DEFAULT_REWARD_NAME,
+    ) -> None:
+        if mode not in ("transition", "trajectory"):
+            raise ValueError(f"mode must be 'transition' or 'trajectory', got {mode!r}")
+        try:
+            self._pattern = re.compile(agent_match) if agent_match is not None else None
+        except re.error as exc:
+            raise ValueError(f"agent_match {agent_match!r} is not a valid regular expression: {exc}") from None
+        self.agent_match = agent_match
+        self.mode = mode
+        self.reward = reward
+
+    @classmethod
+    def from_config(cls, config: TraceToTriplet | Mapping[str, Any] | None) -> TraceToTriplet:
+        """Accept an adapter, `None` (all agents) or the dict form `{"agent_match": "write", "mode": ...}`."""
+        if isinstance(config, TraceToTriplet):
+            return config
+        if config is None:
+            return cls()
+        unknown = set(config) - {"agent_match", "mode", "reward"}
+        if unknown:
+            raise ValueError(f"unknown adapter option(s) {sorted(unknown)}: use agent_match, mode, reward")
+        return cls(**config)
+
+    def matches(self, agent_name: str | None) -> bool:
+        if self._pattern is None:
+            return True
+        return agent_name is not None and self._pattern.search(agent_name) is not None
+
+    def adapt(self, spans: Iterable[Span], *, task_id: str | None = None) -> AdaptedRollout:
+        """One rollout's spans (any order) -> its training samples, final reward and diagnostics."""
+        spans = list(spans)
+        rollout_id = next(
+            (
+                s["attributes"].get(semconv.AGL_ROLLOUT_ID)
+                for s in spans
+                if (s.get("attributes") or {}).get(semconv.AGL_ROLLOUT_ID)
+            ),
+            None,
+        )
+        diagnostics = RolloutDiagnostics(rollout_id)
+        calls = llm_calls(spans, diagnostics)
+        final_reward = self._assign_rewards(calls, spans, diagnostics)
+        attempt_id = next(
+            (
+                s["attributes"].get(semconv.AGL_ATTEMPT_ID)
+                for s in spans
+                if (s.get("attributes") or {}).get(semconv.AGL_ATTEMPT_ID)
+            ),
+            None,
+        )
+        selected = []
+        for call in calls:
+            if not self.matches(call.agent):
+                diagnostics.unmatched_calls += 1
+                continue
+            diagnostics.matched_calls += 1
+            if call.prompt is None or call.response is None:
+                diagnostics.calls_without_token_ids += 1
+                continue
+            if not call.complete:
+                diagnostics.incomplete_token_ids += 1
+            selected.append(call)
+        if self.mode == "trajectory":
+            triplets = self._trajectories(selected, diagnostics)
+        else:
+            triplets = [
+                self._triplet([call], call.response or [], [1] * len(call.response or []), call.logprobs)
+                for call in selected
+            ]
+        for triplet in triplets:
+            triplet.rollout_id, triplet.attempt_id, triplet.task_id = rollout_id, attempt_id, task_id
+        return AdaptedRollout(triplets, final_reward, diagnostics)
+
+    # --- steps -------------------------------------------------------------------------------------------------
+    def _assign_rewards(
+        self, calls: list[_Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics
+    ) -> float | None:
+        rewards = sorted(
+            (s for s in spans if s.get("name") == semconv.REWARD_SPAN_NAME),
+            key=lambda s: int(s.get("startTimeUnixNano") or 0),
+        )
+        by_response_id = {c.response_id: c for c in calls if c.response_id}
+        final: float | None = None
+        for span in rewards:
+            attributes = span.get("attributes") or {}
+            value = attributes.get(semconv.AGL_REWARD_VALUE)
+            if not isinstance(value, (int, float)):
+                continue
+            name = str(attributes.get(semconv.AGL_REWARD_NAME) or semconv.DEFAULT_REWARD_NAME)
+            if name == self.reward:
+                final = float(value)
+            target = by_response_id.get(attributes.get(semconv.AGL_REWARD_RESPONSE_ID))
+            if target is None:
+                at = int(span.get("startTimeUnixNano") or 0)
+                target = next((c for c in reversed(calls) if c.start_ns <= at and name not in c.rewards), None)
+            if target is None:
+                diagnostics.rewards_without_call += 1
+                continue
+            target.rewards[name] = float(value)
+        return final
+
+    def _triplet(
+        self, calls: list[_Call], response: list[int], mask: list[int], logprobs: list[float] | None
+    ) -> Triplet:
+        rewards: dict[str, float] = {}
+        for call in calls:  # a merged segment carries the latest value of each reward name
+            rewards.update(call.rewards)
+        first = calls[0]
+        return Triplet(
+            prompt_token_ids=list(first.prompt or []),
+            response_token_ids=response,
+            response_logprobs=logprobs,
+            response_mask=mask,
+            reward=rewards.get(self.reward),
+            rewards=rewards,
+            agent_name=first.agent,
+            rollout_id=None,
+            attempt_id=None,
+            response_ids=[c.response_id for c in calls if c.response_id],
+            span_ids=[str(c.span.get("spanId")) for c in calls],
+        )
+
+    def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:
+        segments: list[_Segment] = []
+        open_segment: dict[str | None, _Segment] = {}  # agent -> its segment still being extended
+        for call in calls:
+            response = call.response or []
+            segment = open_segment.get(call.agent)
+            if segment is not None:
+                context = (segment.calls[0].prompt or []) + segment.response
+                prompt = call.prompt or []
+                if prompt[: len(context)] == context:
+                    inserted = prompt[len(context) :]
+                    segment.response += inserted + response
+                    segment.mask += [0] * len(inserted) + [1] * len(response)
+                    if segment.logprobs is not None and call.logprobs is not None:
+                        segment.logprobs += [0.0] * len(inserted) + call.logprobs
+                    else:
+                        segment.logprobs = None  # one call without logprobs: none for the merged sample
+                    segment.calls.append(call)
+                    continue
+                diagnostics.merge_breaks += 1
+            segment = _Segment(
+                [call], list(response), [1] * len(response), list(call.logprobs) if call.logprobs is not None else None
+            )
+            open_segment[call.agent] = segment
+            segments.append(segment)
+        return [self._triplet(s.calls, s.response, s.mask, s.logprobs) for s in segments]
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Calls of one agent merged into one sample (trajectory mode)."""
+
+    calls: list[_Call]
+    response: list[int]
+    mask: list[int]
+    logprobs: list[float] | None
+
+
+def _quality(call: _Call) -> int:
+    has_ids = call.prompt is not None and call.response is not None
+    return 2 * has_ids + (has_ids and call.complete)

@@ -1,0 +1,82 @@
+"""OTLP trace exporters of our own: the SDK's exporters, encoding long token-id and logprob arrays with
+`lightning_otel.capture.otlp_encoding` (~6x cheaper for an LLM span; the message is the same).
+
+Only exporters we construct use them: the one `instrument()` installs, the runners' and the policy gateway's. A
+user's own exporters in the same process are never changed. This is the one module that touches the OTLP exporter
+packages' internals (the HTTP exporter's send path, the gRPC exporter's `_translate_data` hook); each subclass is
+gated on the exporter versions it was tested against and, on any other version, is the SDK's exporter unchanged.
+
+Usage:
+    provider.add_span_processor(BatchSpanProcessor(otlp_http_exporter("http://127.0.0.1:4318")))
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as SDKHTTPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from lightning_otel.capture.otlp_encoding import encode_spans
+from lightning_otel.capture.tested_versions import is_tested
+
+logger = logging.getLogger(__name__)
+
+FAST_HTTP = is_tested("opentelemetry-exporter-otlp-proto-http")
+FAST_GRPC = is_tested("opentelemetry-exporter-otlp-proto-grpc")
+
+
+class FastHTTPSpanExporter(SDKHTTPSpanExporter):
+    """The SDK's OTLP/HTTP span exporter; on tested versions, our encoder builds the request body."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not FAST_HTTP or self._shutdown:
+            return super().export(spans)
+        with self._metrics.export_operation(len(spans)) as result:
+            try:
+                body = encode_spans(spans).SerializePartialToString()
+            except Exception:  # an odd span: the SDK's own path encodes it, or reports why it cannot
+                logger.debug("lightning-otel: fast OTLP encoding failed, using the SDK's encoder", exc_info=True)
+                return super().export(spans)
+            limit = self._max_request_size
+            if limit and limit > 0 and len(body) > limit:
+                return super().export(spans)  # the SDK logs and refuses an oversized batch its own way
+            sent = self._client.export(body)
+            if not sent.success:
+                result.error = sent.error
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+
+def otlp_http_exporter(
+    base_url: str | None = None, *, auth_token: str | None = None, endpoint: str | None = None
+) -> SDKHTTPSpanExporter:
+    """Our OTLP/HTTP exporter to `base_url` (`/v1/traces` appended) or to the full `endpoint`; `None` for both: the
+    `OTEL_EXPORTER_OTLP_*` variables. `auth_token` becomes a bearer `authorization` header."""
+    if endpoint is None and base_url is not None:
+        endpoint = base_url.rstrip("/") + "/v1/traces"
+    headers = {"authorization": f"Bearer {auth_token}"} if auth_token else None
+    return FastHTTPSpanExporter(endpoint=endpoint, headers=headers)
+
+
+@functools.cache
+def _grpc_exporter_class() -> type[SpanExporter]:
+    # grpc is imported only by processes that export over gRPC
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as SDKGrpcSpanExporter
+
+    class FastGrpcSpanExporter(SDKGrpcSpanExporter):
+        """The SDK's OTLP/gRPC span exporter; on tested versions, our encoder builds the request."""
+
+        def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+            return encode_spans(data) if FAST_GRPC else super()._translate_data(data)
+
+    return FastGrpcSpanExporter
+
+
+def otlp_grpc_exporter(endpoint: str | None = None) -> SpanExporter:
+    """Our OTLP/gRPC exporter to `endpoint` (default: the `OTEL_EXPORTER_OTLP_*` variables)."""
+    return _grpc_exporter_class()(endpoint=endpoint)

@@ -1,0 +1,107 @@
+"""`lightning-otel`: the project's command line (`demo`, `test-server`, `runner`, `train`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lightning-otel", description="Train the agents you already have.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="train a tiny model with VERL on CPU from its agents' traces")
+    demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 3 minutes on 2 cores)")
+    demo.add_argument("--workdir", default="agl-demo", help="model, collector store and reward curve (agl-demo/)")
+    demo.add_argument("--trace-only", action="store_true", help="no training: trace a two-agent program and show "
+                      "what a trainer receives (needs no torch)")  # fmt: skip
+    demo.add_argument("--endpoint", help="--trace-only: export the spans over OTLP to this base URL instead")
+    server = commands.add_parser("test-server", help="run the OpenAI-compatible test server (vLLM token ids)")
+    server.add_argument("--host", default="127.0.0.1")
+    server.add_argument("--port", type=int, default=8000)
+    server.add_argument("--strict", action="store_true", help="reject vLLM-only fields like api.openai.com")
+    runner = commands.add_parser(
+        "runner", help="run rollouts of a training from anywhere: claim them from its collector, run the agent"
+    )
+    runner.add_argument("--collector", required=True, help="the collector's query URL, e.g. http://trainer:16686")
+    runner.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
+    runner.add_argument("--concurrency", type=int, default=16, help="rollouts run at once (default 16)")
+    runner.add_argument("--runner-id", help="a name for this runner (default host-pid-random)")
+    runner.add_argument("--auth-token", help="the collector's bearer token (or AGL_COLLECTOR_AUTH_TOKEN)")
+    runner.add_argument("--otlp-endpoint", help="where to send spans (default: the collector's advertised OTLP port)")
+    runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
+    train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
+    from lightning_otel.cli.train import add_arguments
+
+    add_arguments(train)
+    return parser
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from lightning_otel.cli.trace_demo import run_demo
+
+    if args.trace_only or args.endpoint:
+        return run_demo(endpoint=args.endpoint)
+    if importlib.util.find_spec("verl") is None or importlib.util.find_spec("torch") is None:
+        print("lightning-otel demo: training needs the [demo] extra (verl, torch); showing the traces only\n")
+        return run_demo()
+    from lightning_otel.cli.train_demo import run_train_demo
+
+    return run_train_demo(steps=args.steps, workdir=args.workdir)
+
+
+def run_runner(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from lightning_otel.collector.client import CollectorError
+    from lightning_otel.runtime.lit_agent import load_agent
+    from lightning_otel.runtime.runner import run_runner_process
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
+    try:
+        agent = load_agent(args.agent)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        print(f"lightning-otel runner: cannot load --agent {args.agent!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        stats = run_runner_process(
+            agent,
+            args.collector,
+            runner_id=args.runner_id,
+            max_concurrency=args.concurrency,
+            auth_token=args.auth_token or os.environ.get("AGL_COLLECTOR_AUTH_TOKEN"),
+            otlp_endpoint=args.otlp_endpoint,
+            max_rollouts=args.max_rollouts,
+        )
+    except CollectorError as exc:
+        print(f"lightning-otel runner: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"runner done: {stats.claimed} claimed, {stats.succeeded} succeeded, {stats.failed} failed "
+        f"({stats.stopped} stopped)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        sys.exit(run_demo_command(args))
+    if args.command == "runner":
+        sys.exit(run_runner(args))
+    if args.command == "train":
+        from lightning_otel.cli.train import run_train
+
+        sys.exit(run_train(args))
+    if args.command == "test-server":
+        from lightning_otel.testing.server import main as serve
+
+        serve(["--host", args.host, "--port", str(args.port), *(["--strict"] if args.strict else [])])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""`lightning-otel train`: train an agent with VERL from the command line (or `--dev`: a dry run, no training).
+
+    lightning-otel train --agent my_agents:sql_rollout --train train.jsonl --val val.jsonl \\
+        --model Qwen/Qwen2.5-0.5B-Instruct --agent-match write --runners 4 \\
+        data.train_batch_size=32 actor_rollout_ref.rollout.n=8 trainer.total_epochs=2
+    lightning-otel train --ci-fast --agent my_agents:sql_rollout --train train.jsonl   # 2 tiny GRPO steps on CPU
+
+Positional `key=value` arguments are verl overrides (verl's own names, applied last); `--config verl.yaml` merges a
+whole verl config first. `--tiny-model` (implied by `--ci-fast` without `--model`) builds a tiny random model offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# `--ci-fast`: the smallest run that is still real: 2 GRPO steps of a tiny model, every stage of the pipeline.
+CI_FAST_OVERRIDES = [
+    "trainer.total_training_steps=2",
+    "data.train_batch_size=2",
+    "actor_rollout_ref.rollout.n=2",
+    "data.max_prompt_length=256",
+    "data.max_response_length=16",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+]
+
+
+def add_arguments(train: argparse.ArgumentParser) -> None:
+    train.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
+    train.add_argument("--train", required=True, help="tasks: a .jsonl file (one JSON object per line) or a JSON list")
+    train.add_argument("--val", help="validation tasks, same format")
+    train.add_argument("--agent-match", default=None, help="regex on gen_ai.agent.name selecting the trained calls")
+    train.add_argument("--runners", type=int, default=2, help="runner processes (default 2)")
+    train.add_argument("--model", help="the policy: an HF model directory or hub name verl can load")
+    train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
+    train.add_argument("--config", help="a verl config file (YAML) merged over the defaults")
+    train.add_argument("--ci-fast", action="store_true", help="2 GRPO steps of a tiny model: a smoke test on CPU")
+    train.add_argument("--dev", action="store_true", help="no training: a few tasks through Trainer.dev, all printed")
+    train.add_argument("--n-tasks", type=int, default=4, help="tasks to run with --dev (default 4)")
+    train.add_argument("--base-url", help="--dev: the policy's OpenAI-compatible endpoint (main_llm)")
+    train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
+    train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
+
+
+def load_tasks(path: str) -> list:
+    """Tasks from a JSON list file or a JSONL file (blank lines skipped); a clear error for anything else."""
+    import json
+
+    text = Path(path).read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        tasks = json.loads(text)
+    else:
+        tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not tasks:
+        raise ValueError(f"{path} holds no tasks")
+    return tasks
+
+
+def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str, Any]:
+    """What `train` starts from (verl's names): GRPO, 4 rollouts per task, no KL, validation every 5 steps."""
+    return {
+        "algorithm": {"adv_estimator": "grpo"},
+        "data": {"train_batch_size": 8, "max_prompt_length": 1024, "max_response_length": 256},
+        "actor_rollout_ref": {
+            "model": {"path": model_path},
+            "rollout": {"n": 4, "log_prob_micro_batch_size_per_gpu": 8},
+            "actor": {
+                "ppo_mini_batch_size": 8,
+                "ppo_micro_batch_size_per_gpu": 8,
+                "use_kl_loss": False,
+                "optim": {"lr": 1e-6},
+            },
+            "ref": {"log_prob_micro_batch_size_per_gpu": 8},
+        },
+        "trainer": {
+            "total_epochs": 1,
+            "project_name": "lightning-otel",
+            "experiment_name": agent_name,
+            "val_before_train": has_val,
+            "test_freq": 5 if has_val else -1,
+            "save_freq": -1,
+            "default_local_dir": os.path.join("checkpoints", agent_name),
+        },
+    }
+
+
+@contextlib.contextmanager
+def policy_model(args: argparse.Namespace) -> Iterator[str]:
+    if args.model and args.tiny_model:
+        raise ValueError("give --model or --tiny-model, not both")
+    if args.model:
+        yield args.model
+        return
+    if not (args.tiny_model or args.ci_fast):
+        raise ValueError("give --model (an HF model verl can load) or --tiny-model")
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    with tempfile.TemporaryDirectory(prefix="agl-tiny-model-") as directory:
+        yield str(save_tiny_model(directory))
+
+
+def print_step(step: int, metrics: dict[str, float]) -> None:
+    reward = metrics.get("rollout/reward_mean", math.nan)
+    print(
+        f"step {step}: reward {reward:.4f}  rollouts {metrics.get('rollout/succeeded', 0):.0f}/"
+        f"{metrics.get('rollout/rollouts', 0):.0f}  samples {metrics.get('batch/rows', 0):.0f}  "
+        f"step {metrics.get('timing_s/step', math.nan):.1f}s",
+        flush=True,
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import lightning_otel
+    from lightning_otel.runtime.lit_agent import load_agent
+
+    sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
+    try:
+        agent = load_agent(args.agent)
+        tasks = load_tasks(args.train)
+        val_tasks = load_tasks(args.val) if args.val else None
+    except (ImportError, AttributeError, OSError, ValueError, TypeError) as exc:
+        print(f"lightning-otel train: {exc}", file=sys.stderr)
+        return 2
+    if args.dev:
+        return _dev(args, agent, tasks)
+    user_config: dict[str, Any] = {}
+    if args.config:
+        from omegaconf import OmegaConf
+
+        user_config = OmegaConf.to_container(OmegaConf.load(args.config))  # type: ignore[assignment]
+    bad = [item for item in args.overrides if "=" not in item]
+    if bad:
+        print(f"lightning-otel train: overrides must be key=value, got {bad}", file=sys.stderr)
+        return 2
+    overrides = (CI_FAST_OVERRIDES if args.ci_fast else []) + list(args.overrides)
+    agent_name = args.agent.rsplit(":", 1)[-1]
+    try:
+        with policy_model(args) as model:
+            from omegaconf import OmegaConf
+
+            config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
+            algorithm = lightning_otel.VERL(config, overrides=overrides, on_step=print_step)
+            trainer = lightning_otel.Trainer(
+                n_runners=args.runners,
+                algorithm=algorithm,
+                adapter={"agent_match": args.agent_match},
+                initial_resources={"main_llm": lightning_otel.LLM("http://gateway-not-started/v1", model)},
+            )
+            result = trainer.fit(agent, tasks, val_tasks)
+    except ValueError as exc:
+        print(f"lightning-otel train: {exc}", file=sys.stderr)
+        return 2
+    rewards = ", ".join(f"{reward:.4f}" for reward in result.rewards())
+    print(f"trained {len(result.steps)} steps; reward per step: {rewards}")
+    return 0 if result.steps else 1
+
+
+def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
+    import lightning_otel
+
+    if bool(args.base_url) == bool(args.test_server):
+        print("lightning-otel train --dev: give --base-url URL or --test-server", file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+        base_url = args.base_url
+        if args.test_server:
+            from lightning_otel.testing import OpenAITestServer
+
+            base_url = stack.enter_context(OpenAITestServer()).base_url
+        trainer = lightning_otel.Trainer(
+            n_runners=args.runners,
+            adapter={"agent_match": args.agent_match},
+            initial_resources={"main_llm": lightning_otel.LLM(base_url, args.model or "agl-tiny")},
+        )
+        trainer.dev(agent, tasks, n_tasks=args.n_tasks)
+    return 0

@@ -1,0 +1,189 @@
+"""`lightning-otel demo`: the whole loop on one CPU machine in a few minutes, with nothing downloaded.
+
+A tiny random Qwen2 (built offline) is the policy. Two agents run in runner processes: `write` answers a task,
+`check` comments on the answer. The reward is the share of capital letters in the writer's answer, a toy task a tiny
+model can learn. Their spans go over OTLP to an embedded `agl-otel-collector` (SQLite in the work directory);
+`agent_match="write"` makes the writer's calls the training samples; verl runs GRPO on CPU through our CPU backend;
+the policy gateway serves the updated weights to the next step. It prints the reward per step, writes a reward-curve
+PNG and tells how to open the same traces in Jaeger.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning_otel
+
+WORDS = (
+    "orders",
+    "customers",
+    "revenue",
+    "products",
+    "invoices",
+    "shipments",
+    "refunds",
+    "suppliers",
+    "regions",
+    "payments",
+    "returns",
+    "discounts",
+    "carts",
+    "sessions",
+    "reviews",
+    "coupons",
+    "warehouses",
+    "employees",
+    "budgets",
+    "forecasts",
+)
+TASKS = [{"id": f"w{index:02d}", "word": word} for index, word in enumerate(WORDS)]
+
+
+def capitals_share(text: str) -> float:
+    """The toy reward: capital letters / letters (0 when there are no letters)."""
+    letters = [char for char in text if char.isalpha()]
+    return sum(char.isupper() for char in letters) / len(letters) if letters else 0.0
+
+
+@functools.cache
+def _client(base_url: str, api_key: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=5)  # 503 + Retry-After during weight sync
+
+
+@lightning_otel.rollout
+def shout_rollout(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+    llm = resources["main_llm"]
+    client = _client(llm.get_base_url(rollout.rollout_id, rollout.attempt_id), llm.api_key)
+
+    def ask(prompt: str) -> str:
+        reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": prompt}])
+        return reply.choices[0].message.content or ""
+
+    with lightning_otel.agent("write"):
+        answer = ask(f"Say it in CAPITAL LETTERS: {task['word']}")
+    with lightning_otel.agent("check"):
+        ask(f"Is this in capital letters? {answer}")
+    return capitals_share(answer)
+
+
+def demo_config(model: Path, steps: int, work: Path) -> dict[str, Any]:
+    return {
+        "algorithm": {"adv_estimator": "grpo"},
+        "data": {"train_batch_size": 4, "max_prompt_length": 128, "max_response_length": 12, "seed": 1},
+        "actor_rollout_ref": {
+            "model": {"path": str(model)},
+            "rollout": {"n": 4, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 16},
+            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 16, "optim": {"lr": 2e-3}},
+        },
+        "trainer": {
+            "total_epochs": 1000,  # bounded by total_training_steps
+            "total_training_steps": steps,
+            "val_before_train": False,
+            "test_freq": -1,
+            "save_freq": -1,
+            "project_name": "lightning-otel-demo",
+            "experiment_name": "capitals",
+            "logger": [],
+            "default_local_dir": str(work / "checkpoints"),
+        },
+    }
+
+
+def write_reward_curve(rewards: list[float], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = list(range(1, len(rewards) + 1))
+    window = max(1, len(rewards) // 8)
+    smoothed = [statistics.fmean(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.plot(steps, rewards, "o-", alpha=0.4, label="mean reward per step")
+    axis.plot(steps, smoothed, "-", linewidth=2, label=f"moving average ({window} steps)")
+    axis.set(xlabel="GRPO step", ylabel="reward (capital-letter share)", title="lightning-otel demo: VERL on CPU")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _print_step(step: int, metrics: dict[str, float]) -> None:
+    print(
+        f"  step {step:3d}  reward {metrics.get('rollout/reward_mean', math.nan):.3f}  "
+        f"samples {metrics.get('batch/rows', 0):3.0f}  {metrics.get('timing_s/step', math.nan):5.1f}s",
+        flush=True,
+    )
+
+
+def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners: int = 2) -> int:
+    try:
+        import torch  # noqa: F401
+        import verl  # noqa: F401
+    except ImportError as exc:
+        print(f"lightning-otel demo needs the [demo] extra (verl, torch): pip install -e '.[demo]' ({exc})")
+        return 2
+    from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    work = Path(workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / "model"
+    if not (model / "config.json").exists():
+        save_tiny_model(model)
+    store = work / "collector.sqlite3"
+    for stale in work.glob("collector.sqlite3*"):  # each demo run starts with an empty store
+        stale.unlink()
+    print(f"policy: a tiny random Qwen2 built offline in {model}")
+    print(f"task: write answers in capital letters (reward = capital-letter share); {steps} GRPO steps on CPU")
+    started = time.monotonic()
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
+    with EmbeddedCollector(config) as addresses:
+        print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {store}")
+        print("starting verl (Ray, the FSDP actor, the CPU rollout replica) ...", flush=True)
+        trainer = lightning_otel.Trainer(
+            n_runners=runners,
+            algorithm=lightning_otel.VERL(demo_config(model, steps, work), device="cpu", on_step=_print_step),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+            collector=addresses.query,
+        )
+        result = trainer.fit(shout_rollout, TASKS)
+    rewards = result.rewards()
+    try:
+        curve: Path | str = write_reward_curve(rewards, work / "reward_curve.png")
+    except ImportError:  # the [demo] extra brings matplotlib; the run itself does not need it
+        curve = "not drawn (pip install matplotlib)"
+    quarter = max(1, len(rewards) // 4)
+    first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
+    print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}")
+    print(f"reward curve: {curve}")
+    print(f"done in {time.monotonic() - started:.0f}s")
+    example = result.steps[-1].rollout_ids[0] if result.steps and result.steps[-1].rollout_ids else "ROLLOUT_ID"
+    print(f"""
+Open the traces in Jaeger (they stay in {store}):
+  docker run --rm -p 16686:16686 -p 4318:4318 jaegertracing/jaeger:latest      # a Jaeger with an OTLP receiver
+  agl-otel-collector --store sqlite:///{store} --http-port 4319 --grpc-port -1 --query-port 16687 \\
+      --forward-otlp http://127.0.0.1:4318 --jaeger-ui-url http://127.0.0.1:16686
+  then http://127.0.0.1:16686 (services: the runners' and agl-policy-gateway). Links to one rollout's traces:
+  agl-otel-collector link {example} --query-url http://127.0.0.1:16687 --jaeger-ui-url http://127.0.0.1:16686
+Without Jaeger, that collector serves Jaeger's query API itself (http://127.0.0.1:16687/api/traces), which
+Grafana's Jaeger data source reads.""")
+    return 0
+
+
+def main() -> None:
+    sys.exit(run_train_demo())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""The interface between a training algorithm (VERL, Baseline, yours) and the rollout machinery.
+
+An algorithm gets a `TrainingRun` and drives it in batches:
+
+    class MyAlgorithm(lightning_otel.Algorithm):
+        def run(self, run, train_dataset, val_dataset):
+            for step, tasks in enumerate(batches(train_dataset, 32)):
+                batch = run.submit(tasks, n=8)                 # 8 rollouts per task, one group per task
+                result = run.collect(batch)                     # event-driven wait, spans in one call, adapted
+                for (group_id, agent), triplets in result.groups(by_agent=True).items():
+                    ...                                         # prompt/response token ids, logprobs, rewards
+                run.update_resources({"main_llm": new_llm})    # runners pick up the new version on their next claim
+
+Rollouts that failed, timed out or were cancelled are counted in `BatchResult.metrics()` and excluded from the samples.
+"""
+
+from __future__ import annotations
+
+import abc
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Triplet
+from lightning_otel.collector.client import Client
+from lightning_otel.collector.queue_schema import FINAL_STATUSES
+from lightning_otel.flat_span import Span
+from lightning_otel.runtime.resources import resources_to_json
+
+
+@dataclass(slots=True)
+class RolloutBatch:
+    batch_id: str
+    mode: str
+    rollout_ids: list[str]
+    records: list[dict[str, Any]]  # as enqueued: task_id, group_id, input
+
+
+@dataclass(slots=True)
+class BatchResult:
+    batch: RolloutBatch
+    rollouts: list[dict[str, Any]]  # final queue records (status, reward, attempts, error)
+    spans: dict[str, list[Span]]  # succeeded rollouts' spans (the succeeded attempt only)
+    adapted: dict[str, AdaptedRollout]  # succeeded rollouts, adapted
+    wall_s: float = 0.0
+    wait_s: float = 0.0  # of wall_s: until every rollout was final (the rest: reading spans and adapting them)
+
+    def triplets(self) -> list[Triplet]:
+        return [triplet for adapted in self.adapted.values() for triplet in adapted.triplets]
+
+    def groups(self, *, by_agent: bool = False) -> dict[Any, list[Triplet]]:
+        """Triplets by the rollout's group (one per task per batch), or by (group, agent name)."""
+        group_of = {record["rollout_id"]: record["group_id"] for record in self.rollouts}
+        grouped: dict[Any, list[Triplet]] = {}
+        for rollout_id, adapted in self.adapted.items():
+            for triplet in adapted.triplets:
+                key = (group_of[rollout_id], triplet.agent_name) if by_agent else group_of[rollout_id]
+                grouped.setdefault(key, []).append(triplet)
+        return grouped
+
+    def rewards(self) -> dict[str, float | None]:
+        """Final reward per rollout (from the trace; the queue's record when the trace has none)."""
+        by_id = {record["rollout_id"]: record for record in self.rollouts}
+        return {
+            rollout_id: adapted.final_reward if adapted.final_reward is not None else by_id[rollout_id]["reward"]
+            for rollout_id, adapted in self.adapted.items()
+        }
+
+    def metrics(self) -> dict[str, float]:
+        statuses = [record["status"] for record in self.rollouts]
+        rewards = [reward for reward in self.rewards().values() if reward is not None]
+        diagnostics = [adapted.diagnostics for adapted in self.adapted.values()]
+        return {
+            "rollouts": len(self.rollouts),
+            "succeeded": statuses.count("succeeded"),
+            "failed": statuses.count("failed"),
+            "timeout": statuses.count("timeout"),
+            "cancelled": statuses.count("cancelled"),
+            "unfinished": sum(1 for status in statuses if status not in FINAL_STATUSES),
+            "retried": sum(1 for record in self.rollouts if record["attempts"] > 1),
+            "reward_mean": statistics.fmean(rewards) if rewards else float("nan"),
+            "triplets": len(self.triplets()),
+            "rollouts_without_triplets": sum(1 for adapted in self.adapted.values() if not adapted.triplets),
+            "calls_without_token_ids": sum(d.calls_without_token_ids for d in diagnostics),
+            "merge_breaks": sum(d.merge_breaks for d in diagnostics),
+            "wall_s": self.wall_s,
+            "wait_s": self.wait_s,
+        }
+
+
+def _task_id(task: Any, fallback: str) -> str:
+    if isinstance(task, dict):
+        for key in ("task_id", "id"):
+            if task.get(key) is not None:
+                return str(task[key])
+    return fallback
+
+
+class TrainingRun:
+    """What an algorithm drives: the queue, the store's spans, the adapter and the resources of one training."""
+
+    def __init__(
+        self,
+        client: Client,
+        adapter: TraceToTriplet,
+        *,
+        max_attempts: int = 3,
+        rollout_timeout_s: float | None = None,
+        on_progress: Callable[[RolloutBatch, int, int], None] | None = None,
+        check_runners: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.adapter = adapter
+        self.max_attempts = max_attempts
+        self.rollout_timeout_s = rollout_timeout_s
+        self.on_progress = on_progress
+        self.check_runners = check_runners or (lambda: None)
+        self._batches = 0
+
+    def submit(
+        self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train", task_ids: Sequence[str] | None = None
+    ) -> RolloutBatch:
+        """Queue `n` rollouts of every task; the `n` rollouts of one task share a group id (GRPO's group)."""
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        self._batches += 1
+        batch_id = f"b{self._batches}-{uuid.uuid4().hex[:6]}"
+        specs = []
+        for index, task in enumerate(tasks):
+            task_id = task_ids[index] if task_ids is not None else _task_id(task, f"{batch_id}-t{index}")
+            for _ in range(n):
+                specs.append(
+                    {
+                        "input": task,
+                        "task_id": task_id,
+                        "group_id": f"{batch_id}/{task_id}",
+                        "mode": mode,
+                        "max_attempts": self.max_attempts,
+                        "timeout_s": self.rollout_timeout_s,
+                    }
+                )
+        records = self.client.enqueue(specs) if specs else []
+        return RolloutBatch(batch_id, mode, [record["rollout_id"] for record in records], records)
+
+    def wait(self, batch: RolloutBatch, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Until every rollout of the batch is final (or `timeout`); the server wakes us on each completion burst."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.check_runners()
+            step = 1.0 if self.on_progress else 30.0
+            if deadline is not None:
+                step = max(0.0, min(step, deadline - time.monotonic()))
+            answer = self.client.wait_rollouts(batch.rollout_ids, timeout=step) if batch.rollout_ids else None
+            records = answer["rollouts"] if answer else []
+            if self.on_progress is not None:
+                self.on_progress(
+                    batch, sum(1 for r in records if r["status"] in FINAL_STATUSES), len(batch.rollout_ids)
+                )
+            if answer is None or answer["done"] or (deadline is not None and time.monotonic() >= deadline):
+                return records
+
+    def collect(self, batch: RolloutBatch, timeout: float | None = None) -> BatchResult:
+        """Wait for the batch, read every succeeded rollout's spans in one call, adapt them."""
+        started = time.monotonic()
+        records = self.wait(batch, timeout)
+        waited = time.monotonic() - started
+        unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL_STATUSES]
+        if unfinished:  # past the caller's timeout: stop them so runners move on
+            self.client.cancel(unfinished)
+        succeeded = [record for record in records if record["status"] == "succeeded"]
+        spans: dict[str, list[Span]] = {}
+        if succeeded:
+            spans = self.client.rollouts_spans(
+                [r["rollout_id"] for r in succeeded], attempt_ids=[r["attempt_id"] for r in succeeded]
+            )
+        adapted = {
+            record["rollout_id"]: self.adapter.adapt(spans.get(record["rollout_id"], []), task_id=record["task_id"])
+            for record in succeeded
+        }
+        return BatchResult(batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited)
+
+    def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
+        return self.collect(self.submit(tasks, n=n, mode=mode))
+
+    def update_resources(self, resources: dict[str, Any]) -> int:
+        """Publish new resources (e.g. the policy endpoint after a weight sync); returns the version."""
+        return self.client.put_resources(resources_to_json(resources))
+
+
+class Algorithm(abc.ABC):
+    """A training algorithm: drives a `TrainingRun` over the datasets; what it returns, `Trainer.fit` returns."""
+
+    @abc.abstractmethod
+    def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any: ...
+
+
+@dataclass(slots=True)
+class BaselineResult:
+    """What Baseline measured: per-batch metrics and every batch's result (for inspection and tests)."""
+
+    train: list[BatchResult] = field(default_factory=list)
+    val: list[BatchResult] = field(default_factory=list)
+
+    def metrics(self) -> dict[str, float]:
+        def mean_reward(results: list[BatchResult]) -> float:
+            rewards = [r for result in results for r in result.rewards().values() if r is not None]
+            return statistics.fmean(rewards) if rewards else float("nan")
+
+        return {
+            "train/reward_mean": mean_reward(self.train),
+            "val/reward_mean": mean_reward(self.val),
+            "train/rollouts": sum(len(result.rollouts) for result in self.train),
+            "train/triplets": sum(len(result.triplets()) for result in self.train),
+        }
+
+
+class Baseline(Algorithm):
+    """Runs the agent without training: rewards, triplets and diagnostics per batch, as a trainer would see them.
+
+    Use it to check an agent and its `agent_match` before spending GPU hours (`Trainer.dev` runs it on a few
+    tasks and prints everything), or as the reference a trained policy is compared with.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16,
+        n_rollouts: int = 1,
+        n_epochs: int = 1,
+        max_tasks: int | None = None,
+        on_batch: Callable[[str, int, BatchResult], None] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.n_rollouts = n_rollouts
+        self.n_epochs = n_epochs
+        self.max_tasks = max_tasks
+        self.on_batch = on_batch
+
+    def run(
+        self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
+    ) -> BaselineResult:
+        result = BaselineResult()
+        for _ in range(self.n_epochs if train_dataset else 0):
+            for tasks in self._batches(train_dataset or []):
+                batch = run.run_batch(tasks, n=self.n_rollouts, mode="train")
+                result.train.append(batch)
+                if self.on_batch is not None:
+                    self.on_batch("train", len(result.train), batch)
+        for step, tasks in enumerate(self._batches(val_dataset or [])):
+            batch = run.run_batch(tasks, n=1, mode="val")
+            result.val.append(batch)
+            if self.on_batch is not None:
+                self.on_batch("val", step + 1, batch)
+        return result
+
+    def _batches(self, dataset: Sequence[Any]) -> list[list[Any]]:
+        tasks = list(dataset)[: self.max_tasks] if self.max_tasks else list(dataset)
+        return [tasks[start : start + self.batch_size] for start in range(0, len(tasks), self.batch_size)]

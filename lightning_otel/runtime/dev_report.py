@@ -1,0 +1,108 @@
+"""What `Trainer.dev` prints: each rollout's span tree, the samples `agent_match` selected, rewards, diagnostics."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.flat_span import Span
+from lightning_otel.runtime.algorithm import BaselineResult, BatchResult
+
+
+def span_tree(spans: Sequence[Span], title: str) -> Tree:
+    """Spans of one rollout as a tree (parents first, by start time); orphans hang from the root."""
+    by_id = {span["spanId"]: span for span in spans}
+    children: dict[str | None, list[Span]] = {}
+    for span in sorted(spans, key=lambda s: s["startTimeUnixNano"]):
+        parent = span["parentSpanId"] if span["parentSpanId"] in by_id else None
+        children.setdefault(parent, []).append(span)
+    root = Tree(title)
+
+    def add(node: Tree, parent: str | None) -> None:
+        for span in children.get(parent, []):
+            add(node.add(_span_label(span)), span["spanId"])
+
+    add(root, None)
+    return root
+
+
+def _span_label(span: Span) -> str:
+    attributes = span["attributes"]
+    millis = (span["endTimeUnixNano"] - span["startTimeUnixNano"]) / 1e6
+    parts = [f"[bold]{span['name']}[/bold]", f"{millis:.1f} ms"]
+    if agent := attributes.get("gen_ai.agent.name"):
+        parts.append(f"agent=[cyan]{agent}[/cyan]")
+    prompt, response = attributes.get("agl.llm.prompt_token_ids"), attributes.get("agl.llm.response_token_ids")
+    if prompt is not None or response is not None:
+        parts.append(f"ids {len(prompt or [])}+{len(response or [])}")
+    elif attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content"):
+        parts.append("[red]no token ids[/red]")
+    if "agl.reward.value" in attributes:
+        parts.append(f"reward {attributes.get('agl.reward.name', 'primary')}={attributes['agl.reward.value']}")
+    return "  ".join(parts)
+
+
+class DevReporter:
+    def __init__(self, adapter: TraceToTriplet, *, print_spans: bool = True, console: Console | None = None) -> None:
+        self.adapter = adapter
+        self.print_spans = print_spans
+        self.console = console or Console()
+
+    def batch(self, mode: str, step: int, result: BatchResult) -> None:
+        console = self.console
+        for record in result.rollouts:
+            rollout_id = record["rollout_id"]
+            status = record["status"]
+            color = "green" if status == "succeeded" else "red"
+            console.rule(f"{mode} rollout {rollout_id}  task {record['task_id']}")
+            console.print(
+                f"status [{color}]{status}[/{color}]  attempts {record['attempts']}  reward {record['reward']}"
+                + (f"\n[yellow]{record['error']}[/yellow]" if record.get("error") else "")
+            )
+            adapted = result.adapted.get(rollout_id)
+            if adapted is None:
+                continue
+            if self.print_spans:
+                console.print(span_tree(result.spans.get(rollout_id, []), f"spans ({len(result.spans[rollout_id])})"))
+            table = Table(title=f"samples selected by agent_match={self.adapter.agent_match!r}", title_justify="left")
+            for column in ("agent", "prompt ids", "response ids", "trained tokens", "reward"):
+                table.add_column(column)
+            for triplet in adapted.triplets:
+                table.add_row(
+                    str(triplet.agent_name),
+                    str(len(triplet.prompt_token_ids)),
+                    str(len(triplet.response_token_ids)),
+                    str(sum(triplet.response_mask)),
+                    "-" if triplet.reward is None else f"{triplet.reward:g}",
+                )
+            console.print(table)
+            d = adapted.diagnostics
+            console.print(
+                f"agents seen {d.agents_seen}  LLM calls {d.llm_calls}  matched {d.matched_calls}  "
+                f"unmatched {d.unmatched_calls}  without token ids {d.calls_without_token_ids}  "
+                f"merge breaks {d.merge_breaks}  final reward {adapted.final_reward}"
+            )
+
+    def summary(self, result: BaselineResult) -> None:
+        batches = result.train + result.val
+        records: list[dict[str, Any]] = [record for batch in batches for record in batch.rollouts]
+        rewards = [r for batch in batches for r in batch.rewards().values() if r is not None]
+        triplets = sum(len(batch.triplets()) for batch in batches)
+        statuses = [record["status"] for record in records]
+        self.console.rule("dev summary")
+        self.console.print(
+            f"rollouts {len(records)}  succeeded {statuses.count('succeeded')}  "
+            f"failed {statuses.count('failed')}  timed out {statuses.count('timeout')}  samples {triplets}  "
+            f"mean reward {statistics.fmean(rewards) if rewards else float('nan'):.3f}"
+        )
+        if triplets == 0:
+            self.console.print(
+                "[red]no samples were selected[/red]: check agent_match against the agents seen above, and that "
+                "the LLM endpoint returned token ids"
+            )

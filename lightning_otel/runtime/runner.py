@@ -1,0 +1,334 @@
+"""Runners: processes that claim rollouts from the collector's queue and run the agent on them.
+
+One runner runs many rollouts at once (asyncio; sync agents in a thread pool of the same size), each inside
+`lightning_otel.rollout_context(rollout_id, attempt_id)`. After the agent returns, its spans are flushed to the
+collector before the attempt is reported done, so a trainer that sees `succeeded` can read every span. A crash in
+the agent is a failed attempt (the queue retries it up to `max_attempts`); a runner that dies stops sending
+heartbeats and its attempts time out (or fail at once when the trainer that started it sees it exit).
+
+    lightning-otel runner --collector http://trainer-host:16686 --agent my_pkg.agents:sql_agent --concurrency 32
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import signal
+import socket
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from lightning_otel.capture.reward import emit_reward, recording_rewards
+from lightning_otel.capture.rollout_context import rollout_context
+from lightning_otel.collector.client import AsyncClient, CollectorError
+from lightning_otel.runtime.lit_agent import LitAgent, Rollout, is_async_agent
+from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
+
+log = logging.getLogger("lightning_otel.runtime.runner")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class RunnerStats:
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    stopped: int = 0  # cancelled by the queue (timed out, cancelled) or by the runner stopping
+    reward_conflicts: int = 0  # returned a reward and emitted rewards too
+    errors: list[str] = field(default_factory=list)
+
+
+class InFlightBatcher(Generic[T, R]):
+    """Calls arriving while one `send` is in flight wait and go together in the next: rollouts that finish
+    together share one span flush and one completion request, with no timer and no added latency when idle."""
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]]) -> None:
+        self._send = send
+        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._running = False
+
+    async def submit(self, item: T) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return await asyncio.shield(future)
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    results = await self._send([item for item, _ in batch])
+                except Exception as exc:
+                    for _, future in batch:
+                        future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    future.set_result(result)
+        finally:
+            self._running = False
+
+
+def _reward_for_queue(returned: Any, emitted: list[tuple[str, float]]) -> float | None:
+    """The rollout's headline reward: the returned one, else the last `primary` reward the agent emitted."""
+    if isinstance(returned, dict):
+        returned = returned.get("primary")
+    if isinstance(returned, (int, float)) and not isinstance(returned, bool):
+        return float(returned)
+    primary = [value for name, value in emitted if name == "primary"]
+    return primary[-1] if primary else None
+
+
+class Runner:
+    def __init__(
+        self,
+        agent: LitAgent,
+        collector_url: str,
+        *,
+        runner_id: str | None = None,
+        max_concurrency: int = 16,
+        auth_token: str | None = None,
+        claim_wait_s: float = 10.0,
+        flush: Callable[[], object] | None = None,
+    ) -> None:
+        from lightning_otel.capture.setup import flush as flush_spans
+
+        self.agent = agent
+        self.collector_url = collector_url
+        self.runner_id = runner_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.max_concurrency = max_concurrency
+        self.auth_token = auth_token
+        self.claim_wait_s = claim_wait_s
+        self.stats = RunnerStats()
+        flush_spans_now = flush or flush_spans
+
+        async def flush_all(items: list[None]) -> list[None]:
+            try:
+                await asyncio.to_thread(flush_spans_now)
+            except Exception as exc:  # the exporter logs it; a rollout with spans missing shows in diagnostics
+                log.warning("flushing spans failed: %s", exc)
+            return [None] * len(items)
+
+        # A flush that starts after a rollout's spans ended exports them: rollouts finishing together share one.
+        self._flusher: InFlightBatcher[None, None] = InFlightBatcher(flush_all)
+        self._reporter: InFlightBatcher[dict[str, Any], dict[str, Any]] | None = None
+        self._is_async = is_async_agent(agent)
+        self._threads: ThreadPoolExecutor | None = None
+        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._resources: dict[int | None, dict[str, Any]] = {}
+        self._stopping: asyncio.Event | None = None
+        self._heartbeat_interval_s = 5.0
+
+    def stop(self) -> None:
+        """Stop claiming and cancel the running rollouts (reported failed, so they retry elsewhere)."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def run(self, *, max_rollouts: int | None = None) -> RunnerStats:
+        """Claim and run rollouts until `stop()` (or `max_rollouts` claimed and finished)."""
+        self._stopping = asyncio.Event()
+        self._threads = None if self._is_async else ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
+        async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
+            self._reporter = InFlightBatcher(client.complete_many)
+            beating = asyncio.create_task(self._heartbeats(client))
+            try:
+                await self._claim_loop(client, max_rollouts)
+            finally:
+                for task in self._running.values():
+                    task.cancel()
+                await asyncio.gather(*self._running.values(), return_exceptions=True)
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
+                if self._threads is not None:
+                    self._threads.shutdown(wait=False, cancel_futures=True)
+        return self.stats
+
+    async def _claim_loop(self, client: AsyncClient, max_rollouts: int | None) -> None:
+        assert self._stopping is not None
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            while not self._stopping.is_set():
+                if max_rollouts is not None and self.stats.claimed >= max_rollouts:
+                    if not self._running:
+                        return
+                    await asyncio.wait([stopping, *self._running.values()], return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                free = self.max_concurrency - len(self._running)
+                if free <= 0:
+                    await asyncio.wait([stopping, *self._running.values()], return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                if max_rollouts is not None:
+                    free = min(free, max_rollouts - self.stats.claimed)
+                claiming = asyncio.create_task(
+                    client.claim(self.runner_id, max_attempts=free, wait_s=self.claim_wait_s)
+                )
+                await asyncio.wait([stopping, claiming], return_when=asyncio.FIRST_COMPLETED)
+                if not claiming.done():
+                    claiming.cancel()
+                    await asyncio.gather(claiming, return_exceptions=True)
+                    return
+                try:
+                    answer = claiming.result()
+                except CollectorError as exc:  # restarting or briefly unreachable: keep the rollouts we run, retry
+                    log.warning("claiming failed, retrying in 1 s: %s", exc)
+                    await asyncio.wait([stopping], timeout=1.0)
+                    continue
+                self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
+                for attempt in answer["attempts"]:
+                    self.stats.claimed += 1
+                    key = (attempt["rollout_id"], attempt["attempt_id"])
+                    task = asyncio.create_task(self._run_attempt(client, attempt), name=f"rollout {key[0]}")
+                    self._running[key] = task
+                    task.add_done_callback(lambda _, key=key: self._running.pop(key, None))
+        finally:
+            stopping.cancel()
+
+    async def _heartbeats(self, client: AsyncClient) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval_s)
+            if not self._running:
+                continue
+            try:
+                stop = await client.heartbeat(self.runner_id, list(self._running))
+            except Exception as exc:  # the collector restarting: try again next beat
+                log.warning("heartbeat failed: %s", exc)
+                continue
+            for item in stop:  # timed out or cancelled on the queue: its result would not be accepted
+                task = self._running.get((item["rollout_id"], item["attempt_id"]))
+                if task is not None:
+                    log.info("stopping rollout %s: it is %s on the queue", item["rollout_id"], item["status"])
+                    task.cancel()
+
+    async def _resources_for(self, client: AsyncClient, version: int | None) -> dict[str, Any]:
+        if version not in self._resources:
+            if version is None:
+                self._resources[None] = {}
+            else:
+                from lightning_otel.capture.settings import register_trainable_endpoint
+
+                found = resources_from_json((await client.resources(version))["resources"])
+                for endpoint in llm_endpoints(found):  # the policy's endpoints must return token ids
+                    register_trainable_endpoint(endpoint)
+                self._resources[version] = found
+        return self._resources[version]
+
+    async def _run_attempt(self, client: AsyncClient, attempt: dict[str, Any]) -> None:
+        rollout_id, attempt_id = attempt["rollout_id"], attempt["attempt_id"]
+        status, error, reward = "failed", None, None
+        try:
+            resources = await self._resources_for(client, attempt.get("resources_version"))
+            info = Rollout(
+                rollout_id=rollout_id,
+                attempt_id=attempt_id,
+                attempt_number=attempt.get("attempt_number", 1),
+                task_id=attempt.get("task_id", ""),
+                group_id=attempt.get("group_id", ""),
+                mode=attempt.get("mode", "train"),
+                resources_version=attempt.get("resources_version"),
+                metadata=attempt.get("metadata") or {},
+            )
+            reward, error = await self._call_agent(attempt["input"], resources, info)
+            status = "succeeded"
+        except asyncio.CancelledError:
+            self.stats.stopped += 1
+            error = "runner stopped" if self._stopping is not None and self._stopping.is_set() else "stopped"
+        except Exception as exc:
+            error = "".join(traceback.format_exception_only(exc)).strip()
+            log.warning("rollout %s attempt %s failed: %s", rollout_id, attempt_id, error)
+            self.stats.errors.append(error)
+        if status == "succeeded":
+            self.stats.succeeded += 1
+        else:
+            self.stats.failed += 1
+        # Spans first, then the report: whoever sees `succeeded` can read the whole rollout.
+        await asyncio.shield(self._finish(client, rollout_id, attempt_id, status, error, reward))
+
+    async def _finish(
+        self, client: AsyncClient, rollout_id: str, attempt_id: str, status: str, error: str | None, reward: Any
+    ) -> None:
+        await self._flusher.submit(None)
+        assert self._reporter is not None
+        report = {
+            "rollout_id": rollout_id,
+            "attempt_id": attempt_id,
+            "status": status,
+            "error": error,
+            "reward": reward,
+        }
+        try:
+            await self._reporter.submit(report)
+        except Exception as exc:  # the attempt will time out on the queue and be retried
+            log.warning("reporting rollout %s failed: %s", rollout_id, exc)
+
+    async def _call_agent(self, task: Any, resources: dict[str, Any], info: Rollout) -> tuple[float | None, str | None]:
+        with recording_rewards() as emitted:
+            async with rollout_context(info.rollout_id, info.attempt_id):
+                if self._is_async:
+                    returned = await self.agent.rollout(task, resources, info)  # type: ignore[misc]
+                else:
+                    context = contextvars.copy_context()
+                    returned = await asyncio.get_running_loop().run_in_executor(
+                        self._threads, context.run, self.agent.rollout, task, resources, info
+                    )
+                note = None
+                if returned is not None and emitted:
+                    self.stats.reward_conflicts += 1
+                    note = (
+                        f"the agent returned a reward ({returned!r}) and also emitted {len(emitted)} with "
+                        "emit_reward(); the emitted ones are kept and the returned value is ignored"
+                    )
+                    log.warning("rollout %s: %s", info.rollout_id, note)
+                    return _reward_for_queue(None, emitted), note
+                if returned is not None:
+                    if not isinstance(returned, (int, float, dict)) or isinstance(returned, bool):
+                        raise TypeError(
+                            f"rollout() returned {type(returned).__name__}; return a float, a dict of rewards or None"
+                        )
+                    emit_reward(returned)
+                return _reward_for_queue(returned, emitted), note
+
+
+def run_runner_process(
+    agent: LitAgent,
+    collector_url: str,
+    *,
+    runner_id: str | None = None,
+    max_concurrency: int = 16,
+    auth_token: str | None = None,
+    otlp_endpoint: str | None = None,
+    max_rollouts: int | None = None,
+) -> RunnerStats:
+    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI."""
+    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
+    from lightning_otel.capture.setup import flush as flush_spans
+    from lightning_otel.capture.setup import instrument
+    from lightning_otel.collector.client import Client, otlp_endpoint_for
+
+    if otlp_endpoint is None:
+        with Client(collector_url, auth_token=auth_token, timeout=10) as client:
+            otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
+    # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
+    instrument(exporter=otlp_http_exporter(otlp_endpoint, auth_token=auth_token))
+    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token)
+
+    async def main() -> RunnerStats:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, runner.stop)
+        return await runner.run(max_rollouts=max_rollouts)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        flush_spans()

@@ -1,0 +1,279 @@
+"""`Trainer`: one object that runs a training: collector, runner processes, algorithm.
+
+    trainer = lightning_otel.Trainer(
+        n_runners=2,
+        algorithm=lightning_otel.Baseline(),            # or VERL(config), or your Algorithm
+        adapter={"agent_match": "write"},               # which agents' LLM calls become samples
+        initial_resources={"main_llm": lightning_otel.LLM("http://127.0.0.1:8000/v1", "my-model")},
+    )
+    trainer.fit(sql_agent, train_dataset, val_dataset)
+    trainer.dev(sql_agent, dev_dataset)                  # a few tasks, everything printed: check before GPU hours
+
+With no `collector` address the trainer starts an embedded collector (SQLite in a temporary directory, or
+`store_url`) for the run; give `collector="http://host:16686"` to use a running `agl-otel-collector` (its store
+keeps the spans and the queue, and runners started elsewhere with `lightning-otel runner` join the training).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import pickle
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.collector.client import Client
+from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult, BatchResult, RolloutBatch, TrainingRun
+from lightning_otel.runtime.lit_agent import LitAgent, as_agent
+from lightning_otel.runtime.resources import resources_to_json
+
+log = logging.getLogger("lightning_otel.runtime.trainer")
+
+
+def _runner_main(
+    agent: LitAgent, collector_url: str, runner_id: str, max_concurrency: int, auth_token: str | None
+) -> None:
+    from lightning_otel.runtime.runner import run_runner_process
+
+    logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
+    run_runner_process(
+        agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token
+    )
+
+
+class RunnerPool:
+    """The trainer's runner processes: started with `spawn` (the trainer has threads; fork would copy their
+    locks), watched, and restarted when one dies. A dead runner's attempts are failed at once so they retry."""
+
+    def __init__(
+        self,
+        agent: LitAgent,
+        client: Client,
+        collector_url: str,
+        *,
+        n_runners: int,
+        max_concurrency: int,
+        auth_token: str | None,
+        max_restarts: int,
+    ) -> None:
+        self.agent = agent
+        self.client = client
+        self.collector_url = collector_url
+        self.n_runners = n_runners
+        self.max_concurrency = max_concurrency
+        self.auth_token = auth_token
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
+        self._context = multiprocessing.get_context("spawn")
+        self._session = uuid.uuid4().hex[:6]
+        self._started = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        for _ in range(self.n_runners):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._started += 1
+        runner_id = f"runner-{self._session}-{self._started}"
+        process = self._context.Process(
+            target=_runner_main,
+            args=(self.agent, self.collector_url, runner_id, self.max_concurrency, self.auth_token),
+            name=runner_id,
+            daemon=True,
+        )
+        process.start()
+        self.processes[runner_id] = process
+
+    def check(self) -> None:
+        """Replace runners that died (their attempts fail now and retry); raise when they keep dying."""
+        with self._lock:
+            for runner_id, process in list(self.processes.items()):
+                if process.is_alive():
+                    continue
+                del self.processes[runner_id]
+                failed = self.client.runner_lost(runner_id, f"runner process exited with code {process.exitcode}")
+                log.warning(
+                    "%s exited (code %s); %d running attempts failed and will retry",
+                    runner_id,
+                    process.exitcode,
+                    failed,
+                )
+                if self.restarts >= self.max_restarts:
+                    raise RuntimeError(
+                        f"runner processes died {self.restarts + 1} times (last exit code {process.exitcode}); "
+                        'see their output above. A script that starts a Trainer needs `if __name__ == "__main__":` '
+                        "around it (runners are spawned processes that import the main module)"
+                    )
+                self.restarts += 1
+                self._spawn()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for process in self.processes.values():
+            if process.is_alive():
+                process.terminate()  # SIGTERM: the runner cancels its rollouts, reports them and flushes
+        deadline = time.monotonic() + timeout
+        for process in self.processes.values():
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        self.processes.clear()
+
+
+class Trainer:
+    def __init__(
+        self,
+        n_runners: int = 1,
+        algorithm: Algorithm | None = None,
+        adapter: TraceToTriplet | Mapping[str, Any] | None = None,
+        initial_resources: Mapping[str, Any] | None = None,
+        collector: str | None = None,
+        *,
+        max_concurrency: int = 16,
+        max_attempts: int = 3,
+        rollout_timeout_s: float | None = None,
+        heartbeat_timeout_s: float = 30.0,
+        store_url: str | None = None,
+        auth_token: str | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        if n_runners < 0:
+            raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
+        self.n_runners = n_runners
+        self.algorithm = algorithm or Baseline()
+        self.adapter = TraceToTriplet.from_config(adapter)
+        self.initial_resources = dict(initial_resources or {})
+        self.collector = collector
+        self.max_concurrency = max_concurrency
+        self.max_attempts = max_attempts
+        self.rollout_timeout_s = rollout_timeout_s
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.store_url = store_url
+        self.auth_token = auth_token
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.collector_url: str | None = None
+
+    def fit(
+        self, agent: Any, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
+    ) -> Any:
+        """Run the algorithm over the datasets with `n_runners` runner processes executing `agent`."""
+        with self._session(as_agent(agent)) as run:
+            return self.algorithm.run(run, train_dataset, val_dataset)
+
+    def dev(
+        self, agent: Any, dev_dataset: Sequence[Any], *, n_tasks: int = 4, print_spans: bool = True
+    ) -> BaselineResult:
+        """Run a few tasks through a Baseline and print every rollout: spans, selected triplets, rewards."""
+        from lightning_otel.runtime.dev_report import DevReporter
+
+        reporter = DevReporter(self.adapter, print_spans=print_spans)
+        baseline = Baseline(batch_size=n_tasks, max_tasks=n_tasks, on_batch=reporter.batch)
+        with self._session(as_agent(agent)) as run:
+            result = baseline.run(run, list(dev_dataset)[:n_tasks], None)
+        reporter.summary(result)
+        return result
+
+    @contextlib.contextmanager
+    def _session(self, agent: LitAgent) -> Iterator[TrainingRun]:
+        if self.n_runners:
+            try:
+                pickle.dumps(agent)
+            except Exception as exc:
+                raise TypeError(
+                    f"the agent {agent!r} cannot be sent to runner processes ({exc}); define it at module level "
+                    "(not inside a function) so runners can import it"
+                ) from exc
+        with contextlib.ExitStack() as stack:
+            url = self.collector or stack.enter_context(self._embedded_collector())
+            self.collector_url = url
+            client = stack.enter_context(Client(url, auth_token=self.auth_token))
+            if self.initial_resources:
+                client.put_resources(resources_to_json(self.initial_resources))
+            pool = RunnerPool(
+                agent,
+                client,
+                url,
+                n_runners=self.n_runners,
+                max_concurrency=self.max_concurrency,
+                auth_token=self.auth_token,
+                max_restarts=max(3, 3 * self.n_runners),
+            )
+            pool.start()
+            stack.callback(pool.stop)
+            progress = stack.enter_context(_ProgressDisplay(enabled=self.progress))
+            yield TrainingRun(
+                client,
+                self.adapter,
+                max_attempts=self.max_attempts,
+                rollout_timeout_s=self.rollout_timeout_s,
+                on_progress=progress.update,
+                check_runners=pool.check,
+            )
+
+    @contextlib.contextmanager
+    def _embedded_collector(self) -> Iterator[str]:
+        from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+
+        with contextlib.ExitStack() as stack:
+            store_url = self.store_url
+            if store_url is None:
+                directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="agl-trainer-"))
+                store_url = f"sqlite:///{Path(directory) / 'collector.sqlite3'}"
+            config = CollectorConfig(
+                host="127.0.0.1",
+                http_port=0,
+                grpc_port=None,
+                query_port=0,
+                store_url=store_url,
+                auth_token=self.auth_token,
+                heartbeat_timeout_s=self.heartbeat_timeout_s,
+            )
+            addresses = stack.enter_context(EmbeddedCollector(config))
+            log.info("embedded collector: %s", " ".join(addresses.lines()))
+            yield addresses.query
+
+
+class _ProgressDisplay:
+    """A rich progress bar per batch on a terminal; nothing otherwise (logs stay readable in CI)."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _ProgressDisplay:
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+            )
+            self._progress.start()
+        return self
+
+    def update(self, batch: RolloutBatch, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        task = self._tasks.get(batch.batch_id)
+        if task is None:
+            task = self._tasks[batch.batch_id] = self._progress.add_task(f"{batch.mode} {batch.batch_id}", total=total)
+        self._progress.update(task, completed=done)
+        if done >= total:  # one bar per batch in flight, not one per batch ever run
+            self._progress.remove_task(self._tasks.pop(batch.batch_id))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+__all__ = ["BatchResult", "Trainer"]

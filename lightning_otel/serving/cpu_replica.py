@@ -1,0 +1,249 @@
+"""A CPU policy replica: a Hugging Face causal LM behind the same OpenAI-compatible API vLLM serves.
+
+    tokenizer = build_tokenizer(); model = tiny_policy(tokenizer)          # lightning_otel.testing: offline model
+    replica = CPUReplica(model, tokenizer)
+    with ReplicaServer(replica) as server:                                  # server.base_url -> the gateway's replica
+        replica.update_weights(new_state_dict)                              # what a trainer's weight sync calls
+
+It answers `/v1/chat/completions` and `/v1/completions` in vLLM's format: top-level `prompt_token_ids`, per choice
+`token_ids`, and `logprobs` of the sampled tokens (log-softmax of the logits at the request's temperature, which is
+what a trainer recomputes), streaming included. So the gateway, the instrumentors and the adapter see exactly what
+they see in front of vLLM, and CPU runs exercise the same path as GPU ones. One generation at a time (a lock);
+`weight_version` counts updates. Needs torch and transformers (the `[verl]` extra brings both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+
+
+class ChatTokenizerLike(Protocol):
+    eos_token_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str: ...
+
+
+class HFChatTokenizer:
+    """A `transformers` tokenizer seen as a `ChatTokenizerLike` (its own chat template renders conversations)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = tokenizer.eos_token_id
+        self.vocab_size: int = len(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            [dict(message) for message in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+
+@dataclass(slots=True)
+class Generation:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" (end token) or "length"
+
+
+class CPUReplica:
+    def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
+                 seed: int = 0) -> None:  # fmt: skip
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.weight_version = 0
+        self._generator = torch.Generator().manual_seed(seed)
+        self._lock = threading.Lock()
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                 top_p: float = 1.0) -> Generation:  # fmt: skip
+        """Sample token by token with a KV cache; each logprob is log-softmax(logits / temperature) of the token."""
+        with self._lock:
+            ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+            sampled: list[int] = []
+            logprobs: list[float] = []
+            past = None
+            finish = "length"
+            for _ in range(max_tokens):
+                output = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+                past = output.past_key_values
+                logits = output.logits[0, -1].float()
+                if temperature <= 0:
+                    token = int(torch.argmax(logits))
+                    logprob = float(torch.log_softmax(logits, dim=-1)[token])
+                else:
+                    scores = torch.log_softmax(logits / temperature, dim=-1)
+                    token = self._sample(scores, top_p)
+                    logprob = float(scores[token])
+                sampled.append(token)
+                logprobs.append(logprob)
+                if token == self.tokenizer.eos_token_id:
+                    finish = "stop"
+                    break
+                ids = torch.tensor([[token]], dtype=torch.long)
+            return Generation(sampled, logprobs, finish)
+
+    def _sample(self, scores: torch.Tensor, top_p: float) -> int:
+        probs = scores.exp()
+        if top_p < 1.0:
+            ordered, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(ordered, dim=-1) - ordered < top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
+        return int(torch.multinomial(probs / probs.sum(), 1, generator=self._generator))
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+        """Load new policy weights between requests (a trainer's weight sync); returns the new version.
+
+        Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
+        error: a partial sync would serve a policy the trainer never had."""
+        with self._lock:
+            result = self.model.load_state_dict(state_dict, strict=False)
+            owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
+            missing = [name for name in result.missing_keys if name in owned]
+            if missing or result.unexpected_keys:
+                unexpected = result.unexpected_keys[:5]
+                raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
+            self.weight_version += 1
+            return self.weight_version
+
+    # --- the OpenAI-compatible API ------------------------------------------------------------------------------
+    def app(self) -> Starlette:
+        async def chat(request: Request) -> Response:
+            body = await json_object_body(request)
+            if isinstance(body, Response):
+                return body
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return openai_error(400, "messages must be a non-empty list")
+            prompt_ids = self.tokenizer.encode(self.tokenizer.render_chat(messages))
+            return await self._respond(body, prompt_ids, chat=True)
+
+        async def completions(request: Request) -> Response:
+            body = await json_object_body(request)
+            if isinstance(body, Response):
+                return body
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str):
+                return openai_error(400, "prompt must be a string")
+            return await self._respond(body, self.tokenizer.encode(prompt), chat=False)
+
+        async def models(request: Request) -> Response:
+            return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
+
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+                Route("/v1/completions", completions, methods=["POST"]),
+                Route("/v1/models", models),
+            ]
+        )
+
+    async def _respond(self, body: dict[str, Any], prompt_ids: list[int], *, chat: bool) -> Response:
+        try:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 64)
+            temperature = float(body.get("temperature", 1.0))
+            top_p = float(body.get("top_p", 1.0))
+        except (TypeError, ValueError) as exc:
+            return openai_error(400, f"bad sampling parameter: {exc}")
+        generation = await asyncio.to_thread(
+            self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
+        )
+        with_ids = bool(body.get("return_token_ids"))
+        with_logprobs = body.get("logprobs") not in (None, False)
+        text = self.tokenizer.decode([t for t in generation.token_ids if t != self.tokenizer.eos_token_id])
+        response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+        if body.get("stream"):
+            return StreamingResponse(
+                self._stream(response_id, prompt_ids, generation, chat, with_ids, with_logprobs),
+                media_type="text/event-stream",
+            )
+        choice: dict[str, Any] = {"index": 0, "finish_reason": generation.finish_reason}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if with_ids:
+            choice["token_ids"] = generation.token_ids
+        if with_logprobs:
+            choice["logprobs"] = self._logprobs(generation, chat)
+        payload: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": len(generation.token_ids),
+                "total_tokens": len(prompt_ids) + len(generation.token_ids),
+            },
+        }
+        if with_ids:
+            payload["prompt_token_ids"] = prompt_ids
+        return JSONResponse(payload)
+
+    def _logprobs(self, generation: Generation, chat: bool) -> dict[str, Any]:
+        tokens = [self.tokenizer.decode([t]) for t in generation.token_ids]
+        if chat:
+            return {"content": [{"token": t, "logprob": lp, "top_logprobs": []}
+                                for t, lp in zip(tokens, generation.logprobs, strict=True)]}  # fmt: skip
+        return {"tokens": tokens, "token_logprobs": generation.logprobs}
+
+    async def _stream(self, response_id: str, prompt_ids: list[int], generation: Generation, chat: bool,
+                      with_ids: bool, with_logprobs: bool) -> AsyncIterator[str]:  # fmt: skip
+        """vLLM's stream shape: prompt ids on the first chunk, per-chunk token id deltas, a final finish chunk."""
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        for index, token in enumerate(generation.token_ids):
+            piece = self.tokenizer.decode([token]) if token != self.tokenizer.eos_token_id else ""
+            choice: dict[str, Any] = {"index": 0, "finish_reason": None}
+            choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+            if with_ids:
+                choice["token_ids"] = [token]
+            if with_logprobs:
+                logprob = generation.logprobs[index]
+                choice["logprobs"] = (
+                    {"content": [{"token": piece, "logprob": logprob, "top_logprobs": []}]}
+                    if chat
+                    else {"tokens": [piece], "token_logprobs": [logprob]}
+                )
+            chunk: dict[str, Any] = {"id": response_id, "object": kind, "model": self.model_name, "choices": [choice]}
+            if with_ids and index == 0:
+                chunk["prompt_token_ids"] = prompt_ids
+            yield f"data: {json.dumps(chunk)}\n\n"
+        final = {"index": 0, "finish_reason": generation.finish_reason, **({"delta": {}} if chat else {"text": ""})}
+        last = {"id": response_id, "object": kind, "model": self.model_name, "choices": [final]}
+        yield f"data: {json.dumps(last)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+class ReplicaServer(AppServer):
+    """Serve a replica on loopback in a background thread: `with ReplicaServer(replica) as server: server.base_url`."""
+
+    def __init__(self, replica: CPUReplica, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(replica.app(), host=host, port=port, name="agl-cpu-replica")
+        self.replica = replica

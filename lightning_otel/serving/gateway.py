@@ -1,0 +1,231 @@
+"""The policy gateway: the OpenAI-compatible endpoint agents see as `main_llm`, in front of the policy's replicas.
+
+    gateway = PolicyGateway(["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"], sampling={"temperature": 1.0})
+    with GatewayServer(gateway) as server:             # server.base_url -> LLM(server.base_url, model)
+        gateway.pause()                                 # weights syncing: 503 + Retry-After
+        gateway.resume()
+
+Every chat/completions request is forwarded to one replica, sticky by rollout id (rendezvous hashing, so a rollout
+keeps its replica's prefix cache and few rollouts move when replicas change), with the trainer's sampling
+parameters enforced (`sampling` while training, `validation_sampling` in `mode="val"`) and token ids and logprobs
+always requested. Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
+caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
+languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
+`/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`). When the client's instrumentor
+records the same call, both spans carry the same response id and the adapter keeps one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+from opentelemetry import context, trace
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from lightning_otel import semconv
+from lightning_otel.capture.llm_call import LLMCall
+from lightning_otel.capture.propagation import extract_context
+from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
+from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
+from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+
+# Headers that describe one hop, not the request: never forwarded.
+_HOP_HEADERS = frozenset(
+    {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
+)
+_ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
+
+
+class PolicyGateway:
+    def __init__(
+        self,
+        replicas: Sequence[str],
+        *,
+        sampling: Mapping[str, Any] | None = None,
+        validation_sampling: Mapping[str, Any] | None = None,
+        tracer: trace.Tracer | None = None,
+        timeout_s: float = 600.0,
+        model: str | None = None,
+    ) -> None:
+        if not replicas:
+            raise ValueError("the gateway needs at least one replica URL")
+        self.replicas = [replica.rstrip("/") for replica in replicas]
+        self.sampling = dict(sampling or {})
+        self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
+        self.mode = "train"
+        self.model = model  # the name the replicas serve, set on every request (agents may send any name)
+        self.tracer = tracer
+        self.timeout_s = timeout_s
+        self._paused = False
+        self._round_robin = itertools.count()
+        self._http: httpx.AsyncClient | None = None
+
+    # --- control (the trainer's side) --------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Refuse new requests with 503 + Retry-After (weights are syncing); requests in flight finish."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in ("train", "val"):
+            raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
+        self.mode = mode
+
+    def replica_for(self, rollout_id: str | None) -> str:
+        """Rendezvous hashing on the rollout id; round robin for requests outside any rollout."""
+        if not rollout_id:
+            return self.replicas[next(self._round_robin) % len(self.replicas)]
+        return max(self.replicas, key=lambda replica: hashlib.blake2b(f"{replica}|{rollout_id}".encode()).digest())
+
+    # --- serving -----------------------------------------------------------------------------------------------
+    def app(self) -> Starlette:
+        async def proxy(request: Request) -> Response:
+            return await self._proxy(request)
+
+        async def models(request: Request) -> Response:
+            try:
+                upstream = await self._client().get(f"{self.replica_for(None)}/models")
+            except httpx.HTTPError as exc:
+                return openai_error(502, f"replica unreachable: {exc}")
+            return Response(upstream.content, upstream.status_code, media_type="application/json")
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            yield
+            if self._http is not None:  # the upstream client belongs to this loop: close it here
+                await self._http.aclose()
+                self._http = None
+
+        prefix = "/rollout/{rollout_id}/attempt/{attempt_id}"
+        routes = [Route("/v1/models", models), Route(prefix + "/v1/models", models)]
+        for path in _ENDPOINTS:
+            routes += [
+                Route(f"/v1/{path}", proxy, methods=["POST"]),
+                Route(f"{prefix}/v1/{path}", proxy, methods=["POST"]),
+            ]
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self.timeout_s, limits=httpx.Limits(max_connections=1000))
+        return self._http
+
+    def _tracer(self) -> trace.Tracer:
+        if self.tracer is None:
+            from lightning_otel.capture.setup import get_tracer
+
+            self.tracer = get_tracer()
+        return self.tracer
+
+    async def _proxy(self, request: Request) -> Response:
+        if self._paused:
+            return openai_error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
+        path = request.url.path.split("/v1/", 1)[1]
+        kind, operation = _ENDPOINTS[path]
+        body = await json_object_body(request)
+        if isinstance(body, Response):
+            return body
+        body.update(self.sampling if self.mode == "train" else self.validation_sampling)
+        if self.model:
+            body["model"] = self.model
+        body.update(missing_token_id_params(kind, body))
+        ctx = extract_context(request.headers)
+        rollout_id = request.path_params.get("rollout_id")
+        if rollout_id:
+            ctx = context_with_rollout(rollout_id, request.path_params.get("attempt_id", ""), ctx)
+        identity = current_rollout(ctx)
+        url = f"{self.replica_for(identity.rollout_id if identity else None)}/{path}"
+        token = context.attach(ctx)
+        try:
+            call = LLMCall(self._tracer(), operation=operation, body=body, url=url, provider="vllm",
+                           token_ids_requested=True)  # fmt: skip
+        finally:
+            context.detach(token)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        if body.get("stream"):
+            return await self._stream(call, url, headers, body)
+        try:
+            upstream = await self._client().post(url, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            call.finish(error=exc)
+            return openai_error(502, f"replica {url} unreachable: {exc}")
+        if upstream.status_code < 400:
+            call.record_completion(upstream.json())
+            call.finish()
+        else:
+            call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
+        media_type = upstream.headers.get("content-type", "application/json")
+        return Response(upstream.content, upstream.status_code, media_type=media_type)
+
+    async def _stream(self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any]) -> Response:
+        client = self._client()
+        try:
+            upstream = await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
+        except httpx.HTTPError as exc:
+            call.finish(error=exc)
+            return openai_error(502, f"replica {url} unreachable: {exc}")
+        if upstream.status_code >= 400:
+            content = await upstream.aread()
+            await upstream.aclose()
+            call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
+            return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
+
+        async def relay() -> AsyncIterator[bytes]:
+            complete = False
+            try:
+                async for line in upstream.aiter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        with contextlib.suppress(ValueError):  # not ours to judge: the client gets the bytes as sent
+                            call.record_chunk(json.loads(line[6:]))
+                    complete = complete or line == "data: [DONE]"
+                    yield (line + "\n").encode()
+            finally:
+                await upstream.aclose()
+                call.finish(stream_complete=complete)  # a client that left early: ids so far, marked incomplete
+
+        return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
+
+
+@contextlib.contextmanager
+def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> Iterator[trace.Tracer]:
+    """A tracer whose spans go to the collector `client` talks to (its OTLP/HTTP port, its bearer token), on a
+    provider of its own: the trainer's process keeps whatever tracing its user set up."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
+    from lightning_otel.capture.setup import ensure_span_processors, get_tracer
+    from lightning_otel.collector.client import otlp_endpoint_for
+
+    endpoint = otlp_endpoint_for(client.url, client.collector_info())
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
+    # our exporter: every policy call carries token ids and logprobs, which it encodes ~6x cheaper
+    provider.add_span_processor(BatchSpanProcessor(otlp_http_exporter(endpoint, auth_token=client.auth_token)))
+    try:
+        yield get_tracer(provider)
+    finally:
+        provider.shutdown()  # flushes what is left
+
+
+class GatewayServer(AppServer):
+    """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
+
+    def __init__(self, gateway: PolicyGateway, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(gateway.app(), host=host, port=port, name="agl-gateway")
+        self.gateway = gateway
+
+
+__all__ = ["GatewayServer", "PolicyGateway", "collector_tracer"]
