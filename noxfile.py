@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import nox
 
@@ -105,5 +107,19 @@ def verl(session: nox.Session) -> None:
     wheels = os.environ.get("AGL_TORCH_FIND_LINKS", "/opt/wheels")
     find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
     torch = "torch==2.13.0+cpu" if find_links else "torch"
-    session.install(*find_links, torch, "-e", ".[demo,langchain]", *TEST_TOOLS)
+    # From a built wheel, not the checkout: proves that a normal install trains on CPU (the CPU backend, the demo).
+    wheel_dir = session.create_tmp()
+    for old in Path(wheel_dir).glob("lightning_otel-*.whl"):
+        old.unlink()
+    session.run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", wheel_dir, ".", external=True)
+    (wheel,) = Path(wheel_dir).glob("lightning_otel-*.whl")
+    # the same version as a reused environment's: replace it all the same
+    fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
+    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain]", *TEST_TOOLS)
+    session.run(
+        "python",
+        "-c",
+        "import lightning_otel, sys; sys.exit('not the wheel' if '/site-packages/' not in "
+        "lightning_otel.__file__ else 0)",
+    )
     session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})

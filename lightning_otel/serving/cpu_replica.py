@@ -15,11 +15,10 @@ they see in front of vLLM, and CPU runs exercise the same path as GPU ones. One 
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,7 +28,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
 
 
 class ChatTokenizerLike(Protocol):
@@ -175,70 +176,27 @@ class CPUReplica:
         )
         with_ids = bool(body.get("return_token_ids"))
         with_logprobs = body.get("logprobs") not in (None, False)
-        text = self.tokenizer.decode([t for t in generation.token_ids if t != self.tokenizer.eos_token_id])
+        eos = self.tokenizer.eos_token_id
+        sampled = SampledChoice(
+            token_ids=generation.token_ids,
+            logprobs=generation.logprobs,
+            token_texts=[self.tokenizer.decode([t]) for t in generation.token_ids],
+            pieces=stream_pieces(self.tokenizer.decode, generation.token_ids, eos),
+            text=self.tokenizer.decode([t for t in generation.token_ids if t != eos]),
+            finish_reason=generation.finish_reason,
+        )
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+        args = (response_id, self.model_name, prompt_ids, [sampled])
         if body.get("stream"):
-            return StreamingResponse(
-                self._stream(response_id, prompt_ids, generation, chat, with_ids, with_logprobs),
-                media_type="text/event-stream",
+            chunks = (
+                vllm_format.chat_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
+                if chat
+                else vllm_format.text_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
             )
-        choice: dict[str, Any] = {"index": 0, "finish_reason": generation.finish_reason}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
-        if with_ids:
-            choice["token_ids"] = generation.token_ids
-        if with_logprobs:
-            choice["logprobs"] = self._logprobs(generation, chat)
-        payload: dict[str, Any] = {
-            "id": response_id,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": self.model_name,
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": len(prompt_ids),
-                "completion_tokens": len(generation.token_ids),
-                "total_tokens": len(prompt_ids) + len(generation.token_ids),
-            },
-        }
-        if with_ids:
-            payload["prompt_token_ids"] = prompt_ids
-        return JSONResponse(payload)
-
-    def _logprobs(self, generation: Generation, chat: bool) -> dict[str, Any]:
-        tokens = [self.tokenizer.decode([t]) for t in generation.token_ids]
-        if chat:
-            return {"content": [{"token": t, "logprob": lp, "top_logprobs": []}
-                                for t, lp in zip(tokens, generation.logprobs, strict=True)]}  # fmt: skip
-        return {"tokens": tokens, "token_logprobs": generation.logprobs}
-
-    async def _stream(self, response_id: str, prompt_ids: list[int], generation: Generation, chat: bool,
-                      with_ids: bool, with_logprobs: bool) -> AsyncIterator[str]:  # fmt: skip
-        """vLLM's stream shape: prompt ids on the first chunk, per-chunk token id deltas, a final finish chunk."""
-        kind = "chat.completion.chunk" if chat else "text_completion"
-        for index, token in enumerate(generation.token_ids):
-            piece = self.tokenizer.decode([token]) if token != self.tokenizer.eos_token_id else ""
-            choice: dict[str, Any] = {"index": 0, "finish_reason": None}
-            choice.update({"delta": {"content": piece}} if chat else {"text": piece})
-            if with_ids:
-                choice["token_ids"] = [token]
-            if with_logprobs:
-                logprob = generation.logprobs[index]
-                choice["logprobs"] = (
-                    {"content": [{"token": piece, "logprob": logprob, "top_logprobs": []}]}
-                    if chat
-                    else {"tokens": [piece], "token_logprobs": [logprob]}
-                )
-            chunk: dict[str, Any] = {"id": response_id, "object": kind, "model": self.model_name, "choices": [choice]}
-            if with_ids and index == 0:
-                chunk["prompt_token_ids"] = prompt_ids
-            yield f"data: {json.dumps(chunk)}\n\n"
-        final = {"index": 0, "finish_reason": generation.finish_reason, **({"delta": {}} if chat else {"text": ""})}
-        last = {"id": response_id, "object": kind, "model": self.model_name, "choices": [final]}
-        yield f"data: {json.dumps(last)}\n\n"
-        yield "data: [DONE]\n\n"
+            events = itertools.chain(map(vllm_format.sse, chunks), [vllm_format.SSE_DONE])
+            return StreamingResponse(events, media_type="text/event-stream")
+        build = vllm_format.chat_completion if chat else vllm_format.text_completion
+        return JSONResponse(build(*args, with_ids=with_ids, with_logprobs=with_logprobs))
 
 
 class ReplicaServer(AppServer):

@@ -24,7 +24,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer
+from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
 
 VLLM_ONLY_FIELDS = frozenset(
@@ -260,181 +262,67 @@ class OpenAITestServer:
             ]
         )
 
-    # --- chat completions ------------------------------------------------------------------------------------
-    def _chat_logprobs(self, generation: _Generation) -> dict[str, Any]:
-        return {
-            "content": [
-                {
-                    "token": self.tokenizer.token_text(token_id),
-                    "logprob": logprob,
-                    "bytes": None,
-                    "top_logprobs": [],
-                }
-                for token_id, logprob in zip(generation.token_ids, generation.logprobs, strict=True)
+    # --- chat completions and completions: the shared vLLM-format builder ----------------------------------------
+    def _sampled(self, generations: list[_Generation], *, chat: bool) -> list[SampledChoice]:
+        choices = []
+        for generation in generations:
+            with_tools = chat and bool(generation.reply.tool_calls) and generation.finish_reason != "length"
+            tool_calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in generation.reply.tool_calls
             ]
-        }
+            choices.append(
+                SampledChoice(
+                    token_ids=generation.token_ids,
+                    logprobs=generation.logprobs,
+                    token_texts=[self.tokenizer.token_text(t) for t in generation.token_ids],
+                    pieces=stream_pieces(self.tokenizer.decode, generation.token_ids, self.tokenizer.eos_token_id),
+                    text=generation.reply.content if with_tools else generation.text,
+                    finish_reason=generation.finish_reason,
+                    tool_calls=tool_calls if with_tools else [],
+                )
+            )
+        return choices
 
     def _chat_response(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> dict[str, Any]:
-        want_ids = bool(body.get("return_token_ids"))
-        choices = []
-        for index, generation in enumerate(generations):
-            message: dict[str, Any] = {"role": "assistant", "content": generation.reply.content}
-            if generation.reply.tool_calls and generation.finish_reason != "length":
-                message["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in generation.reply.tool_calls
-                ]
-            else:
-                message["content"] = generation.text
-            choice: dict[str, Any] = {
-                "index": index,
-                "message": message,
-                "finish_reason": generation.finish_reason,
-                "logprobs": self._chat_logprobs(generation) if body.get("logprobs") else None,
-            }
-            if want_ids:
-                choice["token_ids"] = generation.token_ids
-            choices.append(choice)
-        response: dict[str, Any] = {
-            "id": response_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", self.model),
-            "choices": choices,
-            "usage": _usage(prompt_ids, generations),
-        }
-        if want_ids:
-            response["prompt_token_ids"] = prompt_ids
-        return response
+        return vllm_format.chat_completion(
+            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=True),
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=bool(body.get("logprobs")),
+        )  # fmt: skip
 
     async def _chat_stream(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> AsyncIterator[str]:
-        want_ids = bool(body.get("return_token_ids"))
-        want_logprobs = bool(body.get("logprobs"))
-        created = int(time.time())
-        model = body.get("model", self.model)
-
-        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
-            payload = {
-                "id": response_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": choices,
-                **extra,
-            }
-            return f"data: {json.dumps(payload)}\n\n"
-
-        entries = [self._chat_logprobs(g)["content"] if want_logprobs else [] for g in generations]
-        first_choices = [
-            {
-                "index": i,
-                "delta": {"role": "assistant", "content": ""},
-                "logprobs": None,
-                "finish_reason": None,
-            }
-            for i in range(len(generations))
-        ]
-        yield chunk(first_choices, **({"prompt_token_ids": prompt_ids} if want_ids else {}))
-        for index, generation in enumerate(generations):
-            with_tools = bool(generation.reply.tool_calls) and generation.finish_reason != "length"
-            decoded = ""
-            for position, token_id in enumerate(generation.token_ids):
-                last = position == len(generation.token_ids) - 1
-                text = self.tokenizer.decode(
-                    [t for t in generation.token_ids[: position + 1] if t != self.tokenizer.eos_token_id]
-                )
-                delta_text, decoded = text[len(decoded) :], text
-                delta: dict[str, Any] = {"content": "" if with_tools else delta_text}
-                if with_tools and position == 0:
-                    delta["tool_calls"] = [
-                        {
-                            "index": k,
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        }
-                        for k, call in enumerate(generation.reply.tool_calls)
-                    ]
-                choice: dict[str, Any] = {
-                    "index": index,
-                    "delta": delta,
-                    "logprobs": {"content": entries[index][position : position + 1]} if want_logprobs else None,
-                    "finish_reason": generation.finish_reason if last else None,
-                }
-                if want_ids:
-                    choice["token_ids"] = [token_id]
-                yield chunk([choice])
-                await asyncio.sleep(0)
-        options = body.get("stream_options") or {}
-        if options.get("include_usage"):
-            yield chunk([], usage=_usage(prompt_ids, generations))
-        yield "data: [DONE]\n\n"
-
-    # --- completions -----------------------------------------------------------------------------------------
-    def _completion_logprobs(self, generation: _Generation) -> dict[str, Any]:
-        tokens = [self.tokenizer.token_text(t) for t in generation.token_ids]
-        return {
-            "tokens": tokens,
-            "token_logprobs": generation.logprobs,
-            "top_logprobs": [{} for _ in tokens],
-            "text_offset": list(range(len(tokens))),
-        }
+        chunks = vllm_format.chat_completion_chunks(
+            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=True),
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=bool(body.get("logprobs")),
+            include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+        )  # fmt: skip
+        for chunk in chunks:
+            yield vllm_format.sse(chunk)
+            await asyncio.sleep(0)
+        yield vllm_format.SSE_DONE
 
     def _completion_response(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> dict[str, Any]:
-        want_ids = bool(body.get("return_token_ids"))
-        choices = []
-        for index, generation in enumerate(generations):
-            choice: dict[str, Any] = {
-                "index": index,
-                "text": generation.text,
-                "finish_reason": generation.finish_reason,
-                "logprobs": self._completion_logprobs(generation) if body.get("logprobs") is not None else None,
-            }
-            if want_ids:
-                choice["prompt_token_ids"] = prompt_ids
-                choice["token_ids"] = generation.token_ids
-            choices.append(choice)
-        return {
-            "id": response_id,
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": body.get("model", self.model),
-            "choices": choices,
-            "usage": _usage(prompt_ids, generations),
-        }
+        return vllm_format.text_completion(
+            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=False),
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=body.get("logprobs") is not None,
+        )  # fmt: skip
 
     async def _completion_stream(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> AsyncIterator[str]:
-        want_ids = bool(body.get("return_token_ids"))
-        for index, generation in enumerate(generations):
-            for position, token_id in enumerate(generation.token_ids):
-                last = position == len(generation.token_ids) - 1
-                choice: dict[str, Any] = {
-                    "index": index,
-                    "text": "" if token_id == self.tokenizer.eos_token_id else self.tokenizer.decode([token_id]),
-                    "finish_reason": generation.finish_reason if last else None,
-                    "logprobs": None,
-                }
-                if want_ids:
-                    choice["token_ids"] = [token_id]
-                    if position == 0:
-                        choice["prompt_token_ids"] = prompt_ids
-                payload = {
-                    "id": response_id,
-                    "object": "text_completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", self.model),
-                    "choices": [choice],
-                }
-                yield f"data: {json.dumps(payload)}\n\n"
-        yield "data: [DONE]\n\n"
+        chunks = vllm_format.text_completion_chunks(
+            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=False),
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=False,
+        )  # fmt: skip
+        for chunk in chunks:
+            yield vllm_format.sse(chunk)
+        yield vllm_format.SSE_DONE
 
     # --- responses -------------------------------------------------------------------------------------------
     def _responses_response(self, body: dict[str, Any], prompt_text: str, generation: _Generation) -> dict[str, Any]:
@@ -547,22 +435,10 @@ def _last_user_text(body: dict[str, Any], prompt_text: str) -> str:
     return prompt_text[-200:]
 
 
-def _usage(prompt_ids: list[int], generations: list[_Generation]) -> dict[str, int]:
-    completion = sum(len(g.token_ids) for g in generations)
-    return {
-        "prompt_tokens": len(prompt_ids),
-        "completion_tokens": completion,
-        "total_tokens": len(prompt_ids) + completion,
-    }
-
-
 def _error(status: int, message: str) -> Any:
     from starlette.responses import JSONResponse
 
-    return JSONResponse(
-        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
-        status_code=status,
-    )
+    return JSONResponse(vllm_format.error_body(message), status_code=status)
 
 
 def main(argv: list[str] | None = None) -> None:
