@@ -27,13 +27,12 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind
-from wrapt import wrap_function_wrapper
 
 from lightning_otel import semconv
 from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.instrumentors.patches import Patches
 
 _instruments = ("crewai >= 1.0",)
 VENDOR_TELEMETRY_ENV = "AGL_CREWAI_VENDOR_TELEMETRY"
@@ -109,7 +108,7 @@ class CrewAIInstrumentor(BaseInstrumentor):
     def __init__(self) -> None:
         super().__init__()
         self._tracer: trace.Tracer | None = None
-        self._patched: list[tuple[Any, str]] = []
+        self._patches = Patches()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -127,18 +126,11 @@ class CrewAIInstrumentor(BaseInstrumentor):
         if self._tracer is None:
             return
         for target_module, attribute, is_async, agent in _TARGETS:
-            owner_name, method = attribute.split(".")
-            owner = getattr(module, owner_name, None)
-            if target_module != module_name or owner is None or not hasattr(owner, method):
-                continue
-            if any(patched is owner and name == method for patched, name in self._patched):
+            if target_module != module_name:
                 continue
             make = _async_wrapper if is_async else _sync_wrapper
-            wrap_function_wrapper(module, attribute, make(self._tracer, agent))
-            self._patched.append((owner, method))
+            self._patches.wrap(module, attribute, make(self._tracer, agent))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._tracer = None
-        for owner, method in self._patched:
-            unwrap(owner, method)
-        self._patched = []
+        self._patches.unwrap_all()

@@ -13,11 +13,10 @@ from typing import Any
 
 from opentelemetry import baggage, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
 from lightning_otel.capture.propagation import inject_current
 from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.instrumentors.patches import Patches
 
 _instruments = ("httpx >= 0.23",)
 
@@ -49,7 +48,7 @@ class HTTPPropagationInstrumentor(BaseInstrumentor):
     def __init__(self) -> None:
         super().__init__()
         self._active = False
-        self._patched: list[tuple[Any, str]] = []
+        self._patches = Patches()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -61,22 +60,16 @@ class HTTPPropagationInstrumentor(BaseInstrumentor):
             when_imported("requests", self._patch_requests)
 
     def _patch_httpx(self, httpx: Any) -> None:
-        if not self._active or any(owner is httpx.Client for owner, _ in self._patched):
+        if not self._active:
             return
         # AsyncClient.send is a coroutine function; the header edit happens before it is awaited.
-        wrap_function_wrapper(httpx, "Client.send", _inject_httpx)
-        wrap_function_wrapper(httpx, "AsyncClient.send", _inject_httpx)
-        self._patched += [(httpx.Client, "send"), (httpx.AsyncClient, "send")]
+        self._patches.wrap(httpx, "Client.send", _inject_httpx)
+        self._patches.wrap(httpx, "AsyncClient.send", _inject_httpx)
 
     def _patch_requests(self, requests: Any) -> None:
-        sessions = requests.sessions
-        if not self._active or any(owner is sessions.Session for owner, _ in self._patched):
-            return
-        wrap_function_wrapper(sessions, "Session.send", _inject_requests)
-        self._patched.append((sessions.Session, "send"))
+        if self._active:
+            self._patches.wrap(requests.sessions, "Session.send", _inject_requests)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._active = False
-        for owner, name in self._patched:
-            unwrap(owner, name)
-        self._patched = []
+        self._patches.unwrap_all()

@@ -20,11 +20,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
 from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.instrumentors.patches import Patches
 
 _instruments = ("litellm >= 1.70",)
 _ADK_MODULE = "google.adk.models.lite_llm"
@@ -34,7 +33,7 @@ class LiteLLMInstrumentor(BaseInstrumentor):
     def __init__(self) -> None:
         super().__init__()
         self._tracer: trace.Tracer | None = None
-        self._patched: list[tuple[Any, str]] = []
+        self._patches = Patches()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -45,25 +44,20 @@ class LiteLLMInstrumentor(BaseInstrumentor):
         when_imported(_ADK_MODULE, self._patch_adk)
 
     def _patch_litellm(self, litellm: ModuleType) -> None:
-        if self._tracer is None or any(owner is litellm for owner, _ in self._patched):
+        if self._tracer is None:
             return
         from lightning_otel.instrumentors.litellm_wrappers import make_async_wrapper, make_sync_wrapper
 
-        wrap_function_wrapper(litellm, "completion", make_sync_wrapper(self._tracer))
-        wrap_function_wrapper(litellm, "acompletion", make_async_wrapper(self._tracer))
-        self._patched += [(litellm, "completion"), (litellm, "acompletion")]
+        self._patches.wrap(litellm, "completion", make_sync_wrapper(self._tracer))
+        self._patches.wrap(litellm, "acompletion", make_async_wrapper(self._tracer))
 
     def _patch_adk(self, module: ModuleType) -> None:
-        client = getattr(module, "LiteLLMClient", None)
-        if self._tracer is None or client is None or any(owner is client for owner, _ in self._patched):
+        if self._tracer is None:
             return
         from lightning_otel.instrumentors.litellm_wrappers import make_async_wrapper
 
-        wrap_function_wrapper(module, "LiteLLMClient.acompletion", make_async_wrapper(self._tracer))
-        self._patched.append((client, "acompletion"))
+        self._patches.wrap(module, "LiteLLMClient.acompletion", make_async_wrapper(self._tracer))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._tracer = None
-        for owner, name in self._patched:
-            unwrap(owner, name)
-        self._patched = []
+        self._patches.unwrap_all()

@@ -25,11 +25,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
 from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.instrumentors.patches import Patches
 
 _instruments = ("openai >= 2.0, < 4",)
 
@@ -40,7 +39,7 @@ class OpenAIInstrumentor(BaseInstrumentor):
     def __init__(self) -> None:
         super().__init__()
         self._tracer: trace.Tracer | None = None
-        self._patched: ModuleType | None = None
+        self._patches = Patches()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -50,18 +49,14 @@ class OpenAIInstrumentor(BaseInstrumentor):
         when_imported("openai", self._patch)
 
     def _patch(self, _openai: ModuleType) -> None:
-        if self._tracer is None or self._patched is not None:
-            return  # uninstrumented before the import happened, or patched already
+        if self._tracer is None:
+            return  # uninstrumented before the import happened
         from lightning_otel.instrumentors.openai_wrappers import make_async_wrapper, make_sync_wrapper
 
         base_client = __import__("openai._base_client", fromlist=["SyncAPIClient"])
-        wrap_function_wrapper(base_client, "SyncAPIClient.request", make_sync_wrapper(self._tracer))
-        wrap_function_wrapper(base_client, "AsyncAPIClient.request", make_async_wrapper(self._tracer))
-        self._patched = base_client
+        self._patches.wrap(base_client, "SyncAPIClient.request", make_sync_wrapper(self._tracer))
+        self._patches.wrap(base_client, "AsyncAPIClient.request", make_async_wrapper(self._tracer))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._tracer = None
-        if self._patched is not None:
-            unwrap(self._patched.SyncAPIClient, "request")
-            unwrap(self._patched.AsyncAPIClient, "request")
-            self._patched = None
+        self._patches.unwrap_all()

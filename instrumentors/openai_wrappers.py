@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import openai
+import wrapt
 from opentelemetry import context, trace
 
 from lightning_otel import semconv
@@ -96,14 +98,22 @@ def _recorder(call: LLMCall, kind: str, streaming: bool) -> Callable[[Any], None
 
 
 def _is_stream(result: Any) -> bool:
-    return hasattr(result, "_iterator") and hasattr(result, "response") and hasattr(result, "close")
+    return isinstance(result, (openai.Stream, openai.AsyncStream))
 
 
-def _observe_sync_stream(stream: Any, call: LLMCall, kind: str, owner: bool) -> Any:
-    record = _recorder(call, kind, streaming=True)
-    inner = stream._iterator
+class _TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """openai's `Stream` seen through our proxy (openai's object is not changed): each item is recorded as it
+    passes, and the span ends when the stream is exhausted, fails, is closed, or is dropped unread."""
 
-    def observed() -> Any:
+    def __init__(self, stream: Any, call: LLMCall, kind: str, owner: bool) -> None:
+        super().__init__(stream)
+        self._self_call = call
+        self._self_owner = owner
+        self._self_items = self._self_observe(iter(stream), _recorder(call, kind, streaming=True))
+        if owner:
+            weakref.finalize(self, call.finish, stream_complete=False)
+
+    def _self_observe(self, inner: Any, record: Callable[[Any], None]) -> Any:
         complete = False
         error: BaseException | None = None
         try:
@@ -115,32 +125,42 @@ def _observe_sync_stream(stream: Any, call: LLMCall, kind: str, owner: bool) -> 
             error = exc
             raise
         finally:
-            if owner:
-                call.finish(error=error, stream_complete=complete)
+            if self._self_owner:
+                self._self_call.finish(error=error, stream_complete=complete)
 
-    generator = observed()
-    stream._iterator = generator
-    original_close = stream.close
+    def __iter__(self) -> Any:
+        return self._self_items
 
-    def close() -> None:
+    def __next__(self) -> Any:
+        return next(self._self_items)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         try:
-            original_close()
+            self.__wrapped__.close()
         finally:
-            generator.close()
-            if owner:
-                call.finish(stream_complete=False)
-
-    stream.close = close
-    if owner:  # a stream dropped before it was ever iterated still ends its span
-        weakref.finalize(stream, call.finish, stream_complete=False)
-    return stream
+            self._self_items.close()
+            if self._self_owner:
+                self._self_call.finish(stream_complete=False)
 
 
-def _observe_async_stream(stream: Any, call: LLMCall, kind: str, owner: bool) -> Any:
-    record = _recorder(call, kind, streaming=True)
-    inner = stream._iterator
+class _TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """`_TracedStream` for openai's `AsyncStream`."""
 
-    async def observed() -> Any:
+    def __init__(self, stream: Any, call: LLMCall, kind: str, owner: bool) -> None:
+        super().__init__(stream)
+        self._self_call = call
+        self._self_owner = owner
+        self._self_items = self._self_observe(stream.__aiter__(), _recorder(call, kind, streaming=True))
+        if owner:
+            weakref.finalize(self, call.finish, stream_complete=False)
+
+    async def _self_observe(self, inner: Any, record: Callable[[Any], None]) -> Any:
         complete = False
         error: BaseException | None = None
         try:
@@ -152,25 +172,48 @@ def _observe_async_stream(stream: Any, call: LLMCall, kind: str, owner: bool) ->
             error = exc
             raise
         finally:
-            if owner:
-                call.finish(error=error, stream_complete=complete)
+            if self._self_owner:
+                self._self_call.finish(error=error, stream_complete=complete)
 
-    generator = observed()
-    stream._iterator = generator
-    original_close = stream.close
+    def __aiter__(self) -> Any:
+        return self._self_items
 
-    async def close() -> None:
+    async def __anext__(self) -> Any:
+        return await self._self_items.__anext__()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
         try:
-            await original_close()
+            await self.__wrapped__.close()
         finally:
-            await generator.aclose()
-            if owner:
-                call.finish(stream_complete=False)
+            await self._self_items.aclose()
+            if self._self_owner:
+                self._self_call.finish(stream_complete=False)
 
-    stream.close = close
-    if owner:
-        weakref.finalize(stream, call.finish, stream_complete=False)
-    return stream
+
+class _TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+    """A raw response (`with_raw_response` / `with_streaming_response`) whose `parse()` hands out our traced stream
+    in place of the stream openai parsed and cached."""
+
+    def __init__(self, response: Any, inner: Any, traced: Any) -> None:
+        super().__init__(response)
+        self._self_inner = inner
+        self._self_traced = traced
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        parsed = self.__wrapped__.parse(*args, **kwargs)
+        if inspect.isawaitable(parsed):
+            return self._self_swap_async(parsed)
+        return self._self_traced if parsed is self._self_inner else parsed
+
+    async def _self_swap_async(self, parsed: Any) -> Any:
+        value = await parsed
+        return self._self_traced if value is self._self_inner else value
 
 
 def _observe_value(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
@@ -180,10 +223,10 @@ def _observe_value(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
         if owner:
             call.finish()
         return result
-    if _is_stream(result):
-        if inspect.isasyncgen(result._iterator):
-            return _observe_async_stream(result, call, kind, owner)
-        return _observe_sync_stream(result, call, kind, owner)
+    if isinstance(result, openai.AsyncStream):
+        return _TracedAsyncStream(result, call, kind, owner)
+    if isinstance(result, openai.Stream):
+        return _TracedStream(result, call, kind, owner)
     payload = result
     if hasattr(result, "http_version") and hasattr(result, "is_stream_consumed"):  # httpx(2).Response
         payload = _json_body(result)
@@ -247,9 +290,13 @@ def _observe_sync_result(result: Any, call: LLMCall, kind: str, owner: bool) -> 
         if inspect.isawaitable(parsed):  # pragma: no cover - sync client never returns async responses
             parsed.close()
             return result
-        _observe_value(parsed, call, kind, owner)
-        return result
+        return _with_traced_parse(result, parsed, _observe_value(parsed, call, kind, owner))
     return _observe_value(result, call, kind, owner)
+
+
+def _with_traced_parse(raw: Any, parsed: Any, observed: Any) -> Any:
+    """The raw response to return: proxied when its parsed value is a stream we now trace through a proxy."""
+    return raw if observed is parsed else _TracedRawResponse(raw, parsed, observed)
 
 
 def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
@@ -291,6 +338,5 @@ async def _observe_async_result(result: Any, call: LLMCall, kind: str, owner: bo
             if owner:
                 call.finish(error=exc)
             return result
-        _observe_value(parsed, call, kind, owner)
-        return result
+        return _with_traced_parse(result, parsed, _observe_value(parsed, call, kind, owner))
     return _observe_value(result, call, kind, owner)

@@ -141,3 +141,14 @@ def test_instrumentor_selection_skips_a_framework_whose_parent_package_is_missin
 
     assert _installed("no_such_namespace_pkg.adk") is False  # find_spec would raise ModuleNotFoundError here
     assert "openai" in selected_names(None) and "google_adk" not in selected_names(None)
+
+
+def test_uninstrument_leaves_no_attribute_of_other_libraries_changed():
+    """openai, litellm, httpx, requests and OpenTelemetry (SDK, API, exporters): every module and class attribute is
+    the same object after instrument() + real calls + uninstrument() as before (a fresh process)."""
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, str(PROGRAMS / "patch_footprint.py")], capture_output=True, text=True, timeout=180, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "", f"changed and not restored:\n{done.stdout}"
