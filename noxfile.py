@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -116,10 +117,17 @@ def verl(session: nox.Session) -> None:
     # the same version as a reused environment's: replace it all the same
     fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
     session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain]", *TEST_TOOLS)
-    session.run(
-        "python",
-        "-c",
-        "import lightning_otel, sys; sys.exit('not the wheel' if '/site-packages/' not in "
-        "lightning_otel.__file__ else 0)",
+    # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
+    # shadow the installed package (the current directory comes first on sys.path).
+    lane = Path(wheel_dir) / "lane"
+    shutil.rmtree(lane, ignore_errors=True)
+    for part in ("tests", "examples"):
+        shutil.copytree(part, lane / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy("pyproject.toml", lane)  # pytest's settings
+    session.chdir(lane)
+    check = (
+        "import lightning_otel, sys; sys.exit(0 if '/site-packages/' in lightning_otel.__file__ "
+        "else 'lightning_otel is not the installed wheel: ' + lightning_otel.__file__)"
     )
+    session.run("python", "-c", check)
     session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})

@@ -106,7 +106,7 @@ def link_parser() -> argparse.ArgumentParser:
 def _retention_s(text: str | None) -> float | None:
     if not text:
         return None
-    from lightning_otel.collector.query_api import BadQuery, parse_duration_ns
+    from lightning_otel.collector.query_params import BadQuery, parse_duration_ns
 
     try:
         return parse_duration_ns(text) / 1e9

@@ -16,7 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from lightning_otel.collector.http_receiver import RETRY_AFTER_S, bearer_ok
+from lightning_otel.collector.auth import bearer_ok
+from lightning_otel.collector.http_receiver import RETRY_AFTER_S
 from lightning_otel.collector.ingest import Ingestor, Overloaded
 from lightning_otel.collector.otlp_decoding import DecodeError, decode_protobuf
 from lightning_otel.collector.store import TransientStoreError

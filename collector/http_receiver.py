@@ -9,7 +9,6 @@ in-flight budget is spent or the store has a transient error (never 500 for over
 
 from __future__ import annotations
 
-import hmac
 import json
 import zlib
 
@@ -23,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from lightning_otel.collector.auth import bearer_ok
 from lightning_otel.collector.ingest import Ingestor, Overloaded
 from lightning_otel.collector.otlp_decoding import DecodeError, decode_json, decode_protobuf
 from lightning_otel.collector.store import TransientStoreError
@@ -67,13 +67,6 @@ def inflate(body: bytes, limit: int) -> bytes:
         raise BodyTooLarge(f"decompressed body exceeds {limit} bytes")
     chunks.append(rest)
     return b"".join(chunks)
-
-
-def bearer_ok(header: str | None, token: str | None) -> bool:
-    if not token:
-        return True
-    expected = f"Bearer {token}"
-    return header is not None and hmac.compare_digest(header.encode(), expected.encode())
 
 
 def build_otlp_app(

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lightning_otel.collector.jaeger_json import error_envelope
-from lightning_otel.collector.query_api import BadQuery, FastJSONResponse
+from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
 from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUNNING
 from lightning_otel.collector.rollout_state import (
     AttemptReport,

@@ -1,0 +1,24 @@
+"""Finding traces for the Jaeger APIs: by the store's indexed fields, then by span tags."""
+
+from __future__ import annotations
+
+import asyncio
+
+from lightning_otel.collector.jaeger_json import span_matches_tags
+from lightning_otel.collector.store import SpanStore, StoredSpan, TraceQuery
+
+
+async def find_traces(store: SpanStore, query: TraceQuery) -> list[list[StoredSpan]]:
+    """The spans of each trace that matches `query`, at most `query.limit` traces."""
+    if not query.tags:
+        trace_ids = await store.find_trace_ids(query)
+    else:
+        trace_ids, seen = [], set()
+        for stored in await store.candidate_spans(query, limit=max(query.limit * 50, 1000)):
+            if stored.trace_id not in seen and span_matches_tags(stored, query.tags):
+                seen.add(stored.trace_id)
+                trace_ids.append(stored.trace_id)
+                if len(trace_ids) >= query.limit:
+                    break
+    traces = await asyncio.gather(*(store.trace_spans(trace_id) for trace_id in trace_ids))
+    return [spans for spans in traces if spans]
