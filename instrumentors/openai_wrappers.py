@@ -22,6 +22,7 @@ from lightning_otel import semconv
 from lightning_otel.capture.llm_call import LLMCall, active_llm_call
 from lightning_otel.capture.propagation import inject_current
 from lightning_otel.capture.settings import settings
+from lightning_otel.capture.tested_versions import is_tested
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
 
 try:  # openai's parsed responses are pydantic models (a failing hasattr on one costs microseconds)
@@ -29,6 +30,7 @@ try:  # openai's parsed responses are pydantic models (a failing hasattr on one 
 except ImportError:  # pragma: no cover - openai depends on pydantic
     ParsedModel = ()  # type: ignore[assignment,misc]
 
+_OPTIONS_IN_PLACE = is_tested("openai")
 _OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RESPONSES: semconv.OP_CHAT}
 
 
@@ -70,13 +72,16 @@ def endpoint_url(client: Any, options: Any) -> str:
     return full
 
 
-def _prepare_options(options: Any, body: Mapping[str, Any] | None, kind: str, wants_ids: bool) -> None:
-    """Add the token-id params and the propagation headers to openai's request options for this call.
+def _prepare_options(options: Any, body: Mapping[str, Any] | None, kind: str, wants_ids: bool) -> Any:
+    """The request options for this call, with the token-id params and the propagation headers added.
 
-    The options object is openai's own, built for this one call, and openai copies it before every attempt; the
-    dicts inside it may be the caller's (`extra_headers`, `extra_body`), so those are replaced, never mutated.
-    (Copying the options object instead cost ~5-20 µs a call.)
+    On tested openai releases the options object is openai's own, built for this one call (openai copies it before
+    every attempt), and is updated in place; the dicts inside it may be the caller's (`extra_headers`,
+    `extra_body`), so those are replaced, never mutated. (Copying the options object cost ~5-20 µs a call.) On any
+    other release a copy (pydantic's `model_copy`) is updated and sent instead.
     """
+    if not _OPTIONS_IN_PLACE:
+        options = options.model_copy()
     if wants_ids and body is not None:
         params = missing_token_id_params(kind, body, options.extra_json)
         if params:
@@ -88,6 +93,17 @@ def _prepare_options(options: Any, body: Mapping[str, Any] | None, kind: str, wa
         added = {key: value for key, value in carrier.items() if key not in headers}
         if added:
             options.headers = {**headers, **added}
+    return options
+
+
+def _with_options(args: tuple, kwargs: dict, options: Any) -> tuple[tuple, dict]:
+    """`request(cast_to, options, ...)`'s arguments with `options` in place of the original (a copy on untested
+    openai releases; on tested ones it is the same object and nothing is rebuilt)."""
+    if (args[1] if len(args) >= 2 else kwargs.get("options")) is options:
+        return args, kwargs
+    if len(args) >= 2:
+        return (args[0], options, *args[2:]), kwargs
+    return args, {**kwargs, "options": options}
 
 
 def _recorder(call: LLMCall, kind: str, streaming: bool) -> Callable[[Any], None]:
@@ -262,12 +278,12 @@ def make_sync_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
         outer = active_llm_call()
         if outer is not None:  # LiteLLM (or another layer) owns the span; feed it what the server returns
             outer.fed_by_inner = True
-            _prepare_options(options, body, kind, wants_ids)
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
             return _observe_sync_result(wrapped(*args, **kwargs), outer, kind, owner=False)
         call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
         token = context.attach(call.context())
         try:
-            _prepare_options(options, body, kind, wants_ids)
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(error=exc)
@@ -311,12 +327,12 @@ def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
         outer = active_llm_call()
         if outer is not None:
             outer.fed_by_inner = True
-            _prepare_options(options, body, kind, wants_ids)
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
             return await _observe_async_result(await wrapped(*args, **kwargs), outer, kind, owner=False)
         call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
         token = context.attach(call.context())
         try:
-            _prepare_options(options, body, kind, wants_ids)
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(error=exc)

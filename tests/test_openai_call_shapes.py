@@ -99,6 +99,32 @@ def test_caller_values_are_respected_and_the_callers_options_are_not_mutated(cli
     assert openai_test_server.requests[-1].body["top_logprobs"] == 2
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["tested-openai", "untested-openai"])
+def test_request_options_are_updated_in_place_only_on_tested_openai_releases(
+    in_place, monkeypatch, client, openai_test_server, agl_spans
+):
+    """On an openai release we did not test, a copy of the request options carries the token-id parameters and
+    the propagation headers: the call records the same span either way."""
+    from lightning_otel.instrumentors import openai_wrappers
+
+    monkeypatch.setattr(openai_wrappers, "_OPTIONS_IN_PLACE", in_place)
+    seen = []
+    original = openai_wrappers._prepare_options
+    monkeypatch.setattr(
+        openai_wrappers, "_prepare_options", lambda o, *a: seen.append((o, original(o, *a))) or seen[-1][1]
+    )
+    openai_test_server.set_replies(["SELECT 1;"])
+    with in_rollout():
+        client.chat.completions.create(model="agl-model", messages=MESSAGES)
+    ((before, sent),) = seen
+    assert (before is sent) == in_place
+    if not in_place:
+        assert "traceparent" not in (before.headers or {}) and before.extra_json is None  # openai's own untouched
+    check_llm_span(only_llm_span(agl_spans), openai_test_server, MESSAGES, "SELECT 1;")
+    assert openai_test_server.requests[-1].body["return_token_ids"] is True
+    assert "traceparent" in openai_test_server.requests[-1].headers
+
+
 def test_with_raw_response(client, openai_test_server, agl_spans):
     with in_rollout():
         raw = client.chat.completions.with_raw_response.create(model="agl-model", messages=MESSAGES)

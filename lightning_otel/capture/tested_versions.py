@@ -1,4 +1,4 @@
-"""The releases of other libraries whose internals we touch, as they were tested (major.minor).
+"""The releases of other libraries whose internals we touch, as they were tested (a major or major.minor prefix).
 
 Each module that reaches into a library's private objects (`sdk_internals` for opentelemetry-sdk, `otlp_exporters`
 for the OTLP exporters, the OpenAI and LiteLLM instrumentors) checks `is_tested(...)` and takes its public-API
@@ -14,17 +14,22 @@ TESTED: dict[str, frozenset[str]] = {
     "opentelemetry-sdk": frozenset({"1.44", "1.45"}),
     "opentelemetry-exporter-otlp-proto-http": frozenset({"1.45"}),  # its send path moved to `_client` in 1.45
     "opentelemetry-exporter-otlp-proto-grpc": frozenset({"1.44", "1.45"}),
+    "openai": frozenset({"2", "3"}),  # request options updated in place (openai builds them for each call)
 }
 
 
 @functools.cache
-def minor_version(distribution: str) -> str | None:
-    """`major.minor` of the installed `distribution`, None when it is not installed."""
+def installed_version(distribution: str) -> str | None:
     try:
-        return ".".join(version(distribution).split(".")[:2])
+        return version(distribution)
     except PackageNotFoundError:
         return None
 
 
+@functools.cache
 def is_tested(distribution: str) -> bool:
-    return minor_version(distribution) in TESTED[distribution]
+    """Whether the installed release of `distribution` starts with one of its tested prefixes."""
+    installed = installed_version(distribution)
+    return installed is not None and any(
+        installed == prefix or installed.startswith(prefix + ".") for prefix in TESTED[distribution]
+    )
