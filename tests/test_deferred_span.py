@@ -19,7 +19,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 
 import lightning_otel
 from lightning_otel.capture.deferred_span import DeferredSpan
-from lightning_otel.capture.sdk_internals import set_numeric_arrays
+from lightning_otel.capture.otel_internals import set_numeric_arrays
 
 HIGH_TRACE_ID = 0xFFFF_FFFF_FFFF_FFFF_FFFF_FFFF_FFFF_FFF0  # above any ratio bound: TraceIdRatioBased drops it
 LOW_TRACE_ID = 0x0000_0000_0000_0000_0000_0000_0000_0010  # below every bound: kept

@@ -25,7 +25,7 @@ from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
-from lightning_otel.capture.sdk_internals import can_defer, replay_tracer, set_numeric_arrays
+from lightning_otel.capture.otel_internals import can_defer, replay_tracer, set_numeric_arrays
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from opentelemetry import baggage, context, propagate
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.propagators.composite import CompositePropagator
+
+from lightning_otel.capture.otel_internals import composite_parts
 
 _BAGGAGE = W3CBaggagePropagator()
 # Baggage entries -> `baggage` header. The W3C propagator validates and percent-encodes every entry on every
@@ -39,8 +40,8 @@ def inject_current(carrier: dict[str, str]) -> None:
     """`propagate.inject(carrier)` for the current context, with the W3C baggage header cached per distinct
     baggage when the global propagator is a composite holding the standard baggage propagator."""
     textmap = propagate.get_global_textmap()
-    parts = getattr(textmap, "_propagators", None) if isinstance(textmap, CompositePropagator) else None
-    if not isinstance(parts, (list, tuple)):
+    parts = composite_parts(textmap)
+    if parts is None:
         textmap.inject(carrier)
         return
     for part in parts:

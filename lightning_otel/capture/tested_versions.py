@@ -1,8 +1,8 @@
 """The releases of other libraries whose internals we touch, as they were tested (a major or major.minor prefix).
 
-Each module that reaches into a library's private objects (`sdk_internals` for opentelemetry-sdk, `otlp_exporters`
-for the OTLP exporters, the OpenAI and LiteLLM instrumentors) checks `is_tested(...)` and takes its public-API
-path on any other release: slower, never wrong.
+Each module that reaches into a library's private objects (`otel_internals` for opentelemetry-sdk and -api,
+`otlp_exporters` for the OTLP exporters, the OpenAI instrumentor's `openai_wrappers`) checks `is_tested(...)` and
+takes its public-API path on any other release: slower, never wrong.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 TESTED: dict[str, frozenset[str]] = {
     "opentelemetry-sdk": frozenset({"1.44", "1.45"}),
+    "opentelemetry-api": frozenset({"1.44", "1.45"}),
     "opentelemetry-exporter-otlp-proto-http": frozenset({"1.45"}),  # its send path moved to `_client` in 1.45
     "opentelemetry-exporter-otlp-proto-grpc": frozenset({"1.44", "1.45"}),
     "openai": frozenset({"2", "3"}),  # request options updated in place (openai builds them for each call)

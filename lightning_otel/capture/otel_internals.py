@@ -1,11 +1,16 @@
-"""The one module that touches opentelemetry-sdk internals, on the releases it was tested against only.
+"""The one module that touches OpenTelemetry's internals (the SDK's, and one read of the API's), on the releases it
+was tested against only.
 
 - `set_numeric_arrays`: token ids and logprobs go into a span's `BoundedAttributes` after one C-level type check
   instead of the SDK's per-element validation (~20 vs ~200 ns per element).
 - `replay_tracer`: a copy of an SDK `Tracer` (the caller's tracer is not changed) whose id generator and sampler
   hand back the identity and sampling decision made earlier on the caller's thread (`deferred_span`).
 
-On any other SDK release `can_defer` is False and `set_numeric_arrays` is `span.set_attributes`.
+- `composite_parts`: the propagators inside the global `CompositePropagator` (read only), so that the W3C
+  baggage header can be cached per distinct baggage (`propagation.inject_current`).
+
+On any other release `can_defer` is False, `set_numeric_arrays` is `span.set_attributes` and `composite_parts` is
+None (the global propagator injects as it is).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import sampling
 
@@ -23,6 +30,15 @@ from lightning_otel.capture.otlp_encoding import numeric_array_kind
 from lightning_otel.capture.tested_versions import is_tested
 
 SDK_INTERNALS = is_tested("opentelemetry-sdk")
+API_INTERNALS = is_tested("opentelemetry-api")
+
+
+def composite_parts(textmap: TextMapPropagator) -> Sequence[TextMapPropagator] | None:
+    """The propagators a `CompositePropagator` holds, None for any other propagator (or an untested API release)."""
+    if not API_INTERNALS or not isinstance(textmap, CompositePropagator):
+        return None
+    parts = getattr(textmap, "_propagators", None)
+    return parts if isinstance(parts, (list, tuple)) else None
 
 
 def can_defer(tracer: trace.Tracer) -> bool:
