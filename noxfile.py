@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -109,9 +110,8 @@ def verl(session: nox.Session) -> None:
     find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
     torch = "torch==2.13.0+cpu" if find_links else "torch"
     # From a built wheel, not the checkout: proves that a normal install trains on CPU (the CPU backend, the demo).
-    wheel_dir = session.create_tmp()
-    for old in Path(wheel_dir).glob("lightning_otel-*.whl"):
-        old.unlink()
+    # Not session.create_tmp(): it sets TMPDIR for the session, and Ray's socket paths under .nox/ grow too long.
+    wheel_dir = tempfile.mkdtemp(prefix="agl-verl-lane-")
     session.run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", wheel_dir, ".", external=True)
     (wheel,) = Path(wheel_dir).glob("lightning_otel-*.whl")
     # the same version as a reused environment's: replace it all the same
