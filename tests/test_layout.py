@@ -146,3 +146,18 @@ def test_the_face_still_offers_every_public_name():
 
     for name in lightning_otel.__all__:
         assert getattr(lightning_otel, name) is not None, name
+
+
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """The rule above can fail: an import inside a function, or a relative one, is seen and judged."""
+    known = set(module_files())
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def later():\n    from lightning_otel.runtime import trainer\n    from .tracer import get_tracer\n"
+    )
+    found = imports_of("lightning_otel.capture.probe", source, known)
+    assert found == {"lightning_otel.runtime.trainer", "lightning_otel.capture.tracer"}
+    assert not allowed("lightning_otel.capture.probe", "lightning_otel.runtime.trainer")
+    assert allowed("lightning_otel.capture.probe", "lightning_otel.capture.tracer")
+    assert not allowed("lightning_otel.collector.server", "lightning_otel.capture.setup")
+    assert not allowed("lightning_otel.semconv", "lightning_otel.capture.setup")

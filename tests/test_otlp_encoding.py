@@ -115,3 +115,31 @@ def test_a_users_own_exporter_sends_exactly_the_sdks_bytes(monkeypatch):
     assert http_exporter.encode_spans is otel_encode_spans
     assert grpc_exporter.encode_spans is otel_encode_spans
     assert grpc_exporter.OTLPSpanExporter._translate_data(None, spans) == otel_encode_spans(spans)  # type: ignore[arg-type]
+
+
+def test_our_http_exporter_reports_a_refused_batch_as_the_sdk_does():
+    """A 400 from the receiver (not retryable): FAILURE at once, as the SDK's own exporter answers."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        ours = otlp_exporters.otlp_http_exporter(endpoint)
+        sdk = http_exporter.OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+        spans = _finished_spans()
+        assert ours.export(spans).name == sdk.export(spans).name == "FAILURE"
+    finally:
+        server.shutdown()
+        server.server_close()

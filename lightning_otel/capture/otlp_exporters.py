@@ -20,6 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 
 from lightning_otel.capture.otlp_encoding import encode_spans
 from lightning_otel.capture.tested_versions import is_tested
@@ -36,18 +37,21 @@ class FastHTTPSpanExporter(SDKHTTPSpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if not FAST_HTTP or self._shutdown:
             return super().export(spans)
+        try:
+            body = encode_spans(spans).SerializePartialToString()
+        except Exception:  # an odd span: the SDK's own path encodes it, or reports why it cannot
+            logger.debug("lightning-otel: fast OTLP encoding failed, using the SDK's encoder", exc_info=True)
+            return super().export(spans)
+        limit = self._max_request_size
+        if limit and limit > 0 and len(body) > limit:
+            return super().export(spans)  # the SDK logs and refuses an oversized batch its own way
+        # From here as the SDK's export: its metrics, its HTTP client (retries, compression, timeouts).
         with self._metrics.export_operation(len(spans)) as result:
-            try:
-                body = encode_spans(spans).SerializePartialToString()
-            except Exception:  # an odd span: the SDK's own path encodes it, or reports why it cannot
-                logger.debug("lightning-otel: fast OTLP encoding failed, using the SDK's encoder", exc_info=True)
-                return super().export(spans)
-            limit = self._max_request_size
-            if limit and limit > 0 and len(body) > limit:
-                return super().export(spans)  # the SDK logs and refuses an oversized batch its own way
             sent = self._client.export(body)
             if not sent.success:
                 result.error = sent.error
+                if sent.status_code is not None:
+                    result.error_attrs = {HTTP_RESPONSE_STATUS_CODE: sent.status_code}
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
