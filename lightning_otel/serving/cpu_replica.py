@@ -176,18 +176,20 @@ class CPUReplica:
         )
         with_ids = bool(body.get("return_token_ids"))
         with_logprobs = body.get("logprobs") not in (None, False)
+        stream = bool(body.get("stream"))
         eos = self.tokenizer.eos_token_id
+        ids = generation.token_ids
         sampled = SampledChoice(
-            token_ids=generation.token_ids,
+            token_ids=ids,
             logprobs=generation.logprobs,
-            token_texts=[self.tokenizer.decode([t]) for t in generation.token_ids],
-            pieces=stream_pieces(self.tokenizer.decode, generation.token_ids, eos),
-            text=self.tokenizer.decode([t for t in generation.token_ids if t != eos]),
+            text=self.tokenizer.decode([t for t in ids if t != eos]),
             finish_reason=generation.finish_reason,
+            token_texts=[self.tokenizer.decode([t]) for t in ids] if with_logprobs else [],
+            pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
         )
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         args = (response_id, self.model_name, prompt_ids, [sampled])
-        if body.get("stream"):
+        if stream:
             chunks = (
                 vllm_format.chat_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
                 if chat

@@ -19,15 +19,18 @@ SSE_DONE = "data: [DONE]\n\n"
 
 @dataclass(slots=True)
 class SampledChoice:
-    """One sampled choice: what the model produced, token by token."""
+    """One sampled choice: what the model produced, token by token.
+
+    `token_texts` is read only when logprobs are returned and `pieces` only by the stream builders: servers fill them
+    for those responses alone (decoding every prefix of a long reply is the costly part of a response)."""
 
     token_ids: list[int]
     logprobs: list[float]
-    token_texts: list[str]  # each token's own text (logprob entries)
-    pieces: list[str]  # each token's share of the visible text (stream deltas; "" for special tokens)
     text: str | None  # the choice's visible text (None: a tool call without content)
     finish_reason: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # OpenAI `tool_calls` entries (chat)
+    token_texts: list[str] = field(default_factory=list)  # each token's own text (logprob entries)
+    pieces: list[str] = field(default_factory=list)  # each token's share of the visible text (stream deltas)
 
 
 def stream_pieces(decode: Callable[[list[int]], str], token_ids: Sequence[int], eos_token_id: int) -> list[str]:

@@ -263,7 +263,10 @@ class OpenAITestServer:
         )
 
     # --- chat completions and completions: the shared vLLM-format builder ----------------------------------------
-    def _sampled(self, generations: list[_Generation], *, chat: bool) -> list[SampledChoice]:
+    def _sampled(
+        self, generations: list[_Generation], *, chat: bool, stream: bool, with_logprobs: bool
+    ) -> list[SampledChoice]:
+        eos = self.tokenizer.eos_token_id
         choices = []
         for generation in generations:
             with_tools = chat and bool(generation.reply.tool_calls) and generation.finish_reason != "length"
@@ -275,11 +278,11 @@ class OpenAITestServer:
                 SampledChoice(
                     token_ids=generation.token_ids,
                     logprobs=generation.logprobs,
-                    token_texts=[self.tokenizer.token_text(t) for t in generation.token_ids],
-                    pieces=stream_pieces(self.tokenizer.decode, generation.token_ids, self.tokenizer.eos_token_id),
                     text=generation.reply.content if with_tools else generation.text,
                     finish_reason=generation.finish_reason,
                     tool_calls=tool_calls if with_tools else [],
+                    token_texts=[self.tokenizer.token_text(t) for t in generation.token_ids] if with_logprobs else [],
+                    pieces=stream_pieces(self.tokenizer.decode, generation.token_ids, eos) if stream else [],
                 )
             )
         return choices
@@ -287,17 +290,21 @@ class OpenAITestServer:
     def _chat_response(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> dict[str, Any]:
+        with_logprobs = bool(body.get("logprobs"))
+        choices = self._sampled(generations, chat=True, stream=False, with_logprobs=with_logprobs)
         return vllm_format.chat_completion(
-            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=True),
-            with_ids=bool(body.get("return_token_ids")), with_logprobs=bool(body.get("logprobs")),
+            response_id, body.get("model", self.model), prompt_ids, choices,
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=with_logprobs,
         )  # fmt: skip
 
     async def _chat_stream(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> AsyncIterator[str]:
+        with_logprobs = bool(body.get("logprobs"))
+        choices = self._sampled(generations, chat=True, stream=True, with_logprobs=with_logprobs)
         chunks = vllm_format.chat_completion_chunks(
-            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=True),
-            with_ids=bool(body.get("return_token_ids")), with_logprobs=bool(body.get("logprobs")),
+            response_id, body.get("model", self.model), prompt_ids, choices,
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=with_logprobs,
             include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
         )  # fmt: skip
         for chunk in chunks:
@@ -308,16 +315,19 @@ class OpenAITestServer:
     def _completion_response(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> dict[str, Any]:
+        with_logprobs = body.get("logprobs") is not None
+        choices = self._sampled(generations, chat=False, stream=False, with_logprobs=with_logprobs)
         return vllm_format.text_completion(
-            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=False),
-            with_ids=bool(body.get("return_token_ids")), with_logprobs=body.get("logprobs") is not None,
+            response_id, body.get("model", self.model), prompt_ids, choices,
+            with_ids=bool(body.get("return_token_ids")), with_logprobs=with_logprobs,
         )  # fmt: skip
 
     async def _completion_stream(
         self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
     ) -> AsyncIterator[str]:
+        choices = self._sampled(generations, chat=False, stream=True, with_logprobs=False)
         chunks = vllm_format.text_completion_chunks(
-            response_id, body.get("model", self.model), prompt_ids, self._sampled(generations, chat=False),
+            response_id, body.get("model", self.model), prompt_ids, choices,
             with_ids=bool(body.get("return_token_ids")), with_logprobs=False,
         )  # fmt: skip
         for chunk in chunks:
