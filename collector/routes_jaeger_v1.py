@@ -12,7 +12,6 @@ from starlette.routing import Route
 
 from lightning_otel.collector.jaeger_json import envelope, error_envelope, jaeger_trace
 from lightning_otel.collector.query_params import (
-    KIND_NAMES,
     BadQuery,
     int_param,
     param,
@@ -20,7 +19,7 @@ from lightning_otel.collector.query_params import (
     trace_id_param,
 )
 from lightning_otel.collector.store import SpanStore, TraceQuery
-from lightning_otel.collector.trace_search import find_traces
+from lightning_otel.collector.trace_search import find_operations, find_traces
 
 
 def jaeger_v1_routes(store: SpanStore) -> list[Route]:
@@ -32,12 +31,8 @@ def jaeger_v1_routes(store: SpanStore) -> list[Route]:
         return JSONResponse(envelope(names))
 
     async def operations(request: Request) -> Response:
-        kind = param(request, "spanKind")
-        found = [
-            {"name": name, "spanKind": KIND_NAMES.get(k, "")}
-            for name, k in await store.operations(param(request, "service"))
-        ]
-        return JSONResponse(envelope([o for o in found if kind in (None, o["spanKind"])]))
+        found = await find_operations(store, param(request, "service"), param(request, "spanKind"))
+        return JSONResponse(envelope(found))
 
     def legacy_query(request: Request) -> TraceQuery:
         tags: dict[str, str] = {}

@@ -11,7 +11,6 @@ from starlette.routing import Route
 
 from lightning_otel.collector.otlp_json import traces_data_json
 from lightning_otel.collector.query_params import (
-    KIND_NAMES,
     int_param,
     param,
     parse_duration_ns,
@@ -19,7 +18,7 @@ from lightning_otel.collector.query_params import (
     trace_id_param,
 )
 from lightning_otel.collector.store import SpanStore, TraceQuery
-from lightning_otel.collector.trace_search import find_traces
+from lightning_otel.collector.trace_search import find_operations, find_traces
 
 
 def jaeger_v3_routes(store: SpanStore) -> list[Route]:
@@ -27,12 +26,9 @@ def jaeger_v3_routes(store: SpanStore) -> list[Route]:
         return JSONResponse({"services": await store.services()})
 
     async def v3_operations(request: Request) -> Response:
-        kind = param(request, "span_kind", "spanKind")
-        found = [
-            {"name": name, "spanKind": KIND_NAMES.get(k, "")}
-            for name, k in await store.operations(param(request, "service"))
-        ]
-        return JSONResponse({"operations": [o for o in found if kind in (None, "", o["spanKind"])]})
+        # `param` reads an empty value as absent: an empty span_kind lists every kind, as in v1
+        found = await find_operations(store, param(request, "service"), param(request, "span_kind", "spanKind"))
+        return JSONResponse({"operations": found})
 
     def v3_query(request: Request) -> TraceQuery:
         tags = {}

@@ -1,10 +1,11 @@
-"""Finding traces for the Jaeger APIs: by the store's indexed fields, then by span tags."""
+"""Finding traces (by the store's indexed fields, then by span tags) and operations for both Jaeger APIs."""
 
 from __future__ import annotations
 
 import asyncio
 
 from lightning_otel.collector.jaeger_json import span_matches_tags
+from lightning_otel.collector.query_params import KIND_NAMES
 from lightning_otel.collector.store import SpanStore, StoredSpan, TraceQuery
 
 
@@ -22,3 +23,9 @@ async def find_traces(store: SpanStore, query: TraceQuery) -> list[list[StoredSp
                     break
     traces = await asyncio.gather(*(store.trace_spans(trace_id) for trace_id in trace_ids))
     return [spans for spans in traces if spans]
+
+
+async def find_operations(store: SpanStore, service: str | None, kind: str | None) -> list[dict[str, str]]:
+    """`{"name", "spanKind"}` of each operation (of `service`, of `kind`), as both Jaeger APIs list them."""
+    found = [{"name": name, "spanKind": KIND_NAMES.get(k, "")} for name, k in await store.operations(service)]
+    return [operation for operation in found if kind in (None, operation["spanKind"])]
