@@ -113,10 +113,6 @@ def _recorder(call: LLMCall, kind: str, streaming: bool) -> Callable[[Any], None
     return call.record_chunk if streaming else call.record_completion
 
 
-def _is_stream(result: Any) -> bool:
-    return isinstance(result, (openai.Stream, openai.AsyncStream))
-
-
 class _TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
     """openai's `Stream` seen through our proxy (openai's object is not changed): each item is recorded as it
     passes, and the span ends when the stream is exhausted, fails, is closed, or is dropped unread."""

@@ -100,11 +100,7 @@ def set_numeric_arrays(span: trace.Span, arrays: Mapping[str, Sequence[Any]]) ->
             checked[key] = tuple(values)
         else:
             span.set_attribute(key, values)  # empty, mixed or odd values: the SDK decides
-    if not SDK_INTERNALS:
-        if checked:
-            span.set_attributes(checked)
-        return
-    bounded = getattr(span, "_attributes", None)
+    bounded = getattr(span, "_attributes", None) if SDK_INTERNALS else None  # None: the public API below
     store = getattr(bounded, "_dict", None)
     lock = getattr(bounded, "_lock", None)
     if (
