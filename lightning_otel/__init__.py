@@ -21,7 +21,13 @@ from lightning_otel.version import __version__
 
 if TYPE_CHECKING:
     from lightning_otel.adapters.messages import TraceToMessages
-    from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, TraceToTriplet, Triplet
+    from lightning_otel.adapters.triplets import (
+        AdaptedRollout,
+        RolloutDiagnostics,
+        TracerTraceToTriplet,
+        TraceToTriplet,
+        Triplet,
+    )
     from lightning_otel.capture.agent_naming import agent, resolve_agent_name
     from lightning_otel.capture.propagation import (
         RolloutContextMiddleware,
@@ -35,8 +41,10 @@ if TYPE_CHECKING:
     from lightning_otel.capture.setup import Instrumentation, flush, instrument, uninstrument
     from lightning_otel.capture.tracer import get_tracer
     from lightning_otel.runtime.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
-    from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout
-    from lightning_otel.runtime.resources import LLM, ProxyLLM
+    from lightning_otel.runtime.function_agent import llm_rollout, rollout
+    from lightning_otel.runtime.lit_agent import Attempt, LitAgent, NamedResources, Rollout
+    from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
+    from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, NothingTrained
     from lightning_otel.runtime.trainer import Trainer
     from lightning_otel.training.verl.algorithm import VERL
 
@@ -54,10 +62,18 @@ _ROOMS = {
     "lightning_otel.capture.reward": ("RolloutContextError", "emit_reward"),
     "lightning_otel.capture.rollout_context": ("RolloutIdentity", "current_rollout", "rollout_context"),
     "lightning_otel.capture.settings": ("register_trainable_endpoint", "unregister_trainable_endpoint"),
-    "lightning_otel.adapters.triplets": ("AdaptedRollout", "RolloutDiagnostics", "TraceToTriplet", "Triplet"),
+    "lightning_otel.adapters.triplets": (
+        "AdaptedRollout",
+        "RolloutDiagnostics",
+        "TraceToTriplet",
+        "TracerTraceToTriplet",
+        "Triplet",
+    ),
     "lightning_otel.adapters.messages": ("TraceToMessages",),
-    "lightning_otel.runtime.lit_agent": ("LitAgent", "Rollout", "rollout"),
-    "lightning_otel.runtime.resources": ("LLM", "ProxyLLM"),
+    "lightning_otel.runtime.lit_agent": ("Attempt", "LitAgent", "NamedResources", "Rollout"),
+    "lightning_otel.runtime.function_agent": ("llm_rollout", "rollout"),
+    "lightning_otel.runtime.resources": ("LLM", "PromptTemplate", "ProxyLLM"),
+    "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
@@ -83,10 +99,15 @@ __all__ = [
     "VERL",
     "AdaptedRollout",
     "Algorithm",
+    "AllRolloutsFailed",
+    "Attempt",
     "Baseline",
     "BatchResult",
     "Instrumentation",
     "LitAgent",
+    "NamedResources",
+    "NothingTrained",
+    "PromptTemplate",
     "ProxyLLM",
     "Rollout",
     "RolloutContextError",
@@ -95,6 +116,7 @@ __all__ = [
     "RolloutIdentity",
     "TraceToMessages",
     "TraceToTriplet",
+    "TracerTraceToTriplet",
     "Trainer",
     "TrainingRun",
     "Triplet",
@@ -107,6 +129,7 @@ __all__ = [
     "get_tracer",
     "incoming_context",
     "instrument",
+    "llm_rollout",
     "outgoing_headers",
     "register_trainable_endpoint",
     "resolve_agent_name",

@@ -48,6 +48,9 @@ LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION})
 # --- Our own data, under agl. ------------------------------------------------------------------------------
 AGL_ROLLOUT_ID = "agl.rollout.id"
 AGL_ATTEMPT_ID = "agl.attempt.id"
+# On the runner's `invoke_agent` span around a rollout: the LitAgent's names (its `name`, its class name), which
+# `agent_match` may name to select every call of the rollout.
+AGL_ROLLOUT_AGENT_NAMES = "agl.rollout.agent_names"
 AGL_PROMPT_TOKEN_IDS = "agl.llm.prompt_token_ids"
 AGL_RESPONSE_TOKEN_IDS = "agl.llm.response_token_ids"
 AGL_RESPONSE_LOGPROBS = "agl.llm.response_logprobs"

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightning_otel import semconv
-from lightning_otel.adapters.triplets import RolloutDiagnostics, TraceToTriplet, llm_calls
+from lightning_otel.adapters.triplets import RolloutDiagnostics, TraceToTriplet, llm_calls, rollout_agent_names
 from lightning_otel.flat_span import Span
 
 
@@ -30,10 +30,12 @@ class TraceToMessages:
         self.calls_without_content = 0
 
     def adapt(self, spans: Iterable[Span]) -> list[dict[str, Any]]:
+        spans = list(spans)
         diagnostics = RolloutDiagnostics(None)
+        rollout_agents = rollout_agent_names(spans)
         examples = []
-        for call in llm_calls(list(spans), diagnostics):
-            if not self._selector.matches(call.agent):
+        for call in llm_calls(spans, diagnostics):
+            if not self._selector.matches(call.agent, rollout_agents):
                 continue
             attributes = call.span.get("attributes") or {}
             try:

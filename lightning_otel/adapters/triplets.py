@@ -1,9 +1,17 @@
 """Spans of a rollout in, training samples out: `TraceToTriplet(agent_match=...)`.
 
 The input is what the collector hands the trainer (`Client.rollout_spans(...)`: flat span dicts with native
-attribute values). LLM calls are selected by `gen_ai.operation.name` (never by span-name regexes) and by
-`re.search(agent_match, gen_ai.agent.name)`; each becomes a `Triplet` (prompt ids, response ids, logprobs, reward)
-with the exact token ids the inference server returned.
+attribute values). LLM calls are recognised by `gen_ai.operation.name` (never by span-name regexes); each selected
+call becomes a `Triplet` (prompt ids, response ids, logprobs, reward) with the exact token ids the inference server
+returned.
+
+`agent_match`, the one rule: a call is selected when `re.search(agent_match, name)` finds
+- its agent: `gen_ai.agent.name`, the nearest agent around the call (a LangGraph node, an ADK/CrewAI/AutoGen agent,
+  a `lightning_otel.agent(...)` block), so `"write"` selects `write_query` and `rewrite_query` but not
+  `check_query`; or
+- the rollout's agent: the LitAgent (its `name` or class name) or `@rollout` function the runner ran, so
+  `"LitAdkAgent"` selects every call of that agent's rollouts, whatever the framework names its agents inside.
+`agent_match=None` selects every call.
 
 - Calls are ordered by start time and deduplicated by `gen_ai.response.id` (a call recorded both by the client
   instrumentor and by a gateway is kept once, the copy with complete token ids first).
@@ -19,6 +27,7 @@ with the exact token ids the inference server returned.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,6 +56,7 @@ class Triplet:
 class RolloutDiagnostics:
     rollout_id: str | None
     agents_seen: list[str] = field(default_factory=list)
+    rollout_agents: list[str] = field(default_factory=list)  # the LitAgent's names (from the runner's span)
     llm_calls: int = 0
     matched_calls: int = 0
     unmatched_calls: int = 0
@@ -124,12 +134,38 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     return calls
 
 
+def rollout_agent_names(spans: Sequence[Span]) -> list[str]:
+    """The names of the agent the runner ran for this rollout (its `invoke_agent` span carries them)."""
+    for span in spans:
+        names = (span.get("attributes") or {}).get(semconv.AGL_ROLLOUT_AGENT_NAMES)
+        if names:
+            return [str(name) for name in names]
+    return []
+
+
+# Agent Lightning's adapter options: accepted, and why each has nothing to do here.
+AGENT_LIGHTNING_OPTIONS = {
+    "repair_hierarchy": "spans carry their real parents (OpenTelemetry context), there is no tree to repair",
+    "llm_call_match": "LLM calls are recognised by gen_ai.operation.name, not by span-name regexes",
+    "exclude_llm_call_in_reward": "reward spans (agl.reward) are never LLM calls here",
+    "reward_match": "rewards go to the call named by response_id, else the latest unrewarded call before them",
+}
+
+
+def _drop_agent_lightning_options(options: dict[str, Any], owner: str, stacklevel: int) -> dict[str, Any]:
+    for key in [key for key in options if key in AGENT_LIGHTNING_OPTIONS]:
+        warnings.warn(f"{owner} option {key!r} has no effect: {AGENT_LIGHTNING_OPTIONS[key]}",
+                      DeprecationWarning, stacklevel=stacklevel + 1)  # fmt: skip
+        del options[key]
+    return options
+
+
 class TraceToTriplet:
     """`TraceToTriplet(agent_match="write|rewrite", mode="transition", reward="primary")`.
 
-    `agent_match=None` selects every LLM call (calls with no agent name included); a pattern selects calls whose
-    `gen_ai.agent.name` it matches with `re.search`. `reward` names the reward that becomes `Triplet.reward` and
-    `final_reward` (every reward name is kept in `Triplet.rewards`).
+    `agent_match`: see the module docstring (the call's agent or the rollout's agent; None: every call).
+    `reward` names the reward that becomes `Triplet.reward` and `final_reward` (every reward name is kept in
+    `Triplet.rewards`).
     """
 
     def __init__(
@@ -155,15 +191,18 @@ class TraceToTriplet:
             return config
         if config is None:
             return cls()
-        unknown = set(config) - {"agent_match", "mode", "reward"}
+        options = _drop_agent_lightning_options(dict(config), "adapter", stacklevel=3)  # user -> Trainer -> here
+        unknown = set(options) - {"agent_match", "mode", "reward"}
         if unknown:
             raise ValueError(f"unknown adapter option(s) {sorted(unknown)}: use agent_match, mode, reward")
-        return cls(**config)
+        return cls(**options)
 
-    def matches(self, agent_name: str | None) -> bool:
+    def matches(self, agent_name: str | None, rollout_agents: Sequence[str] = ()) -> bool:
+        """Whether `agent_match` selects a call of `agent_name` in a rollout of `rollout_agents`."""
         if self._pattern is None:
             return True
-        return agent_name is not None and self._pattern.search(agent_name) is not None
+        names = [agent_name, *rollout_agents] if agent_name is not None else rollout_agents
+        return any(self._pattern.search(name) is not None for name in names)
 
     def adapt(self, spans: Iterable[Span], *, task_id: str | None = None) -> AdaptedRollout:
         """One rollout's spans (any order) -> its training samples, final reward and diagnostics."""
@@ -176,7 +215,7 @@ class TraceToTriplet:
             ),
             None,
         )
-        diagnostics = RolloutDiagnostics(rollout_id)
+        diagnostics = RolloutDiagnostics(rollout_id, rollout_agents=rollout_agent_names(spans))
         calls = llm_calls(spans, diagnostics)
         final_reward = self._assign_rewards(calls, spans, diagnostics)
         attempt_id = next(
@@ -189,7 +228,7 @@ class TraceToTriplet:
         )
         selected = []
         for call in calls:
-            if not self.matches(call.agent):
+            if not self.matches(call.agent, diagnostics.rollout_agents):
                 diagnostics.unmatched_calls += 1
                 continue
             diagnostics.matched_calls += 1
@@ -285,6 +324,24 @@ class TraceToTriplet:
             open_segment[call.agent] = segment
             segments.append(segment)
         return [self._triplet(s.calls, s.response, s.mask, s.logprobs) for s in segments]
+
+
+class TracerTraceToTriplet(TraceToTriplet):
+    """Agent Lightning's adapter name and options, mapped to `TraceToTriplet` (deprecated: use TraceToTriplet)."""
+
+    def __init__(
+        self,
+        agent_match: str | None = None,
+        mode: Literal["transition", "trajectory"] = "transition",
+        reward: str = semconv.DEFAULT_REWARD_NAME,
+        **agent_lightning_options: Any,
+    ) -> None:
+        warnings.warn("TracerTraceToTriplet is Agent Lightning's name: use TraceToTriplet", DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
+        unknown = set(_drop_agent_lightning_options(agent_lightning_options, "TracerTraceToTriplet", stacklevel=2))
+        if unknown:
+            raise TypeError(f"TracerTraceToTriplet got unknown option(s) {sorted(unknown)}")
+        super().__init__(agent_match=agent_match, mode=mode, reward=reward)
 
 
 @dataclass(slots=True)

@@ -56,7 +56,7 @@ def run_runner(args: argparse.Namespace) -> int:
     import os
 
     from lightning_otel.collector.client import CollectorError
-    from lightning_otel.runtime.lit_agent import load_agent
+    from lightning_otel.runtime.agent_loading import load_agent
     from lightning_otel.runtime.runner import run_runner_process
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -26,7 +26,7 @@ CI_FAST_OVERRIDES = [
     "trainer.total_training_steps=2",
     "data.train_batch_size=2",
     "actor_rollout_ref.rollout.n=2",
-    "data.max_prompt_length=256",
+    "data.max_prompt_length=2000",  # real agents send 500-2000-token prompts; the tiny model has 2048 positions
     "data.max_response_length=16",
     "actor_rollout_ref.actor.ppo_mini_batch_size=2",
     "trainer.val_before_train=false",
@@ -45,7 +45,7 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--config", help="a verl config file (YAML) merged over the defaults")
     train.add_argument("--ci-fast", action="store_true", help="2 GRPO steps of a tiny model: a smoke test on CPU")
     train.add_argument("--dev", action="store_true", help="no training: a few tasks through Trainer.dev, all printed")
-    train.add_argument("--n-tasks", type=int, default=4, help="tasks to run with --dev (default 4)")
+    train.add_argument("--n-tasks", type=int, default=None, help="--dev: run only the first N tasks (default: all)")
     train.add_argument("--base-url", help="--dev: the policy's OpenAI-compatible endpoint (main_llm)")
     train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
@@ -88,17 +88,26 @@ def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str,
             "val_before_train": has_val,
             "test_freq": 5 if has_val else -1,
             "save_freq": -1,
-            "default_local_dir": os.path.join("checkpoints", agent_name),
         },
     }
 
 
 @contextlib.contextmanager
-def policy_model(args: argparse.Namespace) -> Iterator[str]:
-    if args.model and args.tiny_model:
-        raise ValueError("give --model or --tiny-model, not both")
-    if args.model:
-        yield args.model
+def policy_model(args: argparse.Namespace, config_model: str | None) -> Iterator[str]:
+    """The policy: --model, the config's model.path, or a tiny offline model; two of them naming it is an error."""
+    named = {
+        flag: value
+        for flag, value in (
+            ("--model", args.model),
+            ("--tiny-model", args.tiny_model or (args.ci_fast and not args.model and not config_model)),
+            ("actor_rollout_ref.model.path in the config", config_model),
+        )
+        if value
+    }
+    if len(named) > 1:
+        raise ValueError(f"the policy is named twice ({' and '.join(named)}): keep one")
+    if args.model or config_model:
+        yield args.model or config_model
         return
     if not (args.tiny_model or args.ci_fast):
         raise ValueError("give --model (an HF model verl can load) or --tiny-model")
@@ -120,7 +129,7 @@ def print_step(step: int, metrics: dict[str, float]) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     import lightning_otel
-    from lightning_otel.runtime.lit_agent import load_agent
+    from lightning_otel.runtime.agent_loading import load_agent
 
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
@@ -132,10 +141,10 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     if args.dev:
         return _dev(args, agent, tasks)
+    from omegaconf import OmegaConf
+
     user_config: dict[str, Any] = {}
     if args.config:
-        from omegaconf import OmegaConf
-
         user_config = OmegaConf.to_container(OmegaConf.load(args.config))  # type: ignore[assignment]
     bad = [item for item in args.overrides if "=" not in item]
     if bad:
@@ -143,10 +152,11 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     overrides = (CI_FAST_OVERRIDES if args.ci_fast else []) + list(args.overrides)
     agent_name = args.agent.rsplit(":", 1)[-1]
+    config_model = OmegaConf.select(
+        OmegaConf.merge(user_config, OmegaConf.from_dotlist(args.overrides)), "actor_rollout_ref.model.path"
+    )
     try:
-        with policy_model(args) as model:
-            from omegaconf import OmegaConf
-
+        with policy_model(args, config_model) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
             algorithm = lightning_otel.VERL(config, overrides=overrides, on_step=print_step)
             trainer = lightning_otel.Trainer(
@@ -159,8 +169,14 @@ def run_train(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lightning-otel train: {exc}", file=sys.stderr)
         return 2
+    except lightning_otel.NothingTrained as exc:
+        print(f"lightning-otel train: FAILED: {exc}", file=sys.stderr)
+        return 1
     rewards = ", ".join(f"{reward:.4f}" for reward in result.rewards())
-    print(f"trained {len(result.steps)} steps; reward per step: {rewards}")
+    skipped = [record for record in result.steps if record.skipped_because]
+    print(f"trained {len(result.steps) - len(skipped)} of {len(result.steps)} steps; reward per step: {rewards}")
+    for record in skipped:
+        print(f"step {record.step} trained nothing: {'; '.join(record.skipped_because)}", file=sys.stderr)
     return 0 if result.steps else 1
 
 
@@ -181,5 +197,12 @@ def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
             adapter={"agent_match": args.agent_match},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, args.model or "agl-tiny")},
         )
-        trainer.dev(agent, tasks, n_tasks=args.n_tasks)
+        try:
+            result = trainer.dev(agent, tasks, n_tasks=args.n_tasks)
+        except lightning_otel.AllRolloutsFailed as exc:
+            print(f"lightning-otel train --dev: FAILED: {exc}", file=sys.stderr)
+            return 1
+    if not any(batch.triplets() for batch in result.train + result.val):
+        print("lightning-otel train --dev: FAILED: no rollout gave a training sample (reasons above)", file=sys.stderr)
+        return 1
     return 0

@@ -13,6 +13,7 @@ from rich.tree import Tree
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.algorithm import BaselineResult, BatchResult
+from lightning_otel.runtime.sample_diagnosis import why_no_samples
 
 
 def span_tree(spans: Sequence[Span], title: str) -> Tree:
@@ -54,6 +55,9 @@ class DevReporter:
         self.print_spans = print_spans
         self.console = console or Console()
 
+    def note(self, message: str) -> None:
+        self.console.print(f"[bold yellow]{message}[/bold yellow]")
+
     def batch(self, mode: str, step: int, result: BatchResult) -> None:
         console = self.console
         for record in result.rollouts:
@@ -84,7 +88,8 @@ class DevReporter:
             console.print(table)
             d = adapted.diagnostics
             console.print(
-                f"agents seen {d.agents_seen}  LLM calls {d.llm_calls}  matched {d.matched_calls}  "
+                f"rollout agent {d.rollout_agents}  agents seen {d.agents_seen}  LLM calls {d.llm_calls}  "
+                f"matched {d.matched_calls}  "
                 f"unmatched {d.unmatched_calls}  without token ids {d.calls_without_token_ids}  "
                 f"merge breaks {d.merge_breaks}  final reward {adapted.final_reward}"
             )
@@ -102,7 +107,6 @@ class DevReporter:
             f"mean reward {statistics.fmean(rewards) if rewards else float('nan'):.3f}"
         )
         if triplets == 0:
-            self.console.print(
-                "[red]no samples were selected[/red]: check agent_match against the agents seen above, and that "
-                "the LLM endpoint returned token ids"
-            )
+            self.console.print("[bold red]no samples were selected: training these rollouts would train nothing[/]")
+            for reason in why_no_samples(batches, self.adapter.agent_match):
+                self.console.print(f"[red]- {reason}[/red]")

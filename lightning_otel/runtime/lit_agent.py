@@ -1,31 +1,38 @@
 """The agent side of training: what a runner calls for each rollout.
 
-    class SQLAgent(lightning_otel.LitAgent):
-        async def rollout(self, task, resources, rollout):
+    class SQLAgent(lightning_otel.LitAgent[dict]):
+        async def rollout_async(self, task, resources, rollout):
             answer = await run_my_graph(task["question"], resources["main_llm"])
             return 1.0 if answer == task["expected"] else 0.0
 
-    @lightning_otel.rollout
-    def math_agent(task, resources, rollout):
-        ...
-        lightning_otel.emit_reward(0.5)      # or emit rewards yourself and return None
-
-`rollout` may be sync (run in a worker thread) or async. It returns a float (the `primary` reward), a dict of named
-rewards, or None when it emitted its rewards with `lightning_otel.emit_reward`. Runners run agents in other
-processes, so an agent must be picklable: define it at module level (and guard scripts with
-`if __name__ == "__main__":`).
+Implement `rollout` (sync, or `async def`), or `rollout_async`; override `training_rollout(_async)` /
+`validation_rollout(_async)` when validation differs (Agent Lightning's names, dispatched the same way). A rollout
+returns a float (the `primary` reward), a dict of named rewards, or None when it emitted its rewards with
+`lightning_otel.emit_reward`. Plain functions become agents with `@lightning_otel.rollout` (function_agent.py).
+Runners run agents in other processes, so an agent must be picklable: define it at module level (and guard scripts
+with `if __name__ == "__main__":`).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pickle
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 Reward = float | dict[str, float] | None
+NamedResources = dict[str, Any]  # Agent Lightning's name for the resources mapping
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try of a rollout (Agent Lightning's `rollout.attempt`)."""
+
+    attempt_id: str
+    rollout_id: str
+    sequence_id: int = 1  # 1 for the first attempt, 2 for its first retry, ...
+    worker_id: str | None = None  # the runner running it
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,94 +47,95 @@ class Rollout:
     mode: str = "train"  # train, val or dev
     resources_version: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    input: Any = None  # the task, as queued
+    runner_id: str | None = None
+
+    @property
+    def attempt(self) -> Attempt:
+        return Attempt(self.attempt_id, self.rollout_id, self.attempt_number, self.runner_id)
 
 
-class LitAgent:
-    """Subclass and implement `rollout` (sync or async)."""
+class LitAgent(Generic[T]):
+    """Subclass and implement `rollout` (sync or async) or `rollout_async`. `LitAgent[MyTask]` types the task."""
 
-    def rollout(self, task: Any, resources: dict[str, Any], rollout: Rollout) -> Reward | Awaitable[Reward]:
+    def rollout(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward | Awaitable[Reward]:
         raise NotImplementedError(f"{type(self).__name__} must implement rollout(task, resources, rollout)")
 
-    @property
-    def name(self) -> str:
-        return type(self).__name__
+    async def rollout_async(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward:
+        raise NotImplementedError(f"{type(self).__name__} must implement rollout_async(task, resources, rollout)")
 
+    def training_rollout(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward | Awaitable[Reward]:
+        return self.rollout(task, resources, rollout)
 
-class FunctionAgent(LitAgent):
-    """A plain function as an agent; it may take (task), (task, resources) or (task, resources, rollout)."""
+    def validation_rollout(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward | Awaitable[Reward]:
+        return self.rollout(task, resources, rollout)
 
-    def __init__(self, function: Callable[..., Any]) -> None:
-        self.function = function
-        parameters = [
-            p
-            for p in inspect.signature(function).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        if not 1 <= len(parameters) <= 3:
-            raise TypeError(
-                f"@rollout function {function.__qualname__} must take (task), (task, resources) or "
-                f"(task, resources, rollout); it takes {len(parameters)} positional parameters"
-            )
-        self._arity = len(parameters)
-        self.__name__ = function.__name__
-        self.__qualname__ = function.__qualname__
-        self.__module__ = function.__module__
-        self.__doc__ = function.__doc__
+    async def training_rollout_async(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward:
+        return await self.rollout_async(task, resources, rollout)
 
-    def rollout(self, task: Any, resources: dict[str, Any], rollout: Rollout) -> Any:
-        return self.function(*(task, resources, rollout)[: self._arity])
+    async def validation_rollout_async(self, task: T, resources: NamedResources, rollout: Rollout) -> Reward:
+        return await self.rollout_async(task, resources, rollout)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
-
-    @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function)
+        """Whether training rollouts run on the event loop (else in a worker thread)."""
+        return rollout_method(self, "train")[1]
 
     @property
     def name(self) -> str:
-        return self.function.__name__
+        """The agent's name: `agent_match` selects every LLM call of its rollouts by it (default: the class name)."""
+        return getattr(self, "_agl_name", None) or type(self).__name__
 
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str]]:
-        # The module attribute is this wrapper, not the function: pickle by reference to it, and only when that
-        # reference leads back here (a function defined inside another one cannot be found by a runner).
-        spec = f"{self.__module__}:{self.__qualname__}"
-        try:
-            found = load_agent(spec)
-        except Exception:
-            found = None
-        if found is not self and getattr(found, "function", None) is not self.function:
-            raise pickle.PicklingError(f"{spec} does not name this agent at module level")
-        return load_agent, (spec,)
+    @name.setter
+    def name(self, value: str) -> None:
+        self._agl_name = value
 
+    def match_names(self) -> list[str]:
+        """Names an `agent_match` pattern may use for this agent: its `name` and its class name."""
+        return list(dict.fromkeys([self.name, type(self).__name__]))
 
-def rollout(function: Callable[..., Any]) -> FunctionAgent:
-    """Decorator: make a plain (sync or async) function an agent the Trainer can run."""
-    return FunctionAgent(function)
+    @property
+    def tracer(self) -> CompatTracer:
+        """Agent Lightning's `self.tracer`: tracing here is global, so its hooks are no-ops kept for old code."""
+        return CompatTracer()
 
 
-def is_async_agent(agent: LitAgent) -> bool:
-    if isinstance(agent, FunctionAgent):
-        return agent.is_async
-    return inspect.iscoroutinefunction(agent.rollout)
+class CompatTracer:
+    """What Agent Lightning agents ask their tracer for. LangChain/LangGraph are traced by a global hook here, so
+    the handler an old agent passes in `callbacks` records nothing (it would record every run twice)."""
+
+    def get_langchain_handler(self) -> Any:
+        from langchain_core.callbacks import BaseCallbackHandler
+
+        return BaseCallbackHandler()
 
 
-def load_agent(spec: str) -> LitAgent:
-    """`package.module:name` -> the agent: a LitAgent instance, a LitAgent subclass (instantiated), or a function."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"agent {spec!r} must look like package.module:name")
-    target: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
-    return as_agent(target)
+# Per mode, the methods tried in order: the first one the agent's class overrides runs (`rollout` always can).
+_DISPATCH = {
+    "train": ("training_rollout_async", "training_rollout", "rollout_async"),
+    "val": ("validation_rollout_async", "validation_rollout", "rollout_async"),
+}
 
 
-def as_agent(target: Any) -> LitAgent:
-    if isinstance(target, LitAgent):
-        return target
-    if isinstance(target, type) and issubclass(target, LitAgent):
-        return target()
-    if callable(target):
-        return FunctionAgent(target)
-    raise TypeError(f"{target!r} is not an agent: use a LitAgent, a LitAgent subclass or a @rollout function")
+def _overrides(agent: LitAgent, name: str) -> bool:
+    return getattr(type(agent), name, None) is not getattr(LitAgent, name)
+
+
+def rollout_method(agent: LitAgent, mode: str) -> tuple[Callable[..., Any], bool]:
+    """The bound method that runs a rollout of `mode` and whether it is a coroutine function."""
+    for name in _DISPATCH.get(mode, _DISPATCH["train"]):
+        if _overrides(agent, name):
+            method = getattr(agent, name)
+            return method, inspect.iscoroutinefunction(method)
+    if hasattr(agent, "is_async_function"):  # a wrapped function decides by itself
+        return agent.rollout, agent.is_async_function()
+    return agent.rollout, inspect.iscoroutinefunction(agent.rollout)
+
+
+def check_agent(agent: LitAgent) -> None:
+    """An agent that implements no rollout method is an error before any runner starts."""
+    names = ("rollout", *(name for names in _DISPATCH.values() for name in names))
+    if not any(_overrides(agent, name) for name in names) and not hasattr(agent, "is_async_function"):
+        raise TypeError(
+            f"{type(agent).__name__} implements none of rollout / rollout_async / training_rollout / "
+            "validation_rollout: implement rollout(task, resources, rollout)"
+        )

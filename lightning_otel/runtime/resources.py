@@ -9,7 +9,7 @@
 
 `ProxyLLM` is the rollout-aware variant for a gateway that reads the rollout identity from the URL path
 (`/rollout/{rollout_id}/attempt/{attempt_id}/v1/...`), for clients that cannot send baggage headers. Values that are
-not resources (a prompt template string, a dict of settings) travel as they are.
+not resources (a plain string, a dict of settings) travel as they are; `PromptTemplate` is a prompt resource.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class LLM:
     endpoint: str
     model: str
     sampling_parameters: dict[str, Any] = field(default_factory=dict)
-    api_key: str = "EMPTY"
+    api_key: str | None = "EMPTY"  # None: the client decides (OPENAI_API_KEY), as in Agent Lightning
 
     def get_base_url(self, rollout_id: str | None = None, attempt_id: str | None = None) -> str:
         """The base URL a client of this rollout should use (the same for every rollout here)."""
@@ -51,7 +51,20 @@ class ProxyLLM(LLM):
         return f"{root}{path}/v1"
 
 
-RESOURCE_TYPES: dict[str, type[LLM]] = {"llm": LLM, "proxy_llm": ProxyLLM}
+@dataclass(slots=True)
+class PromptTemplate:
+    """A prompt the algorithm may change between versions (Agent Lightning's resource); `engine` "f-string"."""
+
+    template: str
+    engine: str = "f-string"
+
+    def format(self, **values: Any) -> str:
+        if self.engine != "f-string":
+            raise ValueError(f"prompt template engine {self.engine!r} is not supported here: use 'f-string'")
+        return self.template.format(**values)
+
+
+RESOURCE_TYPES: dict[str, type[Any]] = {"llm": LLM, "proxy_llm": ProxyLLM, "prompt_template": PromptTemplate}
 _NAMES = {cls: name for name, cls in RESOURCE_TYPES.items()}
 
 

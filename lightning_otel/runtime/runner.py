@@ -25,10 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from lightning_otel import semconv
 from lightning_otel.capture.reward import emit_reward, recording_rewards
 from lightning_otel.capture.rollout_context import rollout_context
+from lightning_otel.capture.tracer import get_tracer
 from lightning_otel.collector.client import AsyncClient, CollectorError
-from lightning_otel.runtime.lit_agent import LitAgent, Rollout, is_async_agent
+from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout_method
 from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
 
 log = logging.getLogger("lightning_otel.runtime.runner")
@@ -122,7 +124,7 @@ class Runner:
         # A flush that starts after a rollout's spans ended exports them: rollouts finishing together share one.
         self._flusher: InFlightBatcher[None, None] = InFlightBatcher(flush_all)
         self._reporter: InFlightBatcher[dict[str, Any], dict[str, Any]] | None = None
-        self._is_async = is_async_agent(agent)
+        self._agent_names = agent.match_names()
         self._threads: ThreadPoolExecutor | None = None
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._resources: dict[int | None, dict[str, Any]] = {}
@@ -137,7 +139,8 @@ class Runner:
     async def run(self, *, max_rollouts: int | None = None) -> RunnerStats:
         """Claim and run rollouts until `stop()` (or `max_rollouts` claimed and finished)."""
         self._stopping = asyncio.Event()
-        self._threads = None if self._is_async else ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
+        # Sync rollout methods run here (an agent may be async for training and sync for validation).
+        self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
         async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
             self._reporter = InFlightBatcher(client.complete_many)
             beating = asyncio.create_task(self._heartbeats(client))
@@ -149,8 +152,7 @@ class Runner:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)
-                if self._threads is not None:
-                    self._threads.shutdown(wait=False, cancel_futures=True)
+                self._threads.shutdown(wait=False, cancel_futures=True)
         return self.stats
 
     async def _claim_loop(self, client: AsyncClient, max_rollouts: int | None) -> None:
@@ -236,6 +238,8 @@ class Runner:
                 mode=attempt.get("mode", "train"),
                 resources_version=attempt.get("resources_version"),
                 metadata=attempt.get("metadata") or {},
+                input=attempt["input"],
+                runner_id=self.runner_id,
             )
             reward, error = await self._call_agent(attempt["input"], resources, info)
             status = "succeeded"
@@ -270,16 +274,29 @@ class Runner:
         except Exception as exc:  # the attempt will time out on the queue and be retried
             log.warning("reporting rollout %s failed: %s", rollout_id, exc)
 
+    def _agent_span(self) -> contextlib.AbstractContextManager[Any]:
+        """The rollout's `invoke_agent {LitAgent}` span: calls outside any framework agent are this agent's, and
+        `agent_match` naming the LitAgent selects the whole rollout (agl.rollout.agent_names)."""
+        name = self._agent_names[0]
+        attributes = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
+            semconv.GEN_AI_AGENT_NAME: name,
+            semconv.AGL_ROLLOUT_AGENT_NAMES: self._agent_names,
+        }
+        return get_tracer().start_as_current_span(semconv.agent_span_name(name), attributes=attributes)
+
     async def _call_agent(self, task: Any, resources: dict[str, Any], info: Rollout) -> tuple[float | None, str | None]:
+        method, is_async = rollout_method(self.agent, info.mode)
         with recording_rewards() as emitted:
             async with rollout_context(info.rollout_id, info.attempt_id):
-                if self._is_async:
-                    returned = await self.agent.rollout(task, resources, info)  # type: ignore[misc]
-                else:
-                    context = contextvars.copy_context()
-                    returned = await asyncio.get_running_loop().run_in_executor(
-                        self._threads, context.run, self.agent.rollout, task, resources, info
-                    )
+                with self._agent_span():
+                    if is_async:
+                        returned = await method(task, resources, info)
+                    else:
+                        context = contextvars.copy_context()
+                        returned = await asyncio.get_running_loop().run_in_executor(
+                            self._threads, context.run, method, task, resources, info
+                        )
                 note = None
                 if returned is not None and emitted:
                     self.stats.reward_conflicts += 1

@@ -9,6 +9,9 @@
     trainer.fit(sql_agent, train_dataset, val_dataset)
     trainer.dev(sql_agent, dev_dataset)                  # a few tasks, everything printed: check before GPU hours
 
+Agent Lightning's spellings work too (`n_workers`, `max_tasks`, `dev(agent, train_dataset, val_dataset=...)`), with a
+DeprecationWarning where ours differ; see the README's "Coming from Agent Lightning".
+
 With no `collector` address the trainer starts an embedded collector (SQLite in a temporary directory, or
 `store_url`) for the run; give `collector="http://host:16686"` to use a running `agl-otel-collector` (its store
 keeps the spans and the queue, and runners started elsewhere with `lightning-otel runner` join the training).
@@ -25,33 +28,46 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
+from lightning_otel.runtime.agent_loading import as_agent
 from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult, BatchResult, RolloutBatch, TrainingRun
-from lightning_otel.runtime.lit_agent import LitAgent, as_agent
+from lightning_otel.runtime.lit_agent import LitAgent, check_agent
 from lightning_otel.runtime.resources import resources_to_json
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
 
 
 def _runner_main(
-    agent: LitAgent, collector_url: str, runner_id: str, max_concurrency: int, auth_token: str | None
+    agent: LitAgent,
+    collector_url: str,
+    runner_id: str,
+    max_concurrency: int,
+    auth_token: str | None,
+    max_rollouts: int | None,
 ) -> None:
     from lightning_otel.runtime.runner import run_runner_process
 
     logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
     run_runner_process(
-        agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token
+        agent,
+        collector_url,
+        runner_id=runner_id,
+        max_concurrency=max_concurrency,
+        auth_token=auth_token,
+        max_rollouts=max_rollouts,
     )
 
 
 class RunnerPool:
     """The trainer's runner processes: started with `spawn` (the trainer has threads; fork would copy their
-    locks), watched, and restarted when one dies. A dead runner's attempts are failed at once so they retry."""
+    locks), watched, and restarted when one dies. A dead runner's attempts are failed at once so they retry. With
+    `max_rollouts`, a runner that ran that many exits and is not replaced; when all have, waiting is an error."""
 
     def __init__(
         self,
@@ -63,6 +79,7 @@ class RunnerPool:
         max_concurrency: int,
         auth_token: str | None,
         max_restarts: int,
+        max_rollouts: int | None = None,
     ) -> None:
         self.agent = agent
         self.client = client
@@ -71,6 +88,8 @@ class RunnerPool:
         self.max_concurrency = max_concurrency
         self.auth_token = auth_token
         self.max_restarts = max_restarts
+        self.max_rollouts = max_rollouts
+        self.retired = 0  # runners that ran max_rollouts and exited
         self.restarts = 0
         self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
         self._context = multiprocessing.get_context("spawn")
@@ -87,7 +106,7 @@ class RunnerPool:
         runner_id = f"runner-{self._session}-{self._started}"
         process = self._context.Process(
             target=_runner_main,
-            args=(self.agent, self.collector_url, runner_id, self.max_concurrency, self.auth_token),
+            args=(self.agent, self.collector_url, runner_id, self.max_concurrency, self.auth_token, self.max_rollouts),
             name=runner_id,
             daemon=True,
         )
@@ -101,6 +120,10 @@ class RunnerPool:
                 if process.is_alive():
                     continue
                 del self.processes[runner_id]
+                if self.max_rollouts is not None and process.exitcode == 0:
+                    self.retired += 1
+                    log.info("%s ran its max_rollouts=%d and exited", runner_id, self.max_rollouts)
+                    continue
                 failed = self.client.runner_lost(runner_id, f"runner process exited with code {process.exitcode}")
                 log.warning(
                     "%s exited (code %s); %d running attempts failed and will retry",
@@ -116,6 +139,11 @@ class RunnerPool:
                     )
                 self.restarts += 1
                 self._spawn()
+            if self.n_runners and not self.processes and self.retired:
+                raise RuntimeError(
+                    f"all {self.n_runners} runners ran max_rollouts={self.max_rollouts} rollouts and exited while "
+                    "rollouts are still waiting: raise Trainer(max_rollouts=...) or leave it None"
+                )
 
     def stop(self, timeout: float = 15.0) -> None:
         for process in self.processes.values():
@@ -133,7 +161,7 @@ class RunnerPool:
 class Trainer:
     def __init__(
         self,
-        n_runners: int = 1,
+        n_runners: int | None = None,
         algorithm: Algorithm | None = None,
         adapter: TraceToTriplet | Mapping[str, Any] | None = None,
         initial_resources: Mapping[str, Any] | None = None,
@@ -146,10 +174,18 @@ class Trainer:
         store_url: str | None = None,
         auth_token: str | None = None,
         progress: bool | None = None,
+        max_rollouts: int | None = None,
+        n_workers: int | None = None,
+        max_tasks: int | None = None,
     ) -> None:
+        n_runners = _renamed("n_workers", n_workers, "n_runners", n_runners, default=1)
+        max_rollouts = _renamed("max_tasks", max_tasks, "max_rollouts", max_rollouts, default=None)
+        if max_rollouts is not None and max_rollouts < 1:
+            raise ValueError("max_rollouts must be >= 1 (rollouts per runner) or None (no limit)")
         if n_runners < 0:
             raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
         self.n_runners = n_runners
+        self.max_rollouts = max_rollouts
         self.algorithm = algorithm or Baseline()
         self.adapter = TraceToTriplet.from_config(adapter)
         self.initial_resources = dict(initial_resources or {})
@@ -171,20 +207,49 @@ class Trainer:
             return self.algorithm.run(run, train_dataset, val_dataset)
 
     def dev(
-        self, agent: Any, dev_dataset: Sequence[Any], *, n_tasks: int = 4, print_spans: bool = True
+        self,
+        agent: Any,
+        train_dataset: Sequence[Any] | None = None,
+        *,
+        val_dataset: Sequence[Any] | None = None,
+        dev_dataset: Sequence[Any] | None = None,
+        n_tasks: int | None = None,
+        print_spans: bool = True,
     ) -> BaselineResult:
-        """Run a few tasks through a Baseline and print every rollout: spans, selected triplets, rewards."""
-        from lightning_otel.runtime.dev_report import DevReporter
+        """Run the tasks given through a Baseline (no training) and print every rollout: spans, the samples
+        `agent_match` selected, rewards, and why nothing was selected when nothing was.
 
+        `train_dataset` (or `dev_dataset`, the same thing) runs in train mode, `val_dataset` in validation mode;
+        `n_tasks` keeps only the first n of each (said loudly). Raises `AllRolloutsFailed` when no rollout succeeded.
+        """
+        from lightning_otel.runtime.dev_report import DevReporter
+        from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, all_failed, failure_summary
+
+        if dev_dataset is not None:
+            if train_dataset is not None:
+                raise TypeError("dev() got train_dataset and dev_dataset: they are the same, pass one")
+            train_dataset = dev_dataset
+        train_tasks, val_tasks = list(train_dataset or []), list(val_dataset or [])
+        if not train_tasks and not val_tasks:
+            raise ValueError("dev() needs tasks: dev(agent, tasks) or dev(agent, val_dataset=tasks)")
         reporter = DevReporter(self.adapter, print_spans=print_spans)
-        baseline = Baseline(batch_size=n_tasks, max_tasks=n_tasks, on_batch=reporter.batch)
+        if n_tasks is not None:
+            for label, tasks in (("train", train_tasks), ("val", val_tasks)):
+                if len(tasks) > n_tasks:
+                    reporter.note(f"dev runs {n_tasks} of the {len(tasks)} {label} tasks given (n_tasks={n_tasks})")
+            train_tasks, val_tasks = train_tasks[:n_tasks], val_tasks[:n_tasks]
+        batch_size = max(1, min(64, max(len(train_tasks), len(val_tasks))))
+        baseline = Baseline(batch_size=batch_size, on_batch=reporter.batch)
         with self._session(as_agent(agent)) as run:
-            result = baseline.run(run, list(dev_dataset)[:n_tasks], None)
+            result = baseline.run(run, train_tasks, val_tasks)
         reporter.summary(result)
+        if all_failed(result.train + result.val):
+            raise AllRolloutsFailed(failure_summary(result.train + result.val))
         return result
 
     @contextlib.contextmanager
     def _session(self, agent: LitAgent) -> Iterator[TrainingRun]:
+        check_agent(agent)
         if self.n_runners:
             try:
                 pickle.dumps(agent)
@@ -207,6 +272,7 @@ class Trainer:
                 max_concurrency=self.max_concurrency,
                 auth_token=self.auth_token,
                 max_restarts=max(3, 3 * self.n_runners),
+                max_rollouts=self.max_rollouts,
             )
             pool.start()
             stack.callback(pool.stop)
@@ -241,6 +307,16 @@ class Trainer:
             addresses = stack.enter_context(EmbeddedCollector(config))
             log.info("embedded collector: %s", " ".join(addresses.lines()))
             yield addresses.query
+
+
+def _renamed(old: str, old_value: Any, new: str, new_value: Any, *, default: Any) -> Any:
+    """Agent Lightning's older argument name, mapped to ours with a DeprecationWarning."""
+    if old_value is None:
+        return default if new_value is None else new_value
+    warnings.warn(f"Trainer({old}=...) is Agent Lightning's spelling: use {new}", DeprecationWarning, stacklevel=3)
+    if new_value is not None and new_value != old_value:
+        raise TypeError(f"Trainer got {old}={old_value!r} and {new}={new_value!r}: pass {new} only")
+    return old_value
 
 
 class _ProgressDisplay:

@@ -91,8 +91,10 @@ class VERL(Algorithm):
         if cpu:
             _prepare_cpu_driver()
         from lightning_otel.training.verl.config import compose_verl_config
+        from lightning_otel.training.verl.config_checks import check_model_path
 
         config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
+        check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
         with _ray_session(config, cpu):
             self.trainer = trainer = _build_trainer(config, list(train_dataset), list(val_dataset or []))
             trainer.init_workers()

@@ -46,6 +46,7 @@ class BatchStats:
     rows: int = 0  # trained rows (padding excluded)
     padding_rows: int = 0
     dropped_long_prompts: int = 0
+    longest_dropped_prompt: int = 0  # tokens: what data.max_prompt_length must reach to keep them all
     truncated_responses: int = 0
     empty_responses: int = 0  # dropped: nothing sampled to train on
     groups: int = 0
@@ -67,6 +68,7 @@ def _row(sample: Sample, shape: BatchShape, stats: BatchStats) -> dict[str, Any]
     prompt = list(triplet.prompt_token_ids)
     if len(prompt) > shape.max_prompt_length:
         stats.dropped_long_prompts += 1
+        stats.longest_dropped_prompt = max(stats.longest_dropped_prompt, len(prompt))
         return None
     response = list(triplet.response_token_ids)
     mask = list(triplet.response_mask) if triplet.response_mask else [1] * len(response)

@@ -4,7 +4,8 @@ and, on a machine without a GPU, what the CPU backend needs.
     config = compose_verl_config({"algorithm": {"adv_estimator": "grpo"}, "data": {...}, "actor_rollout_ref": {...}},
                                  overrides=["trainer.total_training_steps=2"])
 
-The user's keys always win over the CPU defaults: they are applied first and the user's values merged on top.
+The user's keys win over the CPU and GPU defaults (merged on top of them), except where they cannot run: the checks
+in config_checks.py (rollout engine, micro-batches, checkpoint folder) run on the result before anything starts.
 """
 
 from __future__ import annotations
@@ -73,29 +74,35 @@ def on_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
+def user_layer(config: Mapping[str, Any] | DictConfig | None, overrides: Sequence[str]) -> DictConfig:
+    """What the user set: `config` with the `key=value` overrides on top (values parsed as YAML)."""
+    for override in overrides:
+        if "=" not in override:
+            raise ValueError(f"verl override {override!r} is not key=value")
+    plain = OmegaConf.to_container(config) if isinstance(config, DictConfig) else dict(config or {})
+    dotlist = OmegaConf.from_dotlist([override.lstrip("+") for override in overrides])
+    return OmegaConf.merge(OmegaConf.create(plain), dotlist)  # type: ignore[return-value]
+
+
 def compose_verl_config(
     config: Mapping[str, Any] | DictConfig | None = None,
     *,
     overrides: Sequence[str] = (),
     cpu: bool | None = None,
 ) -> DictConfig:
-    """verl's full config: verl's defaults <- CPU or GPU defaults <- `config` <- `overrides` (`key=value` strings)."""
+    """verl's full config: verl's defaults <- CPU or GPU defaults <- `config` <- `overrides` (`key=value` strings),
+    then checked and completed before anything starts (config_checks.py)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
+    from lightning_otel.training.verl.config_checks import check_config
 
     cpu = on_cpu() if cpu is None else cpu
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
         base = compose(config_name="ppo_trainer")
-    layers: list[Any] = [base, COMMON_DEFAULTS]
-    layers.append(CPU_DEFAULTS if cpu else gpu_defaults())
-    if config is not None:
-        plain = OmegaConf.to_container(config) if isinstance(config, DictConfig) else dict(config)
-        layers.append(OmegaConf.create(plain))
+    user = user_layer(config, overrides)
     # Keys verl's schema lacks (e.g. `override_config.attn_implementation`) are allowed, as hydra's `+key=` does.
     OmegaConf.set_struct(base, False)
-    for override in overrides:
-        if "=" not in override:
-            raise ValueError(f"verl override {override!r} is not key=value")
-    layers.append(OmegaConf.from_dotlist([override.lstrip("+") for override in overrides]))  # values parsed as YAML
-    return OmegaConf.merge(*layers)
+    composed = OmegaConf.merge(base, COMMON_DEFAULTS, CPU_DEFAULTS if cpu else gpu_defaults(), user)
+    return check_config(composed, user, cpu=cpu)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ Needs the `[verl]` extra.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,8 +29,11 @@ from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import left_right_2_no_padding
 
 from lightning_otel.runtime.algorithm import BatchResult, TrainingRun
+from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
 from lightning_otel.serving.gateway import PolicyGateway
 from lightning_otel.training.verl.batch import BatchShape, BatchStats, NoTrainableRows, Sample, build_batch
+
+log = logging.getLogger("lightning_otel.verl")
 
 
 @dataclass(slots=True)
@@ -39,6 +43,7 @@ class StepRecord:
     sample_response_ids: list[str] = field(default_factory=list)  # the LLM calls that became trained rows
     sample_agents: dict[str, int] = field(default_factory=dict)  # trained rows per agent name
     rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
+    skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
 
 
 @dataclass(slots=True)
@@ -202,6 +207,12 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                 continue
             break
         result.replica_weight_versions = self._replica_weight_versions()
+        if result.steps and all(record.skipped_because for record in result.steps):
+            first = result.steps[0]
+            raise NothingTrained(
+                f"no training step of {len(result.steps)} had a trainable sample, so nothing was trained. "
+                f"Step {first.step}: " + "; ".join(first.skipped_because)
+            )
         return result
 
     def _replica_weight_versions(self) -> list[int]:
@@ -247,8 +258,12 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                 record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
             batch, stats = self._batch(samples)
             metrics.update(stats.as_metrics("batch/"))
-            if batch is None:  # nothing to learn from: count it, keep the policy, wake the replicas
+            if stats.dropped_long_prompts:
+                log.warning("step %d: %s", self.global_steps, self._dropped_prompts(stats))
+            if batch is None:  # nothing to learn from: count it, say why, keep the policy, wake the replicas
                 metrics["training/skipped_step"] = 1.0
+                record.skipped_because = self._why_skipped(result, stats)
+                log.warning("step %d trained nothing: %s", self.global_steps, "; ".join(record.skipped_because))
                 self.checkpoint_manager.update_weights(self.global_steps)
                 return metrics
             metrics["training/skipped_step"] = 0.0
@@ -258,6 +273,21 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         n_gpus = self.resource_pool_manager.get_n_gpus()
         metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing, n_gpus=n_gpus))
         return metrics
+
+    def _dropped_prompts(self, stats: BatchStats) -> str:
+        limit = int(self.config.data.max_prompt_length)
+        return (
+            f"{stats.dropped_long_prompts} samples dropped: their prompts are longer than data.max_prompt_length="
+            f"{limit} (the longest has {stats.longest_dropped_prompt} tokens); raise data.max_prompt_length"
+        )
+
+    def _why_skipped(self, result: BatchResult, stats: BatchStats) -> list[str]:
+        reasons = why_no_samples([result], self.run.adapter.agent_match)
+        if stats.dropped_long_prompts:
+            reasons.append(self._dropped_prompts(stats))
+        if stats.empty_responses:
+            reasons.append(f"{stats.empty_responses} samples had no sampled response token")
+        return reasons or ["no sample survived batching"]
 
     def _batch(self, samples: list[Sample]) -> tuple[DataProto | None, BatchStats]:
         data = self.config.data
