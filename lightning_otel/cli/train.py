@@ -119,10 +119,12 @@ def policy_model(args: argparse.Namespace, config_model: str | None) -> Iterator
 
 def print_step(step: int, metrics: dict[str, float]) -> None:
     reward = metrics.get("rollout/reward_mean", math.nan)
+    took = f"{metrics.get('timing_s/step', math.nan):.1f}s"
+    if metrics.get("training/skipped_step"):
+        took = "trained nothing"
     print(
         f"step {step}: reward {reward:.4f}  rollouts {metrics.get('rollout/succeeded', 0):.0f}/"
-        f"{metrics.get('rollout/rollouts', 0):.0f}  samples {metrics.get('batch/rows', 0):.0f}  "
-        f"step {metrics.get('timing_s/step', math.nan):.1f}s",
+        f"{metrics.get('rollout/rollouts', 0):.0f}  samples {metrics.get('batch/rows', 0):.0f}  {took}",
         flush=True,
     )
 

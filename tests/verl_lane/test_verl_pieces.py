@@ -14,12 +14,13 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, Triplet
 from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch
+from lightning_otel.training.verl import config_checks
 from lightning_otel.training.verl.batch import BatchShape, NoTrainableRows, Sample, build_batch
 from lightning_otel.training.verl.config import compose_verl_config
 from lightning_otel.training.verl.trainer import mini_batch_plan, rollout_level_grpo, samples_from
 
 
-def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> None:
+def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     user = {"actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"strategy": "fsdp"}}, "data": {"train_batch_size": 3}}
     config = compose_verl_config(user, overrides=["data.train_batch_size=5", "+trainer.extra_key=[1,2]"], cpu=True)
     assert config.actor_rollout_ref.rollout.name == "hf"  # CPU default
@@ -28,6 +29,7 @@ def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides() -> 
     assert config.data.train_batch_size == 5 and list(config.trainer.extra_key) == [1, 2]  # overrides last, typed
     assert config.algorithm.gamma == 1.0  # verl's own defaults underneath
     assert config.reward.num_workers == 0  # the runners generate; no verl agent-loop or reward-loop workers
+    monkeypatch.setattr(config_checks, "engine_installed", lambda name: True)  # as on a GPU machine with vLLM
     gpu = compose_verl_config({"trainer": {"n_gpus_per_node": 4}}, cpu=False)
     assert gpu.actor_rollout_ref.rollout.name == "vllm" and gpu.trainer.device == "cuda"
     assert gpu.actor_rollout_ref.rollout.tensor_model_parallel_size == 1 and gpu.trainer.n_gpus_per_node == 4

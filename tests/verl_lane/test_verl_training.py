@@ -115,7 +115,7 @@ def test_ci_fast_cli_trains_two_steps() -> None:
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "step 1: reward" in done.stdout and "trained 2 steps" in done.stdout
+    assert "step 1: reward" in done.stdout and "trained 2 of 2 steps" in done.stdout
 
 
 def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy(tmp_path: Path) -> None:
@@ -136,6 +136,8 @@ def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy
     first, second = trainer.fit(flaky_agent, tasks).steps
     assert first.metrics["rollout/failed"] == 6 and first.metrics["rollout/succeeded"] == 0
     assert first.metrics["training/skipped_step"] == 1 and first.metrics["batch/rows"] == 0
+    assert "6 of 6 rollouts did not succeed; first error: RuntimeError: flaky failure" in first.skipped_because[0]
+    assert second.skipped_because == []
     assert second.metrics["rollout/succeeded"] == 6 and second.metrics["training/skipped_step"] == 0
     assert second.metrics["training/rollout_probs_diff_max"] < 1e-3
     assert second.metrics["rollout/zero_variance_groups"] == 2  # the agent always returns 1.0: counted, no crash

@@ -34,6 +34,10 @@ def user_set(user: DictConfig, key: str) -> bool:
     return OmegaConf.select(user, key, default=None) is not None
 
 
+def engine_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
 def check_rollout_engine(config: DictConfig, *, cpu: bool) -> None:
     rollout = config.actor_rollout_ref.rollout
     name = rollout.name
@@ -46,7 +50,7 @@ def check_rollout_engine(config: DictConfig, *, cpu: bool) -> None:
             )
             rollout.name = "hf"
         return
-    if name in GPU_ENGINES and importlib.util.find_spec(name) is None:
+    if name in GPU_ENGINES and not engine_installed(name):
         raise ConfigError(
             f"actor_rollout_ref.rollout.name={name} but {name} is not installed: `pip install {name}` on this GPU "
             "machine, or train on CPU with VERL(..., device='cpu')"
