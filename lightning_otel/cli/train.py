@@ -143,7 +143,11 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     if args.dev:
         return _dev(args, agent, tasks)
-    from omegaconf import OmegaConf
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:
+        print("lightning-otel train: training needs the [verl] extra", file=sys.stderr)
+        return 2
 
     user_config: dict[str, Any] = {}
     if args.config:
