@@ -95,15 +95,12 @@ def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str,
 @contextlib.contextmanager
 def policy_model(args: argparse.Namespace, config_model: str | None) -> Iterator[str]:
     """The policy: --model, the config's model.path, or a tiny offline model; two of them naming it is an error."""
-    named = {
-        flag: value
-        for flag, value in (
-            ("--model", args.model),
-            ("--tiny-model", args.tiny_model or (args.ci_fast and not args.model and not config_model)),
-            ("actor_rollout_ref.model.path in the config", config_model),
-        )
-        if value
+    sources = {
+        "--model": args.model,
+        "--tiny-model": args.tiny_model,
+        "actor_rollout_ref.model.path in the config": config_model,
     }
+    named = [name for name, value in sources.items() if value]
     if len(named) > 1:
         raise ValueError(f"the policy is named twice ({' and '.join(named)}): keep one")
     if args.model or config_model:
