@@ -92,22 +92,34 @@ def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str,
     }
 
 
-@contextlib.contextmanager
-def policy_model(args: argparse.Namespace, config_model: str | None) -> Iterator[str]:
-    """The policy: --model, the config's model.path, or a tiny offline model; two of them naming it is an error."""
-    sources = {
-        "--model": args.model,
-        "--tiny-model": args.tiny_model,
-        "actor_rollout_ref.model.path in the config": config_model,
-    }
+MODEL_PATH_KEY = "actor_rollout_ref.model.path"
+
+
+def config_model_path(user_config: dict[str, Any], overrides: list[str]) -> str | None:
+    """The model path the user's config or overrides name (the last override wins, as verl applies them)."""
+    named = [item.split("=", 1)[1] for item in overrides if item.split("=", 1)[0].lstrip("+") == MODEL_PATH_KEY]
+    if named:
+        return named[-1]
+    return ((user_config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
+
+
+def policy_source(args: argparse.Namespace, config_model: str | None) -> str | None:
+    """The policy's path: --model or the config's model.path; None: a tiny offline model. Naming it twice (or not at
+    all, without --tiny-model / --ci-fast) is an error."""
+    sources = {"--model": args.model, "--tiny-model": args.tiny_model, f"{MODEL_PATH_KEY} in the config": config_model}
     named = [name for name, value in sources.items() if value]
     if len(named) > 1:
         raise ValueError(f"the policy is named twice ({' and '.join(named)}): keep one")
-    if args.model or config_model:
-        yield args.model or config_model
-        return
-    if not (args.tiny_model or args.ci_fast):
+    if not named and not args.ci_fast:
         raise ValueError("give --model (an HF model verl can load) or --tiny-model")
+    return args.model or config_model
+
+
+@contextlib.contextmanager
+def policy_model(source: str | None) -> Iterator[str]:
+    if source:
+        yield source
+        return
     from lightning_otel.testing.tiny_model import save_tiny_model
 
     with tempfile.TemporaryDirectory(prefix="agl-tiny-model-") as directory:
@@ -140,26 +152,29 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     if args.dev:
         return _dev(args, agent, tasks)
-    try:
-        from omegaconf import OmegaConf
-    except ImportError:
-        print("lightning-otel train: training needs the [verl] extra", file=sys.stderr)
-        return 2
-
-    user_config: dict[str, Any] = {}
-    if args.config:
-        user_config = OmegaConf.to_container(OmegaConf.load(args.config))  # type: ignore[assignment]
     bad = [item for item in args.overrides if "=" not in item]
     if bad:
         print(f"lightning-otel train: overrides must be key=value, got {bad}", file=sys.stderr)
         return 2
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:
+        OmegaConf = None  # training needs the [verl] extra: said after the policy arguments are checked
+    user_config: dict[str, Any] = {}
+    if args.config and OmegaConf is not None:
+        user_config = OmegaConf.to_container(OmegaConf.load(args.config))  # type: ignore[assignment]
+    try:
+        source = policy_source(args, config_model_path(user_config, list(args.overrides)))
+    except ValueError as exc:
+        print(f"lightning-otel train: {exc}", file=sys.stderr)
+        return 2
+    if OmegaConf is None:
+        print("lightning-otel train: training needs the [verl] extra", file=sys.stderr)
+        return 2
     overrides = (CI_FAST_OVERRIDES if args.ci_fast else []) + list(args.overrides)
     agent_name = args.agent.rsplit(":", 1)[-1]
-    config_model = OmegaConf.select(
-        OmegaConf.merge(user_config, OmegaConf.from_dotlist(args.overrides)), "actor_rollout_ref.model.path"
-    )
     try:
-        with policy_model(args, config_model) as model:
+        with policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
             algorithm = lightning_otel.VERL(config, overrides=overrides, on_step=print_step)
             trainer = lightning_otel.Trainer(
