@@ -124,7 +124,14 @@ class Runner:
         # A flush that starts after a rollout's spans ended exports them: rollouts finishing together share one.
         self._flusher: InFlightBatcher[None, None] = InFlightBatcher(flush_all)
         self._reporter: InFlightBatcher[dict[str, Any], dict[str, Any]] | None = None
-        self._agent_names = agent.match_names()
+        names = agent.match_names()
+        # The rollout's `invoke_agent {LitAgent}` span, the same for every rollout of this runner.
+        self._agent_span_name = semconv.agent_span_name(names[0])
+        self._agent_span_attributes = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
+            semconv.GEN_AI_AGENT_NAME: names[0],
+            semconv.AGL_ROLLOUT_AGENT_NAMES: names,
+        }
         self._threads: ThreadPoolExecutor | None = None
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._resources: dict[int | None, dict[str, Any]] = {}
@@ -277,13 +284,7 @@ class Runner:
     def _agent_span(self) -> contextlib.AbstractContextManager[Any]:
         """The rollout's `invoke_agent {LitAgent}` span: calls outside any framework agent are this agent's, and
         `agent_match` naming the LitAgent selects the whole rollout (agl.rollout.agent_names)."""
-        name = self._agent_names[0]
-        attributes = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
-            semconv.GEN_AI_AGENT_NAME: name,
-            semconv.AGL_ROLLOUT_AGENT_NAMES: self._agent_names,
-        }
-        return get_tracer().start_as_current_span(semconv.agent_span_name(name), attributes=attributes)
+        return get_tracer().start_as_current_span(self._agent_span_name, attributes=self._agent_span_attributes)
 
     async def _call_agent(self, task: Any, resources: dict[str, Any], info: Rollout) -> tuple[float | None, str | None]:
         method, is_async = rollout_method(self.agent, info.mode)

@@ -20,17 +20,21 @@ class NothingTrained(RuntimeError):
     """A training run ended without one step that had a trainable sample."""
 
 
+def _records(results: Sequence[BatchResult]) -> list[dict]:
+    return [record for result in results for record in result.rollouts]
+
+
 def first_error(results: Sequence[BatchResult]) -> str | None:
-    return next((r["error"] for result in results for r in result.rollouts if r.get("error")), None)
+    return next((record["error"] for record in _records(results) if record.get("error")), None)
 
 
 def all_failed(results: Sequence[BatchResult]) -> bool:
-    records = [record for result in results for record in result.rollouts]
+    records = _records(results)
     return bool(records) and not any(record["status"] == "succeeded" for record in records)
 
 
 def failure_summary(results: Sequence[BatchResult]) -> str:
-    records = [record for result in results for record in result.rollouts]
+    records = _records(results)
     statuses = [record["status"] for record in records]
     counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
     return f"all {len(records)} rollouts ended without success ({counts}); first error: {first_error(results)}"
@@ -38,7 +42,7 @@ def failure_summary(results: Sequence[BatchResult]) -> str:
 
 def why_no_samples(results: Sequence[BatchResult], agent_match: str | None) -> list[str]:
     """What stood between the batches' rollouts and training samples, most fundamental first."""
-    records = [record for result in results for record in result.rollouts]
+    records = _records(results)
     adapted = [item for result in results for item in result.adapted.values()]
     reasons: list[str] = []
     unsuccessful = [record for record in records if record["status"] != "succeeded"]

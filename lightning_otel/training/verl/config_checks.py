@@ -92,6 +92,12 @@ def _latest_step(directory: Path) -> int | None:
         return None
 
 
+def _latest_run(experiment: Path) -> Path | None:
+    """The experiment's most recently written run folder that holds a checkpoint."""
+    runs = [path for path in experiment.glob("run-*") if _latest_step(path) is not None]
+    return max(runs, key=lambda path: path.stat().st_mtime, default=None)
+
+
 def place_checkpoints(config: DictConfig, user: DictConfig) -> None:
     """A folder per run; resume only when asked, from where the user expects, and say so."""
     trainer = config.trainer
@@ -99,12 +105,9 @@ def place_checkpoints(config: DictConfig, user: DictConfig) -> None:
         trainer.resume_mode = "disable"
     experiment = Path("checkpoints") / str(trainer.project_name) / str(trainer.experiment_name)
     if not user_set(user, "trainer.default_local_dir"):
-        earlier = sorted(
-            (path for path in experiment.glob("run-*") if _latest_step(path) is not None),
-            key=lambda path: path.stat().st_mtime,
-        )
-        if trainer.resume_mode == "auto" and earlier:
-            trainer.default_local_dir = str(earlier[-1])
+        earlier = _latest_run(experiment) if trainer.resume_mode == "auto" else None
+        if earlier is not None:
+            trainer.default_local_dir = str(earlier)
         else:
             stamp = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
             trainer.default_local_dir = str(experiment / f"run-{stamp}")

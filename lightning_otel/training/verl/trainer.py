@@ -258,7 +258,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                 record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
             batch, stats = self._batch(samples)
             metrics.update(stats.as_metrics("batch/"))
-            if stats.dropped_long_prompts:
+            if batch is not None and stats.dropped_long_prompts:  # a skipped step says it among its reasons
                 log.warning("step %d: %s", self.global_steps, self._dropped_prompts(stats))
             if batch is None:  # nothing to learn from: count it, say why, keep the policy, wake the replicas
                 metrics["training/skipped_step"] = 1.0
