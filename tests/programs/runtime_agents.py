@@ -47,7 +47,10 @@ def hang_once_agent(task: dict[str, Any], resources: dict[str, Any], rollout: li
     ask(resources, "write", f"Write a SQL query: {task['question']}")
     if task.get("hang") and rollout.attempt_number == 1:
         lightning_otel.flush()  # the killed attempt's first call is in the store: it must not become a sample
-        Path(task["pid_file"]).write_text(str(os.getpid()))
+        # written whole, then renamed: the test polls for the file and must never read it half-written
+        partial = Path(task["pid_file"] + ".partial")
+        partial.write_text(str(os.getpid()))
+        partial.rename(task["pid_file"])
         time.sleep(120)
     ask(resources, "check", f"Check this query for: {task['question']}")
     return 1.0
