@@ -12,10 +12,13 @@ from lightning_otel.collector.jaeger_json import error_envelope
 
 
 def bearer_ok(header: str | None, token: str | None) -> bool:
+    """`Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235), the token is compared exactly."""
     if not token:
         return True
-    expected = f"Bearer {token}"
-    return header is not None and hmac.compare_digest(header.encode(), expected.encode())
+    if header is None:
+        return False
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
 
 
 class BearerAuth:

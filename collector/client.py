@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from lightning_otel.flat_span import restore_non_finite
+
 
 class CollectorError(RuntimeError):
     """The collector could not be reached or answered with an error."""
@@ -49,12 +51,14 @@ def _batch_body(rollout_ids: list[str], latest: bool, attempt_ids: list[str] | N
     return {"rollouts": [{"rollout_id": rollout_id, "latest": latest} for rollout_id in rollout_ids]}
 
 
-def _checked(response: httpx.Response, pick: str | None = None) -> Any:
+def _checked(response: httpx.Response, pick: str | None = None, flat_spans: bool = False) -> Any:
     if response.status_code >= 400:
         raise CollectorError(
             f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {response.text[:300]}"
         )
     body = response.json()
+    if flat_spans and b'"doubleValue"' in response.content:  # a NaN or infinity somewhere: restore the floats
+        body = restore_non_finite(body)
     return body if pick is None else body[pick]
 
 
@@ -62,13 +66,15 @@ class CollectorCalls:
     """The collector's trainer-facing API (rollout spans, the rollout queue, resources), shared by `Client`, whose
     methods return values, and `AsyncClient`, whose methods return coroutines."""
 
-    def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
+    def _request(
+        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+    ) -> Any:
         raise NotImplementedError
 
     def rollout_spans(self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False) -> Any:
         """Spans of a rollout in ingest order: one attempt, the latest one, or all attempts (default)."""
         params = _rollout_params(attempt_id, latest, 0, 0)
-        return self._request("GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params)
+        return self._request("GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params, flat_spans=True)
 
     def wait_for_rollout(
         self,
@@ -81,14 +87,16 @@ class CollectorCalls:
     ) -> Any:
         """Block until at least `min_spans` spans of the rollout are committed (or `timeout`), then return them."""
         params = _rollout_params(attempt_id, latest, min_spans, timeout)
-        return self._request("GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params, timeout=timeout + 10)
+        return self._request(
+            "GET", f"/v1/rollouts/{rollout_id}/spans", "spans", params=params, timeout=timeout + 10, flat_spans=True
+        )
 
     def rollouts_spans(
         self, rollout_ids: list[str], *, latest: bool = False, attempt_ids: list[str] | None = None
     ) -> Any:
         """Spans of many rollouts in one request (a training batch): all attempts, the latest, or the given ones."""
         body = _batch_body(rollout_ids, latest, attempt_ids)
-        return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body)
+        return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body, flat_spans=True)
 
     def rollouts(self, *, limit: int = 100) -> Any:
         """Recent rollouts seen in spans: id, span count, time range, agents and attempts."""
@@ -165,9 +173,11 @@ class Client(CollectorCalls):
         self.auth_token = auth_token
         self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:
+    def _request(
+        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+    ) -> Any:
         try:
-            return _checked(self._http.request(method, path, **options), pick)
+            return _checked(self._http.request(method, path, **options), pick, flat_spans)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
 
@@ -195,9 +205,11 @@ class AsyncClient(CollectorCalls):
         self.auth_token = auth_token
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
-    async def _request(self, method: str, path: str, pick: str | None = None, **options: Any) -> Any:  # type: ignore[override]
+    async def _request(  # type: ignore[override]
+        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+    ) -> Any:
         try:
-            return _checked(await self._http.request(method, path, **options), pick)
+            return _checked(await self._http.request(method, path, **options), pick, flat_spans)
         except httpx.HTTPError as exc:
             raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
 

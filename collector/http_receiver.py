@@ -49,24 +49,43 @@ def _error(http_status: int, grpc_code: int, message: str, as_json: bool, retry:
 
 
 def inflate(body: bytes, limit: int) -> bytes:
-    """gunzip in bounded steps: stop as soon as the output would pass `limit` (gzip bombs never expand)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    """gunzip every member (RFC 1952 allows several, concatenated) in bounded steps: stop as soon as the output
+    would pass `limit` (gzip bombs never expand). Bytes after the last member that are not a member are an error."""
     chunks, size = [], 0
     data = body
     while data:
-        chunk = inflater.decompress(data, 1 << 20)
-        size += len(chunk)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while data:
+            chunk = inflater.decompress(data, 1 << 20)
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"decompressed body exceeds {limit} bytes")
+            chunks.append(chunk)
+            data = inflater.unconsumed_tail
+            if inflater.eof:
+                break
+        if not inflater.eof:
+            raise zlib.error("truncated gzip stream")
+        rest = inflater.flush()
+        size += len(rest)
         if size > limit:
             raise BodyTooLarge(f"decompressed body exceeds {limit} bytes")
-        chunks.append(chunk)
-        data = inflater.unconsumed_tail
-    if not inflater.eof:
-        raise zlib.error("truncated gzip stream")
-    rest = inflater.flush()
-    if size + len(rest) > limit:
-        raise BodyTooLarge(f"decompressed body exceeds {limit} bytes")
-    chunks.append(rest)
+        chunks.append(rest)
+        data = inflater.unused_data  # the next member, if any
     return b"".join(chunks)
+
+
+async def drain(request: Request, limit: int) -> None:
+    """Read and drop the body before an early answer (401, 415, 503): a server that answers and closes while the
+    client is still sending resets the connection, and the client sees a reset instead of the answer."""
+    read = 0
+    try:
+        async for chunk in request.stream():
+            read += len(chunk)
+            if read > limit:
+                return  # not worth reading on: this client will see a reset
+    except ClientDisconnect:
+        return
 
 
 def build_otlp_app(
@@ -79,15 +98,18 @@ def build_otlp_app(
         as_json = media_type == JSON
         if not bearer_ok(request.headers.get("authorization"), auth_token):
             metrics.requests.labels("http", "unauthorized").inc()
+            await drain(request, max_body_bytes)
             return _error(401, 16, "missing or wrong bearer token", as_json)
         if media_type not in (PROTOBUF, JSON):
             metrics.requests.labels("http", "unsupported").inc()
+            await drain(request, max_body_bytes)
             return _error(
                 415, 3, f"unsupported content type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}", as_json=True
             )
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip"):
             metrics.requests.labels("http", "unsupported").inc()
+            await drain(request, max_body_bytes)
             return _error(415, 3, f"unsupported content encoding {encoding!r}; use gzip or none", as_json)
         try:
             declared = int(request.headers.get("content-length") or 0)  # 0 if chunked: limited while read
@@ -100,6 +122,7 @@ def build_otlp_app(
             release = ingestor.admit(max(declared, 1))
         except Overloaded as exc:
             metrics.requests.labels("http", "overloaded").inc()
+            await drain(request, max_body_bytes)  # dropped as read: overload costs no memory
             return _error(503, 14, str(exc), as_json, retry=True)
         try:
             chunks, size = [], 0

@@ -6,6 +6,7 @@ UNAVAILABLE the client retries, instead of memory growth. Spans are acknowledged
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from lightning_otel.collector.change_signal import ChangeSignal
 from lightning_otel.collector.otlp_decoding import DecodedRequest, SpanRecord
 from lightning_otel.collector.store import SpanStore, WriteResult
+
+logger = logging.getLogger(__name__)
 
 
 class Overloaded(RuntimeError):
@@ -46,6 +49,11 @@ class CollectorMetrics:
         )
         self.spans_rejected = Counter(
             "agl_collector_spans_rejected", "Spans rejected (reported in partial_success)", registry=self.registry
+        )
+        self.spans_quarantined = Counter(
+            "agl_collector_spans_quarantined",
+            "Decoded spans the database refused to store (rejected alone; the rest of their batch was stored)",
+            registry=self.registry,
         )
         self.spans_without_rollout = Counter(
             "agl_collector_spans_without_rollout",
@@ -128,8 +136,18 @@ class Ingestor:
         metrics.ack_seconds.observe(time.perf_counter() - started)
         metrics.spans_stored.inc(result.inserted)
         metrics.spans_duplicate.inc(result.duplicates)
-        metrics.spans_rejected.inc(decoded.rejected)
+        rejected, message = decoded.rejected, decoded.error_message
+        if result.rejected:
+            metrics.spans_quarantined.inc(len(result.rejected))
+            logger.warning(
+                "lightning-otel collector: the store refused %d span(s), the rest are stored: %s",
+                len(result.rejected),
+                "; ".join(result.rejected[:5]),
+            )
+            rejected += len(result.rejected)
+            message = DecodedRequest([], rejected, decoded.errors + result.rejected).error_message
+        metrics.spans_rejected.inc(rejected)
         without_rollout = sum(1 for record in decoded.records if record.rollout_id is None)
         if without_rollout:
             metrics.spans_without_rollout.inc(without_rollout)
-        return IngestResult(result.inserted, result.duplicates, decoded.rejected, decoded.error_message)
+        return IngestResult(result.inserted, result.duplicates, rejected, message)

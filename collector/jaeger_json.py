@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from lightning_otel.collector.otlp_json import native_value
 from lightning_otel.collector.store import StoredSpan
+from lightning_otel.flat_span import non_finite_json, restore_non_finite
 
 _KIND = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {1: "OK", 2: "ERROR"}
@@ -37,11 +39,12 @@ def _tag(key: str, value: AnyValue) -> dict[str, Any]:
         number = value.int_value
         return {"key": key, "type": "int64", "value": number if abs(number) < _SAFE_INTEGER else str(number)}
     if kind == "double_value":
-        return {"key": key, "type": "float64", "value": value.double_value}
+        number = value.double_value  # JSON has no NaN: the protobuf JSON mapping's names, as strings
+        return {"key": key, "type": "float64", "value": number if math.isfinite(number) else _non_finite(number)}
     if kind == "bytes_value":
         return {"key": key, "type": "binary", "value": base64.b64encode(value.bytes_value).decode()}
     if kind in ("array_value", "kvlist_value"):
-        return {"key": key, "type": "string", "value": json.dumps(native_value(value))}
+        return {"key": key, "type": "string", "value": compact_json(value)}
     return {"key": key, "type": "string", "value": value.string_value if kind else ""}
 
 
@@ -150,10 +153,29 @@ def span_matches_tags(stored: StoredSpan, tags: dict[str, str]) -> bool:
     return all(values.get(key) == str(expected) for key, expected in tags.items())
 
 
+def compact_json(value: AnyValue) -> str:
+    """Arrays and maps as Jaeger renders them: compact JSON, UTF-8 kept, NaN and infinities by name."""
+    return json.dumps(_plain(restore_non_finite(native_value(value))), separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(native: Any) -> Any:
+    if isinstance(native, float) and not math.isfinite(native):
+        return _non_finite(native)
+    if isinstance(native, list):
+        return [_plain(item) for item in native]
+    if isinstance(native, dict):
+        return {key: _plain(item) for key, item in native.items()}
+    return native
+
+
+def _non_finite(number: float) -> str:
+    return non_finite_json(number)["doubleValue"]
+
+
 def _as_text(value: AnyValue) -> str:
     native = native_value(value)
     if isinstance(native, bool):
         return "true" if native else "false"
     if isinstance(native, (list, dict)):
-        return json.dumps(native)
+        return compact_json(value)
     return str(native)

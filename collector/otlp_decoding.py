@@ -1,9 +1,18 @@
 """OTLP trace requests in, validated span records out (protobuf, or JSON decoded by our own walk).
 
 `google.protobuf.json_format.Parse` silently reads OTLP/JSON's hex ids as base64, so JSON is walked here: ids are
-hex (any case), enums are integers (names accepted too), 64-bit integers may be strings, keys may be lowerCamelCase
-or snake_case, unknown fields are ignored. A request that cannot be decoded raises `DecodeError` (HTTP 400); a
-span with bad ids is rejected on its own and reported through `partial_success`, the rest are kept.
+hex (any case, nothing else: no spaces, signs or `0x`), enums are integers (names accepted too), 64-bit integers may
+be strings, keys may be lowerCamelCase or snake_case, unknown fields are ignored.
+
+Every integer is checked against its field's range (uint64 times, uint32 counts, fixed32 flags, int32 enums, int64
+values), strings must be valid Unicode, bytes base64, values nested at most `MAX_VALUE_DEPTH` levels (deeper values
+could not be parsed back by protobuf). A span that breaks a rule is rejected on its own and reported through
+`partial_success`, the rest are kept; a request whose envelope (resource, scope, lists) breaks one raises
+`DecodeError` (HTTP 400). Nothing in a body can make decoding fail any other way.
+
+What a stored span is indexed by is normalised so that every database can hold it (`_index_columns`): times
+beyond int64 are capped, enum values beyond int16 are capped, NUL characters in indexed strings become U+FFFD.
+The span's own bytes, which every read returns, are kept exactly as sent.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import binascii
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +128,19 @@ _INDEXED = {
 }
 
 
+INT64_MAX = 2**63 - 1
+_INT16 = (-(2**15), 2**15 - 1)
+
+
+def _index_text(text: str) -> str:
+    # PostgreSQL's text cannot hold NUL; SQLite's can, but both stores must index a span the same way.
+    return text.replace("\0", "\ufffd") if "\0" in text else text
+
+
+def _index_enum(value: int) -> int:
+    return min(max(value, _INT16[0]), _INT16[1])  # kind and status are SMALLINT columns; real values are 0..5
+
+
 def _record(span: Span, service: str, resource_bytes: bytes, scope_bytes: bytes, scope_digest: bytes) -> SpanRecord:
     # The ingest hot path (~10 us a span): one pass over the attributes, positional construction.
     indexed: list[str | None] = [None, None, None, None]
@@ -126,17 +149,17 @@ def _record(span: Span, service: str, resource_bytes: bytes, scope_bytes: bytes,
         if slot is not None:
             value = attribute.value
             if value.HasField("string_value"):
-                indexed[slot] = value.string_value
+                indexed[slot] = _index_text(value.string_value)
     return SpanRecord(
         span.trace_id,
         span.span_id,
         span.parent_span_id,
-        span.name,
-        span.kind,
-        span.start_time_unix_nano,
-        span.end_time_unix_nano,
-        span.status.code,
-        service,
+        _index_text(span.name),
+        _index_enum(span.kind),
+        min(span.start_time_unix_nano, INT64_MAX),  # fixed64 on the wire, BIGINT in the databases
+        min(span.end_time_unix_nano, INT64_MAX),
+        _index_enum(span.status.code),
+        _index_text(service),
         indexed[0],
         indexed[1],
         indexed[2],
@@ -149,14 +172,33 @@ def _record(span: Span, service: str, resource_bytes: bytes, scope_bytes: bytes,
 
 
 # --- JSON ------------------------------------------------------------------------------------------------------
+MAX_VALUE_DEPTH = 40  # protobuf parses messages at most 100 levels deep; a span adds ~6, each nested value 2
+UINT32 = (0, 2**32 - 1)
+UINT64 = (0, 2**64 - 1)
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+_HEX = re.compile(r"[0-9a-fA-F]*")
+
+
 def decode_json(body: bytes) -> DecodedRequest:
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError(f"invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise DecodeError("invalid JSON: nested too deeply") from None
     if not isinstance(document, dict):
         raise DecodeError("an OTLP/JSON request must be a JSON object")
-    return records_of(request_from_json(document))
+    try:
+        request, problems = _request_and_problems(document)
+    except (ValueError, TypeError) as exc:  # protobuf refused a resource or scope value (range, Unicode)
+        raise DecodeError(f"invalid OTLP/JSON request: {exc}") from exc
+    except RecursionError:
+        raise DecodeError("invalid OTLP/JSON request: nested too deeply") from None
+    decoded = records_of(request)
+    decoded.errors[:0] = problems
+    decoded.rejected += len(problems)
+    return decoded
 
 
 def _get(obj: dict[str, Any], camel: str, snake: str | None = None) -> Any:
@@ -178,31 +220,47 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise DecodeError(f"{where} must be an object")
+        raise DecodeError(f"{where} must be an object, got {type(value).__name__}")
     return value
 
 
-def _int(value: Any, where: str) -> int:
+def _objects(obj: dict[str, Any], camel: str, snake: str | None, where: str) -> list[dict[str, Any]]:
+    return [_object(item, f"{where}.{camel}[]") for item in _list(obj, camel, snake)]
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DecodeError(f"{where} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, where: str, bounds: tuple[int, int] = INT64) -> int:
     if value is None or value == "":
         return 0
     if isinstance(value, bool):
         raise DecodeError(f"{where} must be an integer")
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise DecodeError(f"{where} must be an integer, got {value!r}") from None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise DecodeError(f"{where} must be an integer, got {value!r}")
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    else:
+        raise DecodeError(f"{where} must be an integer, got {value!r}")
+    if not bounds[0] <= number <= bounds[1]:
+        raise DecodeError(f"{where} = {value!r} is outside [{bounds[0]}, {bounds[1]}]")
+    return number
 
 
 def _enum(value: Any, names: dict[str, int], where: str) -> int:
     if isinstance(value, str) and value in names:
         return names[value]
-    return _int(value, where)
+    return _int(value, where, INT32)
 
 
 _KINDS = {
@@ -221,22 +279,16 @@ _KINDS = {
 _STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
-class _BadId(ValueError):
-    pass
-
-
 def _hex_id(value: Any, size: int, where: str) -> bytes:
     if value is None or value == "":
         return b""
     if not isinstance(value, str):
         raise DecodeError(f"{where} must be a hex string")
-    try:
-        decoded = bytes.fromhex(value)
-    except ValueError:
-        raise _BadId(f"{where} {value!r} is not hex") from None
-    if len(decoded) != size:
-        raise _BadId(f"{where} {value!r} must be {size} bytes ({size * 2} hex digits)")
-    return decoded
+    if not _HEX.fullmatch(value):  # bytes.fromhex alone would accept spaces
+        raise DecodeError(f"{where} {value!r} is not hex")
+    if len(value) != size * 2:
+        raise DecodeError(f"{where} {value!r} must be {size} bytes ({size * 2} hex digits)")
+    return bytes.fromhex(value)
 
 
 def _double(value: Any, where: str) -> float:
@@ -255,10 +307,21 @@ def _double(value: Any, where: str) -> float:
     raise DecodeError(f"{where} must be a number, got {value!r}")
 
 
-def any_value_from_json(value: Any, where: str = "value") -> AnyValue:
+def _bytes(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise DecodeError(f"{where} must be a base64 string")
+    try:  # the protobuf JSON mapping accepts standard and URL-safe base64
+        return base64.b64decode(value.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        raise DecodeError(f"{where} must be base64, got {value[:40]!r}") from None
+
+
+def any_value_from_json(value: Any, where: str = "value", depth: int = 0) -> AnyValue:
+    if depth > MAX_VALUE_DEPTH:
+        raise DecodeError(f"{where} is nested deeper than {MAX_VALUE_DEPTH} levels")
     data = _object(value, where)
     if "stringValue" in data or "string_value" in data:
-        return AnyValue(string_value=str(_get(data, "stringValue", "string_value")))
+        return AnyValue(string_value=_text(_get(data, "stringValue", "string_value"), f"{where}.stringValue"))
     if "boolValue" in data or "bool_value" in data:
         flag = _get(data, "boolValue", "bool_value")
         if not isinstance(flag, bool):
@@ -270,113 +333,124 @@ def any_value_from_json(value: Any, where: str = "value") -> AnyValue:
         return AnyValue(double_value=_double(_get(data, "doubleValue", "double_value"), f"{where}.doubleValue"))
     if "arrayValue" in data or "array_value" in data:
         array = _object(_get(data, "arrayValue", "array_value"), f"{where}.arrayValue")
-        values = [any_value_from_json(v, f"{where}[]") for v in _list(array, "values")]
+        values = [any_value_from_json(v, f"{where}[]", depth + 1) for v in _list(array, "values")]
         return AnyValue(array_value=ArrayValue(values=values))
     if "kvlistValue" in data or "kvlist_value" in data:
         kvlist = _object(_get(data, "kvlistValue", "kvlist_value"), f"{where}.kvlistValue")
-        return AnyValue(kvlist_value=KeyValueList(values=_attributes(kvlist, "values", None, where)))
+        return AnyValue(kvlist_value=KeyValueList(values=_attributes(kvlist, "values", None, where, depth + 1)))
     if "bytesValue" in data or "bytes_value" in data:
-        try:
-            return AnyValue(bytes_value=base64.b64decode(_get(data, "bytesValue", "bytes_value"), validate=True))
-        except (binascii.Error, TypeError):
-            raise DecodeError(f"{where}.bytesValue must be base64") from None
+        return AnyValue(bytes_value=_bytes(_get(data, "bytesValue", "bytes_value"), f"{where}.bytesValue"))
     return AnyValue()
 
 
 def _attributes(
-    obj: dict[str, Any], camel: str = "attributes", snake: str | None = "attributes", where: str = ""
+    obj: dict[str, Any], camel: str = "attributes", snake: str | None = "attributes", where: str = "", depth: int = 0
 ) -> list[KeyValue]:
     result = []
-    for item in _list(obj, camel, snake):
-        item = _object(item, f"{where}.{camel}[]")
+    for item in _objects(obj, camel, snake, where):
         key = item.get("key")
         if not isinstance(key, str):
             raise DecodeError(f"{where}.{camel}[].key must be a string")
-        result.append(KeyValue(key=key, value=any_value_from_json(item.get("value"), f"attribute {key!r}")))
+        result.append(KeyValue(key=key, value=any_value_from_json(item.get("value"), f"attribute {key!r}", depth)))
     return result
 
 
+def _dropped(obj: dict[str, Any], where: str) -> int:
+    return _int(
+        _get(obj, "droppedAttributesCount", "dropped_attributes_count"), f"{where}.droppedAttributesCount", UINT32
+    )
+
+
 def _span_from_json(data: dict[str, Any]) -> Span:
-    name = str(data.get("name", ""))
+    name = _text(data.get("name"), "span name")
     where = f"span {name!r}"
     status = _object(data.get("status"), f"{where}.status")
     return Span(
         trace_id=_hex_id(_get(data, "traceId", "trace_id"), 16, f"{where} traceId"),
         span_id=_hex_id(_get(data, "spanId", "span_id"), 8, f"{where} spanId"),
         parent_span_id=_hex_id(_get(data, "parentSpanId", "parent_span_id"), 8, f"{where} parentSpanId"),
-        trace_state=str(_get(data, "traceState", "trace_state") or ""),
-        flags=_int(data.get("flags"), f"{where}.flags"),
+        trace_state=_text(_get(data, "traceState", "trace_state"), f"{where}.traceState"),
+        flags=_int(data.get("flags"), f"{where}.flags", UINT32),
         name=name,
         kind=_enum(data.get("kind"), _KINDS, f"{where}.kind"),
-        start_time_unix_nano=_int(_get(data, "startTimeUnixNano", "start_time_unix_nano"), f"{where}.start"),
-        end_time_unix_nano=_int(_get(data, "endTimeUnixNano", "end_time_unix_nano"), f"{where}.end"),
+        start_time_unix_nano=_int(_get(data, "startTimeUnixNano", "start_time_unix_nano"), f"{where}.start", UINT64),
+        end_time_unix_nano=_int(_get(data, "endTimeUnixNano", "end_time_unix_nano"), f"{where}.end", UINT64),
         attributes=_attributes(data, where=where),
-        dropped_attributes_count=_int(_get(data, "droppedAttributesCount", "dropped_attributes_count"), where),
+        dropped_attributes_count=_dropped(data, where),
         events=[
             Span.Event(
-                time_unix_nano=_int(_get(e, "timeUnixNano", "time_unix_nano"), f"{where}.event"),
-                name=str(_object(e, f"{where}.events[]").get("name", "")),
+                time_unix_nano=_int(_get(e, "timeUnixNano", "time_unix_nano"), f"{where}.event time", UINT64),
+                name=_text(e.get("name"), f"{where}.event name"),
                 attributes=_attributes(e, where=f"{where}.event"),
-                dropped_attributes_count=_int(_get(e, "droppedAttributesCount", "dropped_attributes_count"), where),
+                dropped_attributes_count=_dropped(e, f"{where}.event"),
             )
-            for e in _list(data, "events")
+            for e in _objects(data, "events", None, where)
         ],
-        dropped_events_count=_int(_get(data, "droppedEventsCount", "dropped_events_count"), where),
+        dropped_events_count=_int(_get(data, "droppedEventsCount", "dropped_events_count"), where, UINT32),
         links=[
             Span.Link(
                 trace_id=_hex_id(_get(link, "traceId", "trace_id"), 16, f"{where} link traceId"),
                 span_id=_hex_id(_get(link, "spanId", "span_id"), 8, f"{where} link spanId"),
-                trace_state=str(_get(link, "traceState", "trace_state") or ""),
-                attributes=_attributes(_object(link, f"{where}.links[]"), where=f"{where}.link"),
-                dropped_attributes_count=_int(_get(link, "droppedAttributesCount", "dropped_attributes_count"), where),
-                flags=_int(link.get("flags"), f"{where}.link.flags"),
+                trace_state=_text(_get(link, "traceState", "trace_state"), f"{where} link traceState"),
+                attributes=_attributes(link, where=f"{where}.link"),
+                dropped_attributes_count=_dropped(link, f"{where}.link"),
+                flags=_int(link.get("flags"), f"{where}.link.flags", UINT32),
             )
-            for link in _list(data, "links")
+            for link in _objects(data, "links", None, where)
         ],
-        dropped_links_count=_int(_get(data, "droppedLinksCount", "dropped_links_count"), where),
+        dropped_links_count=_int(_get(data, "droppedLinksCount", "dropped_links_count"), where, UINT32),
         status=Status(
-            message=str(status.get("message", "")), code=_enum(status.get("code"), _STATUS, f"{where}.status.code")
+            message=_text(status.get("message"), f"{where}.status.message"),
+            code=_enum(status.get("code"), _STATUS, f"{where}.status.code"),
         ),
     )
 
 
 def request_from_json(document: dict[str, Any]) -> ExportTraceServiceRequest:
-    """Build the protobuf request from OTLP/JSON. Spans with bad ids become spans with empty ids, which
-    `records_of` then rejects one by one with the reason kept in their name-independent error list."""
+    """The protobuf request an OTLP/JSON document describes, leaving out spans that break a rule."""
+    return _request_and_problems(document)[0]
+
+
+def _request_and_problems(document: dict[str, Any]) -> tuple[ExportTraceServiceRequest, list[str]]:
+    """The request, and why each span left out of it was rejected; a broken envelope raises `DecodeError`."""
     request = ExportTraceServiceRequest()
-    for resource_spans_json in _list(document, "resourceSpans", "resource_spans"):
-        resource_spans_json = _object(resource_spans_json, "resourceSpans[]")
+    problems: list[str] = []
+    for resource_spans_json in _objects(document, "resourceSpans", "resource_spans", "request"):
         resource_json = _object(resource_spans_json.get("resource"), "resource")
         resource_spans = ResourceSpans(
             resource=Resource(
                 attributes=_attributes(resource_json, where="resource"),
-                dropped_attributes_count=_int(
-                    _get(resource_json, "droppedAttributesCount", "dropped_attributes_count"), "resource"
-                ),
+                dropped_attributes_count=_dropped(resource_json, "resource"),
             ),
-            schema_url=str(_get(resource_spans_json, "schemaUrl", "schema_url") or ""),
+            schema_url=_text(_get(resource_spans_json, "schemaUrl", "schema_url"), "resource schemaUrl"),
         )
-        for scope_spans_json in _list(resource_spans_json, "scopeSpans", "scope_spans"):
-            scope_spans_json = _object(scope_spans_json, "scopeSpans[]")
+        for scope_spans_json in _objects(resource_spans_json, "scopeSpans", "scope_spans", "resourceSpans[]"):
             scope_json = _object(scope_spans_json.get("scope"), "scope")
             scope_spans = ScopeSpans(
                 scope=InstrumentationScope(
-                    name=str(scope_json.get("name", "")),
-                    version=str(scope_json.get("version", "")),
+                    name=_text(scope_json.get("name"), "scope name"),
+                    version=_text(scope_json.get("version"), "scope version"),
                     attributes=_attributes(scope_json, where="scope"),
+                    dropped_attributes_count=_dropped(scope_json, "scope"),
                 ),
-                schema_url=str(_get(scope_spans_json, "schemaUrl", "schema_url") or ""),
+                schema_url=_text(_get(scope_spans_json, "schemaUrl", "schema_url"), "scope schemaUrl"),
             )
-            for span_json in _list(scope_spans_json, "spans"):
-                span_json = _object(span_json, "spans[]")
+            for span_json in _objects(scope_spans_json, "spans", None, "scopeSpans[]"):
                 try:
                     scope_spans.spans.append(_span_from_json(span_json))
-                except _BadId as exc:
-                    # Keep the position, lose the ids: records_of() rejects it and reports why.
-                    scope_spans.spans.append(Span(name=f"{span_json.get('name', '')} [{exc}]"))
+                except DecodeError as exc:
+                    problems.append(_printable(str(exc)))
+                except (ValueError, TypeError) as exc:  # protobuf refused a value: lone surrogates, ranges
+                    problems.append(_printable(f"span {span_json.get('name')!r}: invalid value: {exc}"))
+                except RecursionError:
+                    problems.append(_printable(f"span {span_json.get('name')!r}: nested too deeply"))
             resource_spans.scope_spans.append(scope_spans)
         request.resource_spans.append(resource_spans)
-    return request
+    return request, problems
+
+
+def _printable(message: str) -> str:
+    return message.encode("utf-8", "backslashreplace").decode()  # the reason may quote a lone surrogate
 
 
 def iter_spans(request: ExportTraceServiceRequest) -> Iterator[Span]:

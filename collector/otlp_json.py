@@ -13,6 +13,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from lightning_otel.collector.store import StoredSpan
 from lightning_otel.flat_span import Span as FlatSpan
+from lightning_otel.flat_span import non_finite_json, wrap_map
 
 
 def any_value_json(value: AnyValue) -> dict[str, Any]:
@@ -25,9 +26,7 @@ def any_value_json(value: AnyValue) -> dict[str, Any]:
         return {"intValue": str(value.int_value)}
     if kind == "double_value":
         number = value.double_value
-        if math.isnan(number) or math.isinf(number):
-            return {"doubleValue": "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")}
-        return {"doubleValue": number}
+        return {"doubleValue": number} if math.isfinite(number) else non_finite_json(number)
     if kind == "array_value":
         return {"arrayValue": {"values": [any_value_json(v) for v in value.array_value.values]}}
     if kind == "kvlist_value":
@@ -42,11 +41,12 @@ def attributes_json(attributes: Iterable[KeyValue]) -> list[dict[str, Any]]:
 
 
 def native_value(value: AnyValue) -> Any:
-    """The plain Python value of an attribute (lists for arrays, dicts for kvlists)."""
+    """The value of an attribute as JSON can carry it (lists for arrays, dicts for kvlists); NaN and infinities are
+    tagged as `lightning_otel.flat_span` describes, and the client restores them."""
     kind = value.WhichOneof("value")
     if kind == "array_value":
         # Token-id arrays dominate rollout reads: inline the common int/double cases (about 2x faster).
-        return [
+        values = [
             v.int_value
             if (k := v.WhichOneof("value")) == "int_value"
             else v.double_value
@@ -54,11 +54,25 @@ def native_value(value: AnyValue) -> Any:
             else native_value(v)
             for v in value.array_value.values
         ]
+        if _may_hold_non_finite(values):
+            values = [non_finite_json(v) if type(v) is float and not math.isfinite(v) else v for v in values]
+        return values
+    if kind == "double_value":
+        number = value.double_value
+        return number if math.isfinite(number) else non_finite_json(number)
     if kind == "kvlist_value":
-        return {a.key: native_value(a.value) for a in value.kvlist_value.values}
+        return wrap_map({a.key: native_value(a.value) for a in value.kvlist_value.values})
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     return getattr(value, kind) if kind else None
+
+
+def _may_hold_non_finite(values: list[Any]) -> bool:
+    try:
+        total = sum(values)  # one C loop: a NaN or infinity anywhere makes it non-finite (overflow only may, too)
+    except TypeError:  # strings or nested values in the array: look at each float
+        return any(type(v) is float and not math.isfinite(v) for v in values)
+    return type(total) is float and not math.isfinite(total)
 
 
 def native_attributes(attributes: Iterable[KeyValue]) -> dict[str, Any]:

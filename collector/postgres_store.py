@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 
 import psycopg
@@ -18,7 +19,14 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
-from lightning_otel.collector.store import RolloutSummary, StateTransaction, T, TransientStoreError, WriteResult
+from lightning_otel.collector.store import (
+    RolloutSummary,
+    StateTransaction,
+    T,
+    TransientStoreError,
+    WriteResult,
+    refusal,
+)
 
 SCHEMA = (
     """
@@ -60,6 +68,25 @@ _INSERT = (
     "%b::bytea[]) ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+# A row the database refuses (a constraint or trigger, a value it cannot hold): that span is rejected, not the batch.
+_ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
+
+
+class _Probe(tuple):
+    """A write of nothing, answered by the writer itself: `problem()` sends it (its own type, never equal to a
+    request's records)."""
+
+
+_PROBE = _Probe()
+PROBE_TIMEOUT_S = 5.0
+_Write = tuple[Sequence[SpanRecord], "asyncio.Future[WriteResult]"]
+logger = logging.getLogger(__name__)
+
+
+def _fail(batch: list[_Write], error: Exception) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(error)
 
 
 class PostgresStore(SQLReads):
@@ -76,6 +103,7 @@ class PostgresStore(SQLReads):
         self._writer_task: asyncio.Task[None] | None = None
         self._connection: psycopg.AsyncConnection | None = None
         self._scope_ids: dict[bytes, int] = {}
+        self._writer_death = ""
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -108,34 +136,86 @@ class PostgresStore(SQLReads):
     async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
         if not records:
             return WriteResult(0, 0)
-        if self._writer_task is None:
-            raise TransientStoreError("the store is not running")
+        return await self._through_writer(records)
+
+    async def problem(self) -> str | None:
+        try:  # a probe goes through the writer's queue: a dead or stuck writer cannot answer it
+            await asyncio.wait_for(self._through_writer(_PROBE), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return f"the PostgreSQL writer has not answered for {PROBE_TIMEOUT_S:.0f} s"
+        except TransientStoreError as exc:
+            return str(exc)
+        return None
+
+    async def _through_writer(self, item: Sequence[SpanRecord]) -> WriteResult:
+        task = self._writer_task
+        if task is None or task.done():
+            raise TransientStoreError(f"the PostgreSQL writer is not running{self._writer_death}")
         future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
-        await self._writes.put((records, future))
+        await self._writes.put((item, future))
         return await future
 
     async def _write_loop(self) -> None:
-        while True:
-            first = await self._writes.get()
-            if first is None:
-                return
-            batch, spans, stop = [first], len(first[0]), False
-            while spans < self.max_batch_spans and not self._writes.empty():
+        try:
+            while await self._serve_one_batch():
+                pass
+        except BaseException as exc:  # a bug of ours: say so everywhere rather than hang every later write
+            if not isinstance(exc, asyncio.CancelledError):
+                logger.exception("lightning-otel collector: the PostgreSQL writer stopped")
+            self._writer_death = f": it stopped on {type(exc).__name__}: {exc}"
+            error = TransientStoreError(f"the PostgreSQL writer stopped ({type(exc).__name__}: {exc})")
+            while not self._writes.empty():
                 item = self._writes.get_nowait()
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-                spans += len(item[0])
-            await self._commit(batch)
-            if stop:
-                return
+                if item is not None and not item[1].done():
+                    item[1].set_exception(error)
+            raise
+
+    async def _serve_one_batch(self) -> bool:
+        first = await self._writes.get()
+        if first is None:
+            return False
+        batch, spans, stop = [first], len(first[0]), False
+        while spans < self.max_batch_spans and not self._writes.empty():
+            item = self._writes.get_nowait()
+            if item is None:
+                stop = True
+                break
+            batch.append(item)
+            spans += len(item[0])
+        writes = [(records, future) for records, future in batch if records is not _PROBE]
+        try:
+            connection = await self._writer_connection()
+            if writes:
+                await self._commit(connection, writes)
+            else:
+                await connection.execute("SELECT 1")
+                await connection.commit()
+        except (psycopg.Error, OSError) as exc:  # the server went away, refused us, or the transaction failed
+            await self._drop_writer_connection()
+            _fail(batch, TransientStoreError(f"PostgreSQL write failed: {exc}"))
+            return not stop
+        except Exception as exc:  # a bug of ours: this batch is answered 503 (clients retry), the writer goes on
+            logger.exception("lightning-otel collector: unexpected error in a PostgreSQL commit")
+            await self._drop_writer_connection()
+            _fail(batch, TransientStoreError(f"PostgreSQL write failed unexpectedly: {type(exc).__name__}: {exc}"))
+            return not stop
+        for records, future in batch:
+            if records is _PROBE and not future.done():
+                future.set_result(WriteResult(0, 0))
+        return not stop
 
     async def _writer_connection(self) -> psycopg.AsyncConnection:
         if self._connection is None or self._connection.closed:
             self._connection = await psycopg.AsyncConnection.connect(self.conninfo)
             self._scope_ids.clear()
         return self._connection
+
+    async def _drop_writer_connection(self) -> None:
+        self._scope_ids.clear()  # ids from a rolled-back transaction are gone
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+            self._connection = None
 
     async def _scope_id(self, cursor: psycopg.AsyncCursor, record: SpanRecord) -> int:
         digest = record.scope_digest
@@ -150,51 +230,63 @@ class PostgresStore(SQLReads):
             self._scope_ids[digest] = scope_id
         return scope_id
 
-    async def _commit(self, batch: list[tuple[Sequence[SpanRecord], asyncio.Future[WriteResult]]]) -> None:
-        results: list[WriteResult] = []
+    async def _commit(self, connection: psycopg.AsyncConnection, batch: list[_Write]) -> None:
+        """One transaction for the whole batch. If a row is refused, the transaction is redone with each span in a
+        savepoint, so that only the refused spans are left out (and reported); other errors propagate (503)."""
         try:
-            connection = await self._writer_connection()
-            async with connection.transaction(), connection.cursor() as cursor:
-                for records, _ in batch:
-                    scope_ids = self._scope_ids
-                    for record in records:  # register new (resource, scope) pairs first
-                        if record.scope_digest not in scope_ids:
-                            await self._scope_id(cursor, record)
-                    columns = [
-                        [r.trace_id for r in records],
-                        [r.span_id for r in records],
-                        [r.parent_span_id for r in records],
-                        [r.name for r in records],
-                        [r.kind for r in records],
-                        [r.start_ns for r in records],
-                        [r.end_ns for r in records],
-                        [r.status_code for r in records],
-                        [r.service_name for r in records],
-                        [r.rollout_id for r in records],
-                        [r.attempt_id for r in records],
-                        [r.agent_name for r in records],
-                        [r.operation for r in records],
-                        [scope_ids[r.scope_digest] for r in records],
-                        [r.span_bytes for r in records],
-                    ]
-                    # %b: binary parameters, so span bytes travel as they are instead of escaped text.
-                    await cursor.execute(_INSERT, columns)
-                    results.append(WriteResult(cursor.rowcount, len(records) - cursor.rowcount))
-        except (psycopg.Error, OSError) as exc:
-            self._scope_ids.clear()  # ids from a rolled-back transaction are gone
-            if isinstance(exc, _TRANSIENT) or self._connection is None or self._connection.closed:
-                with contextlib.suppress(Exception):
-                    if self._connection is not None:
-                        await self._connection.close()
-                self._connection = None
-            error = TransientStoreError(f"PostgreSQL write failed: {exc}")
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            return
+            results = await self._insert_batch(connection, batch, isolate=False)
+        except _ROW_ERRORS:
+            self._scope_ids.clear()  # the transaction was rolled back
+            results = await self._insert_batch(connection, batch, isolate=True)
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)
+
+    async def _insert_batch(
+        self, connection: psycopg.AsyncConnection, batch: list[_Write], *, isolate: bool
+    ) -> list[WriteResult]:
+        results: list[WriteResult] = []
+        async with connection.transaction(), connection.cursor() as cursor:
+            for records, _ in batch:
+                if not isolate:
+                    results.append(await self._insert(cursor, records))
+                    continue
+                inserted, rejected = 0, []
+                for record in records:
+                    try:
+                        async with connection.transaction():  # a savepoint
+                            inserted += (await self._insert(cursor, [record])).inserted
+                    except _ROW_ERRORS as exc:
+                        self._scope_ids.clear()  # a scope row inserted for this span is rolled back too
+                        rejected.append(refusal(record, exc))
+                results.append(WriteResult(inserted, len(records) - inserted - len(rejected), rejected))
+        return results
+
+    async def _insert(self, cursor: psycopg.AsyncCursor, records: Sequence[SpanRecord]) -> WriteResult:
+        scope_ids = self._scope_ids
+        for record in records:  # register new (resource, scope) pairs first
+            if record.scope_digest not in scope_ids:
+                await self._scope_id(cursor, record)
+        columns = [
+            [r.trace_id for r in records],
+            [r.span_id for r in records],
+            [r.parent_span_id for r in records],
+            [r.name for r in records],
+            [r.kind for r in records],
+            [r.start_ns for r in records],
+            [r.end_ns for r in records],
+            [r.status_code for r in records],
+            [r.service_name for r in records],
+            [r.rollout_id for r in records],
+            [r.attempt_id for r in records],
+            [r.agent_name for r in records],
+            [r.operation for r in records],
+            [scope_ids[r.scope_digest] for r in records],
+            [r.span_bytes for r in records],
+        ]
+        # %b: binary parameters, so span bytes travel as they are instead of escaped text.
+        await cursor.execute(_INSERT, columns)
+        return WriteResult(cursor.rowcount, len(records) - cursor.rowcount)
 
     # --- rollout state ---------------------------------------------------------------------------------------
     async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:

@@ -15,6 +15,7 @@ POST /v1/resources {"resources": {...}} -> {"version"}   GET /v1/resources/lates
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,8 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
         return default
     if isinstance(value, bool) or not isinstance(value, kind):  # bool is an int to Python, never valid here
         raise BadQuery(f'"{name}" has the wrong type: {type(value).__name__}')
+    if isinstance(value, float) and not math.isfinite(value):  # Python's json reads NaN; no store keeps it alike
+        raise BadQuery(f'"{name}" must be a finite number, got {value}')
     return value
 
 

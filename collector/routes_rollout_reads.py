@@ -78,7 +78,7 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
                 for w in wanted
             )
         )
-        return JSONResponse(
+        return FastJSONResponse(
             {
                 "rollouts": {
                     str(w["rollout_id"]): [flat_span(s) for s in spans] for w, spans in zip(wanted, found, strict=True)

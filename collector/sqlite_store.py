@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import sqlite3
@@ -21,7 +22,14 @@ from urllib.parse import parse_qs
 from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
-from lightning_otel.collector.store import RolloutSummary, StateTransaction, T, TransientStoreError, WriteResult
+from lightning_otel.collector.store import (
+    RolloutSummary,
+    StateTransaction,
+    T,
+    TransientStoreError,
+    WriteResult,
+    refusal,
+)
 
 SCHEMA = (
     """
@@ -56,6 +64,16 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 )
 
 _STOP = object()
+_PROBE = object()  # a write of nothing, answered by the writer itself: `problem()` sends it
+PROBE_TIMEOUT_S = 5.0
+# A row the database refuses (a constraint or trigger, a value it cannot bind): that span is rejected, not the batch.
+_ROW_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError, ValueError, TypeError)
+_INSERT_SPAN = (
+    "INSERT OR IGNORE INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, "
+    "status_code, service, rollout_id, attempt_id, agent_name, operation, scope_id, span) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+logger = logging.getLogger(__name__)
 
 
 class SQLiteStore(SQLReads):
@@ -75,6 +93,9 @@ class SQLiteStore(SQLReads):
         self.max_batch_spans = max_batch_spans
         self._writes: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._writer_death = ""
+        self._write_connection: sqlite3.Connection | None = None
+        self._scope_ids: dict[bytes, int] = {}
         self._readers = threading.local()
         self._reader_connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -126,103 +147,200 @@ class SQLiteStore(SQLReads):
             await asyncio.to_thread(self._writer.join, 30)
             self._writer = None
         await asyncio.wrap_future(self._state_thread.submit(self._close_state_connection))
+        self._state_thread.shutdown(wait=False)
         with self._lock:
             for connection in self._reader_connections:
                 connection.close()
             self._reader_connections.clear()
 
-    # --- writes: one thread, group commit --------------------------------------------------------------------
+    # --- writes: one thread, group commit, supervised ----------------------------------------------------------
     async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
         if not records:
             return WriteResult(0, 0)
-        if self._writer is None:
-            raise TransientStoreError("the store is not running")
+        return await self._through_writer(records)
+
+    async def problem(self) -> str | None:
+        try:  # a probe goes through the writer's queue: a dead or stuck writer cannot answer it
+            await asyncio.wait_for(self._through_writer(_PROBE), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return f"the SQLite writer has not answered for {PROBE_TIMEOUT_S:.0f} s"
+        except TransientStoreError as exc:
+            return str(exc)
+        return None
+
+    async def _through_writer(self, item: object) -> WriteResult:
+        if self._writer is None or not self._writer.is_alive():
+            raise TransientStoreError(f"the SQLite writer is not running{self._writer_death}")
         future: Future[WriteResult] = Future()
-        self._writes.put((records, future))
+        self._writes.put((item, future))
         return await asyncio.wrap_future(future)
 
     def _write_loop(self, connection: sqlite3.Connection) -> None:
-        scope_ids: dict[bytes, int] = {}
-        while True:
-            first = self._writes.get()
-            if first is _STOP:
-                connection.close()
-                return
-            batch = [first]
-            spans = len(first[0])  # type: ignore[index]
-            while spans < self.max_batch_spans:  # everything queued meanwhile joins this commit
-                try:
-                    item = self._writes.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    self._writes.put(_STOP)
-                    break
-                batch.append(item)
-                spans += len(item[0])  # type: ignore[index]
-            self._commit(connection, batch, scope_ids)
-
-    def _commit(self, connection: sqlite3.Connection, batch: list, scope_ids: dict[bytes, int]) -> None:
+        self._write_connection = connection
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            results = []
-            for records, _ in batch:
-                rows = []
-                for record in records:
-                    digest = record.scope_digest
-                    scope_id = scope_ids.get(digest)
-                    if scope_id is None:
-                        connection.execute(
-                            "INSERT OR IGNORE INTO agl_scopes (digest, resource, scope) VALUES (?, ?, ?)",
-                            (digest, record.resource_bytes, record.scope_bytes),
-                        )
-                        scope_id = connection.execute(
-                            "SELECT id FROM agl_scopes WHERE digest = ?", (digest,)
-                        ).fetchone()[0]
-                        scope_ids[digest] = scope_id
-                    rows.append(
-                        (
-                            record.trace_id,
-                            record.span_id,
-                            record.parent_span_id,
-                            record.name,
-                            record.kind,
-                            record.start_ns,
-                            record.end_ns,
-                            record.status_code,
-                            record.service_name,
-                            record.rollout_id,
-                            record.attempt_id,
-                            record.agent_name,
-                            record.operation,
-                            scope_id,
-                            record.span_bytes,
-                        )
-                    )
-                before = connection.total_changes
-                connection.executemany(
-                    "INSERT OR IGNORE INTO agl_spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, "
-                    "status_code, service, rollout_id, attempt_id, agent_name, operation, scope_id, span) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                inserted = connection.total_changes - before
-                results.append(WriteResult(inserted, len(rows) - inserted))
-            connection.execute("COMMIT")
-        except sqlite3.Error as exc:
+            while self._serve_one_batch():
+                pass
+        except BaseException as exc:  # a bug of ours: say so everywhere rather than hang every later write
+            logger.exception("lightning-otel collector: the SQLite writer stopped")
+            self._writer_death = f": it stopped on {type(exc).__name__}: {exc}"
+            self._fail_queued(TransientStoreError(f"the SQLite writer stopped ({type(exc).__name__}: {exc})"))
+        finally:
+            if self._write_connection is not None:
+                self._write_connection.close()
+
+    def _serve_one_batch(self) -> bool:
+        first = self._writes.get()
+        if first is _STOP:
+            return False
+        batch = [first]
+        spans = len(first[0]) if first[0] is not _PROBE else 0  # type: ignore[index]
+        while spans < self.max_batch_spans:  # everything queued meanwhile joins this commit
+            try:
+                item = self._writes.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                self._writes.put(_STOP)
+                break
+            batch.append(item)
+            spans += len(item[0]) if item[0] is not _PROBE else 0  # type: ignore[index]
+        writes = [(records, future) for records, future in batch if records is not _PROBE]  # type: ignore[misc]
+        try:
+            connection = self._writer_connection()
+            if writes:
+                self._commit(connection, writes)
+            else:
+                connection.execute("BEGIN IMMEDIATE")  # a probe: can the writer take the write lock?
+                connection.execute("ROLLBACK")
+        except sqlite3.Error as exc:  # locked, read-only, disk full, unopenable: 503, and reconnect next batch
+            self._drop_writer_connection()
+            self._fail(batch, TransientStoreError(f"SQLite write failed: {exc}"))
+            return True
+        except Exception as exc:  # a bug of ours: this batch is answered 503 (clients retry), the writer goes on
+            logger.exception("lightning-otel collector: unexpected error in a SQLite commit")
+            self._drop_writer_connection()
+            self._fail(batch, TransientStoreError(f"SQLite write failed unexpectedly: {type(exc).__name__}: {exc}"))
+            return True
+        for records, future in batch:
+            if records is _PROBE:  # type: ignore[comparison-overlap]
+                future.set_result(WriteResult(0, 0))
+        return True
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        if self._write_connection is None:
+            self._write_connection = self._connect()
+            self._scope_ids.clear()
+        return self._write_connection
+
+    def _drop_writer_connection(self) -> None:
+        if self._write_connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._write_connection.close()
+            self._write_connection = None
+        self._scope_ids.clear()
+
+    def _fail(self, batch: list, error: Exception) -> None:
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(error)
+
+    def _fail_queued(self, error: Exception) -> None:
+        while True:
+            try:
+                item = self._writes.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                self._fail([item], error)
+
+    def _commit(self, connection: sqlite3.Connection, batch: list) -> None:
+        """One transaction for the whole batch. If a row is refused, the transaction is redone with each span in a
+        savepoint, so that only the refused spans are left out (and reported); errors of the database itself
+        (locked, read-only, disk full) propagate: the batch is answered 503."""
+        try:
+            results = self._insert_batch(connection, batch, isolate=False)
+        except _ROW_ERRORS:
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
-            scope_ids.clear()  # ids inserted in the rolled-back transaction are gone
-            error = TransientStoreError(f"SQLite write failed: {exc}")
-            for _, future in batch:
-                future.set_exception(error)
-            return
+            self._scope_ids.clear()  # ids inserted in the rolled-back transaction are gone
+            results = self._insert_batch(connection, batch, isolate=True)
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            self._scope_ids.clear()
+            raise
         for (_, future), result in zip(batch, results, strict=True):
             future.set_result(result)
 
+    def _insert_batch(self, connection: sqlite3.Connection, batch: list, *, isolate: bool) -> list[WriteResult]:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            results = [self._insert(connection, records, isolate) for records, _ in batch]
+            connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            self._scope_ids.clear()
+            raise
+        return results
+
+    def _insert(self, connection: sqlite3.Connection, records: Sequence[SpanRecord], isolate: bool) -> WriteResult:
+        if not isolate:
+            rows = [self._row(connection, record) for record in records]
+            before = connection.total_changes
+            connection.executemany(_INSERT_SPAN, rows)
+            inserted = connection.total_changes - before
+            return WriteResult(inserted, len(rows) - inserted)
+        inserted, rejected = 0, []
+        for record in records:
+            connection.execute("SAVEPOINT span")
+            try:
+                row = self._row(connection, record)  # may insert the scope's row: not a span
+                before = connection.total_changes
+                connection.execute(_INSERT_SPAN, row)
+                inserted += connection.total_changes - before
+            except _ROW_ERRORS as exc:
+                connection.execute("ROLLBACK TO span")
+                self._scope_ids.clear()  # a scope row inserted for this span is rolled back too
+                rejected.append(refusal(record, exc))
+            connection.execute("RELEASE span")
+        return WriteResult(inserted, len(records) - inserted - len(rejected), rejected)
+
+    def _row(self, connection: sqlite3.Connection, record: SpanRecord) -> tuple:
+        digest = record.scope_digest
+        scope_id = self._scope_ids.get(digest)
+        if scope_id is None:
+            connection.execute(
+                "INSERT OR IGNORE INTO agl_scopes (digest, resource, scope) VALUES (?, ?, ?)",
+                (digest, record.resource_bytes, record.scope_bytes),
+            )
+            scope_id = connection.execute("SELECT id FROM agl_scopes WHERE digest = ?", (digest,)).fetchone()[0]
+            self._scope_ids[digest] = scope_id
+        return (
+            record.trace_id,
+            record.span_id,
+            record.parent_span_id,
+            record.name,
+            record.kind,
+            record.start_ns,
+            record.end_ns,
+            record.status_code,
+            record.service_name,
+            record.rollout_id,
+            record.attempt_id,
+            record.agent_name,
+            record.operation,
+            scope_id,
+            record.span_bytes,
+        )
+
     # --- rollout state ---------------------------------------------------------------------------------------
     async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
-        return await asyncio.wrap_future(self._state_thread.submit(self._state_work, work))
+        try:
+            submitted = self._state_thread.submit(self._state_work, work)
+        except RuntimeError:  # a request that arrives while the collector shuts down: 503, the client retries
+            raise TransientStoreError("the store is closed") from None
+        return await asyncio.wrap_future(submitted)
 
     def _state_work(self, work: Callable[[StateTransaction], T]) -> T:
         if self._state_connection is None:

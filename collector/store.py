@@ -49,6 +49,12 @@ class StoredSpan:
 class WriteResult:
     inserted: int
     duplicates: int
+    rejected: list[str] = field(default_factory=list)  # why each span the database refused was left out
+
+
+def refusal(record: SpanRecord, error: BaseException) -> str:
+    """The reason reported (partial_success, log) for a span whose row the database refused."""
+    return f"span {record.name!r} ({record.trace_id.hex()}/{record.span_id.hex()}) refused by the store: {error}"
 
 
 @dataclass(slots=True)
@@ -88,7 +94,12 @@ class SpanStore(abc.ABC):
 
     @abc.abstractmethod
     async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
-        """Commit `records` (duplicates ignored); returns once they are durable."""
+        """Commit `records` (duplicates ignored); returns once they are durable. A row the database refuses is
+        left out and reported in `WriteResult.rejected`; a store that cannot write raises `TransientStoreError`."""
+
+    @abc.abstractmethod
+    async def problem(self) -> str | None:
+        """Why the store cannot take writes now (probed through the writer itself), or None when it can."""
 
     @abc.abstractmethod
     async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import os
 import signal
 import socket
@@ -313,7 +314,10 @@ class Runner:
                             f"rollout() returned {type(returned).__name__}; return a float, a dict of rewards or None"
                         )
                     emit_reward(returned)
-                return _reward_for_queue(returned, emitted), note
+                reward = _reward_for_queue(returned, emitted)
+                if reward is not None and not math.isfinite(reward):  # it would poison every advantage of its group
+                    raise ValueError(f"the agent's reward is {reward}: a reward must be a finite number")
+                return reward, note
 
 
 def run_runner_process(
