@@ -6,6 +6,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import socket
+import threading
+import time
+from collections import Counter
 from urllib.parse import quote
 
 import httpx
@@ -418,3 +422,77 @@ def test_hex_trace_ids_in_query_paths_are_strict(collector, bad: str) -> None:
     for path in ("/api/traces/", "/api/v3/traces/"):
         response = httpx.get(collector.addresses.query + path + quote(bad, safe=""))
         assert response.status_code == 400, (path, response.text)
+
+
+def test_overload_is_answered_with_503s_the_clients_receive(start_collector) -> None:
+    """Soak, bounded: 16 clients x 8 requests of ~1 MB against a 3 MB in-flight budget (about 5x overload); bodies
+    larger than the sockets' buffers, so a reply sent before the body is read would reach the client mid-send.
+    Every request gets an answer (200 or 503 + Retry-After), none a connection reset."""
+    collector = start_collector(max_in_flight_bytes=3_000_000, max_body_bytes=8 << 20)
+    url = collector.addresses.otlp_http + "/v1/traces"
+    outcomes: Counter[int] = Counter()
+    failures: list[str] = []
+
+    def client(number: int) -> None:
+        with httpx.Client(timeout=30) as http:
+            for request in range(8):
+                pad = {"pad": "x" * 20_000}
+                spans = [make_span(0x6000 + number, request * 100 + s, attributes=pad) for s in range(1, 51)]
+                body = make_request(spans).SerializeToString()
+                try:
+                    response = http.post(url, content=body, headers=PB)
+                except httpx.TransportError as exc:
+                    failures.append(repr(exc))
+                    continue
+                outcomes[response.status_code] += 1
+                if response.status_code == 503:
+                    assert response.headers["retry-after"] == "1"
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 120
+    for thread in threads:
+        thread.join(max(deadline - time.monotonic(), 0))
+    assert not any(thread.is_alive() for thread in threads), "the soak did not finish in 120 s"
+    assert failures == [], f"{len(failures)} of {16 * 8} requests got no answer: {failures[:3]}"
+    assert set(outcomes) == {200, 503} and sum(outcomes.values()) == 16 * 8, outcomes
+    stored_count = collector.run(collector.store.span_count())
+    assert stored_count == outcomes[200] * 50  # every acknowledged span is stored, nothing else
+    assert healthy(collector)
+
+
+def test_a_refused_client_still_sending_its_body_reads_the_503(start_collector) -> None:
+    """A client that sends its whole body before reading (most do) must get the 503, not a reset mid-send: the
+    collector reads and drops the body of a request it refuses before answering, so the answer never depends on
+    what the HTTP server does with an unread body."""
+    collector = start_collector(max_in_flight_bytes=10_000, max_body_bytes=8 << 20)
+    host, port = collector.addresses.otlp_http.removeprefix("http://").rsplit(":", 1)
+    held = socket.create_connection((host, int(port)))  # holds the budget: headers and part of a body, then stalls
+    held.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n")
+    held.sendall(b"Content-Length: 9000\r\n\r\n" + b"\0" * 10)
+    try:
+        for _ in range(200):
+            if "agl_collector_in_flight_bytes 9000.0" in httpx.get(collector.addresses.query + "/metrics").text:
+                break
+            time.sleep(0.01)
+        size = 1 << 20
+        refused = socket.create_connection((host, int(port)), timeout=30)
+        refused.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Content-Length: {size}\r\n\r\n".encode()
+        )
+        chunk = b"\0" * 65536
+        for _ in range(size // len(chunk)):  # raises ConnectionResetError / BrokenPipeError if the server gave up
+            refused.sendall(chunk)
+            time.sleep(0.005)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            received = refused.recv(65536)
+            assert received, "connection closed without an answer"
+            answer += received
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        assert b"retry-after: 1" in answer.lower()
+        refused.close()
+    finally:
+        held.close()
