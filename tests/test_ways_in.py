@@ -152,3 +152,50 @@ def test_uninstrument_leaves_no_attribute_of_other_libraries_changed():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "", f"changed and not restored:\n{done.stdout}"
+
+
+@pytest.fixture
+def their_receiver():
+    with OTLPReceiver() as otlp:
+        yield otlp
+
+
+def test_a_provider_installed_first_gets_our_exporter_where_an_endpoint_is_set(
+    receiver, their_receiver, openai_test_server
+):
+    """agentops-style: their provider and exporter first, then `import lightning_otel.auto` with
+    OTEL_EXPORTER_OTLP_ENDPOINT set: our collector gets the spans, and so does theirs."""
+    run(
+        [sys.executable, str(PROGRAMS / "agentops_style_provider.py")],
+        openai_test_server,
+        THEIR_ENDPOINT=their_receiver.endpoint + "/v1/traces",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+    )
+    (ours,) = wait_for_llm_spans(receiver)
+    (theirs,) = wait_for_llm_spans(their_receiver)
+    assert ours["attributes"][semconv.AGL_ROLLOUT_ID] == theirs["attributes"][semconv.AGL_ROLLOUT_ID] == "ro-agentops"
+
+
+def test_a_provider_already_exporting_to_the_endpoint_is_not_given_a_second_exporter(receiver, openai_test_server):
+    run(
+        [sys.executable, str(PROGRAMS / "agentops_style_provider.py")],
+        openai_test_server,
+        THEIR_ENDPOINT=receiver.endpoint + "/v1/traces",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+    )
+    wait_for_llm_spans(receiver)
+    time.sleep(0.5)
+    assert len([s for s in receiver.spans if s["attributes"].get(semconv.GEN_AI_OPERATION_NAME) == "chat"]) == 1
+
+
+def test_a_provider_installed_first_without_an_endpoint_is_warned_about(their_receiver, openai_test_server):
+    program = PROGRAMS / "existing_provider.py"  # an in-memory exporter only: nothing would reach a collector
+    result = run([sys.executable, str(program)], openai_test_server)
+    assert "was installed before lightning_otel and it has no OTLP exporter" in result.stderr
+    result = run(
+        [sys.executable, str(PROGRAMS / "agentops_style_provider.py")],
+        openai_test_server,
+        THEIR_ENDPOINT=their_receiver.endpoint + "/v1/traces",
+    )
+    assert "installed before lightning_otel" not in result.stderr  # it exports over OTLP: no warning
+    wait_for_llm_spans(their_receiver)

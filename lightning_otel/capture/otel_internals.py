@@ -8,9 +8,11 @@ was tested against only.
 
 - `composite_parts`: the propagators inside the global `CompositePropagator` (read only), so that the W3C
   baggage header can be cached per distinct baggage (`propagation.inject_current`).
+- `exporter_endpoints`: where an SDK provider's span processors export (read only), so that `instrument()` adds its
+  exporter to a provider someone else installed only when that provider does not already send there.
 
-On any other release `can_defer` is False, `set_numeric_arrays` is `span.set_attributes` and `composite_parts` is
-None (the global propagator injects as it is).
+On any other release `can_defer` is False, `set_numeric_arrays` is `span.set_attributes`, and `composite_parts`
+and `exporter_endpoints` are None (the global propagator injects as it is; the provider's exporters are unknown).
 """
 
 from __future__ import annotations
@@ -39,6 +41,25 @@ def composite_parts(textmap: TextMapPropagator) -> Sequence[TextMapPropagator] |
         return None
     parts = getattr(textmap, "_propagators", None)
     return parts if isinstance(parts, (list, tuple)) else None
+
+
+def exporter_endpoints(provider: sdk_trace.TracerProvider) -> list[str] | None:
+    """The endpoints of the OTLP exporters behind `provider`'s batch and simple span processors ([] if none), None
+    when that cannot be read (an untested SDK release, a processor of another shape)."""
+    if not SDK_INTERNALS:
+        return None
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
+    if not isinstance(processors, tuple | list):
+        return None
+    endpoints = []
+    for processor in processors:
+        exporter = getattr(processor, "span_exporter", None)  # SimpleSpanProcessor
+        if exporter is None:  # BatchSpanProcessor
+            exporter = getattr(getattr(processor, "_batch_processor", None), "_exporter", None)
+        endpoint = getattr(exporter, "_endpoint", None)
+        if isinstance(endpoint, str):
+            endpoints.append(endpoint)
+    return endpoints
 
 
 def can_defer(tracer: trace.Tracer) -> bool:

@@ -1,7 +1,9 @@
 """Tracer provider setup: `instrument()`, `uninstrument()`, `flush()`.
 
-An SDK `TracerProvider` already installed (by the user, `opentelemetry-instrument`, ADK, Ray...) is reused: we add
-our two span processors (rollout stamping, agent tracking) through its public API and leave its exporters alone.
+An SDK `TracerProvider` already installed (by the user, `opentelemetry-instrument`, ADK, Ray, agentops...) is reused:
+we add our two span processors (rollout stamping, agent tracking) through its public API and leave its exporters
+alone; where an endpoint was asked for (argument or `OTEL_EXPORTER_OTLP_*`) and the provider does not export there
+yet, our exporter is added to it; where none was and the provider has no OTLP exporter, a warning says so.
 Otherwise we install a provider with a `BatchSpanProcessor` over an OTLP exporter, so export never runs on the
 agent's hot path.
 
@@ -20,6 +22,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -29,6 +32,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from lightning_otel.capture.agent_naming import AgentTrackingProcessor
 from lightning_otel.capture.instrumentor_registry import load_instrumentor, selected_names
+from lightning_otel.capture.otel_internals import exporter_endpoints
 from lightning_otel.capture.rollout_context import RolloutStampingProcessor
 from lightning_otel.capture.settings import ContentCapture, settings
 from lightning_otel.capture.span_finisher import finisher
@@ -138,10 +142,7 @@ def _install_provider(
 ) -> tuple[TracerProvider | None, bool]:
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
-        if endpoint is not None or exporter is not None:
-            extra = exporter or build_exporter(endpoint, protocol)
-            if extra is not None:
-                current.add_span_processor(BatchSpanProcessor(extra))
+        _join_existing_provider(current, endpoint, protocol, exporter)
         return current, False
     if not isinstance(current, trace.ProxyTracerProvider):
         logger.warning(
@@ -157,6 +158,45 @@ def _install_provider(
         provider.add_span_processor(BatchSpanProcessor(span_exporter))
     trace.set_tracer_provider(provider)
     return provider, True
+
+
+def _join_existing_provider(
+    provider: TracerProvider, endpoint: str | None, protocol: str | None, exporter: SpanExporter | None
+) -> None:
+    """Someone installed an SDK provider first (agentops, ADK, opentelemetry-instrument, the user): our spans go
+    through its processors. Where the user asked for an endpoint (argument or OTEL_EXPORTER_OTLP_*), our exporter
+    is added unless the provider already exports there; where nobody asked, say loudly if nothing reaches OTLP."""
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        return
+    existing = exporter_endpoints(provider)
+    installer = type(provider).__module__
+    asked = endpoint or _env_endpoint()
+    if asked is not None:
+        ours = build_exporter(endpoint, protocol)
+        target = getattr(ours, "_endpoint", None)
+        if ours is None or (existing is not None and target is not None and _same_endpoint(target, existing)):
+            return
+        provider.add_span_processor(BatchSpanProcessor(ours))
+        logger.info("lightning-otel: added an OTLP exporter to %s to the tracer provider already installed", target)
+        return
+    if existing is None or not existing:
+        logger.warning(
+            "lightning-otel: a tracer provider (%s.%s) was installed before lightning_otel and %s; spans may never "
+            "reach agl-otel-collector. Set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) or pass "
+            "instrument(endpoint=...) and lightning-otel adds its own exporter to that provider.",
+            installer,
+            type(provider).__name__,
+            "its exporters cannot be read" if existing is None else "it has no OTLP exporter",
+        )
+
+
+def _same_endpoint(target: str, endpoints: list[str]) -> bool:
+    def where(url: str) -> tuple[str | None, int | None, str]:
+        parts = urlsplit(url if "://" in url else f"//{url}")
+        return parts.hostname, parts.port, parts.path.rstrip("/")
+
+    return where(target) in {where(url) for url in endpoints}
 
 
 def instrument(
