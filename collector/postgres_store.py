@@ -20,11 +20,13 @@ from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import (
+    PROBE,
     RolloutSummary,
     StateTransaction,
     T,
     TransientStoreError,
     WriteResult,
+    fail_writes,
     refusal,
 )
 
@@ -70,26 +72,13 @@ _INSERT = (
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 # A row the database refuses (a constraint or trigger, a value it cannot hold): that span is rejected, not the batch.
 _ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
-
-
-class _Probe(tuple):
-    """A write of nothing, answered by the writer itself: `problem()` sends it (its own type, never equal to a
-    request's records)."""
-
-
-_PROBE = _Probe()
-PROBE_TIMEOUT_S = 5.0
 _Write = tuple[Sequence[SpanRecord], "asyncio.Future[WriteResult]"]
 logger = logging.getLogger(__name__)
 
 
-def _fail(batch: list[_Write], error: Exception) -> None:
-    for _, future in batch:
-        if not future.done():
-            future.set_exception(error)
-
-
 class PostgresStore(SQLReads):
+    writer_name = "the PostgreSQL writer"
+
     def __init__(self, url: str, *, max_batch_spans: int = 20_000, read_connections: int = 4) -> None:
         self.url = url
         self.conninfo = url.replace("postgres://", "postgresql://", 1)
@@ -133,26 +122,12 @@ class PostgresStore(SQLReads):
         return self.url.split("@")[-1]
 
     # --- writes ----------------------------------------------------------------------------------------------
-    async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
-        if not records:
-            return WriteResult(0, 0)
-        return await self._through_writer(records)
-
-    async def problem(self) -> str | None:
-        try:  # a probe goes through the writer's queue: a dead or stuck writer cannot answer it
-            await asyncio.wait_for(self._through_writer(_PROBE), PROBE_TIMEOUT_S)
-        except TimeoutError:
-            return f"the PostgreSQL writer has not answered for {PROBE_TIMEOUT_S:.0f} s"
-        except TransientStoreError as exc:
-            return str(exc)
-        return None
-
-    async def _through_writer(self, item: Sequence[SpanRecord]) -> WriteResult:
+    async def _through_writer(self, records: Sequence[SpanRecord]) -> WriteResult:
         task = self._writer_task
         if task is None or task.done():
             raise TransientStoreError(f"the PostgreSQL writer is not running{self._writer_death}")
         future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
-        await self._writes.put((item, future))
+        await self._writes.put((records, future))
         return await future
 
     async def _write_loop(self) -> None:
@@ -182,7 +157,7 @@ class PostgresStore(SQLReads):
                 break
             batch.append(item)
             spans += len(item[0])
-        writes = [(records, future) for records, future in batch if records is not _PROBE]
+        writes = [(records, future) for records, future in batch if records is not PROBE]
         try:
             connection = await self._writer_connection()
             if writes:
@@ -192,15 +167,17 @@ class PostgresStore(SQLReads):
                 await connection.commit()
         except (psycopg.Error, OSError) as exc:  # the server went away, refused us, or the transaction failed
             await self._drop_writer_connection()
-            _fail(batch, TransientStoreError(f"PostgreSQL write failed: {exc}"))
+            fail_writes(batch, TransientStoreError(f"PostgreSQL write failed: {exc}"))
             return not stop
         except Exception as exc:  # a bug of ours: this batch is answered 503 (clients retry), the writer goes on
             logger.exception("lightning-otel collector: unexpected error in a PostgreSQL commit")
             await self._drop_writer_connection()
-            _fail(batch, TransientStoreError(f"PostgreSQL write failed unexpectedly: {type(exc).__name__}: {exc}"))
+            fail_writes(
+                batch, TransientStoreError(f"PostgreSQL write failed unexpectedly: {type(exc).__name__}: {exc}")
+            )
             return not stop
         for records, future in batch:
-            if records is _PROBE and not future.done():
+            if records is PROBE and not future.done():
                 future.set_result(WriteResult(0, 0))
         return not stop
 

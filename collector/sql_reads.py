@@ -1,4 +1,5 @@
-"""The reads both SQL backends share: same tables (`agl_spans`, `agl_scopes`, `agl_cursors`), same SQL.
+"""What both SQL backends share: the reads (same tables `agl_spans`, `agl_scopes`, `agl_cursors`, same SQL), and
+the front door of their single writer (`write`, and `problem`, which probes the writer through its own queue).
 
 Queries are written with `?` placeholders; a backend whose driver wants another style translates them in its
 `_read` / `_execute`. What differs between SQLite and PostgreSQL (writes, aggregation, deletes) stays in each backend.
@@ -7,9 +8,19 @@ Queries are written with `?` placeholders; a backend whose driver wants another 
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Sequence
 
-from lightning_otel.collector.store import SpanStore, StoredSpan, TraceQuery
+from lightning_otel.collector.otlp_decoding import SpanRecord
+from lightning_otel.collector.store import (
+    PROBE,
+    PROBE_TIMEOUT_S,
+    SpanStore,
+    StoredSpan,
+    TraceQuery,
+    TransientStoreError,
+    WriteResult,
+)
 
 SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
 FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
@@ -47,8 +58,28 @@ def trace_query_conditions(query: TraceQuery) -> tuple[str, list[object]]:
 
 
 class SQLReads(SpanStore):
+    writer_name: str  # "the SQLite writer", "the PostgreSQL writer"
+
     @abc.abstractmethod
     async def _read(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]: ...
+
+    @abc.abstractmethod
+    async def _through_writer(self, records: Sequence[SpanRecord]) -> WriteResult:
+        """Queue `records` (or `PROBE`) for the writer and wait for its answer."""
+
+    async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
+        if not records:
+            return WriteResult(0, 0)
+        return await self._through_writer(records)
+
+    async def problem(self) -> str | None:
+        try:  # a probe goes through the writer's queue: a dead or stuck writer cannot answer it
+            await asyncio.wait_for(self._through_writer(PROBE), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            return f"{self.writer_name} has not answered for {PROBE_TIMEOUT_S:.0f} s"
+        except TransientStoreError as exc:
+            return str(exc)
+        return None
 
     @abc.abstractmethod
     async def _execute(self, sql: str, parameters: Sequence[object] = ()) -> int: ...

@@ -23,11 +23,13 @@ from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import (
+    PROBE,
     RolloutSummary,
     StateTransaction,
     T,
     TransientStoreError,
     WriteResult,
+    fail_writes,
     refusal,
 )
 
@@ -64,8 +66,6 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 )
 
 _STOP = object()
-_PROBE = object()  # a write of nothing, answered by the writer itself: `problem()` sends it
-PROBE_TIMEOUT_S = 5.0
 # A row the database refuses (a constraint or trigger, a value it cannot bind): that span is rejected, not the batch.
 _ROW_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError, ValueError, TypeError)
 _INSERT_SPAN = (
@@ -77,6 +77,8 @@ logger = logging.getLogger(__name__)
 
 
 class SQLiteStore(SQLReads):
+    writer_name = "the SQLite writer"
+
     def __init__(self, url: str, *, max_batch_spans: int = 20_000) -> None:
         # Everything after `sqlite://` is the path: sqlite:///var/lib/x.sqlite3 is absolute, sqlite://x.sqlite3 not.
         location, _, query = url.removeprefix("sqlite://").partition("?")
@@ -154,25 +156,11 @@ class SQLiteStore(SQLReads):
             self._reader_connections.clear()
 
     # --- writes: one thread, group commit, supervised ----------------------------------------------------------
-    async def write(self, records: Sequence[SpanRecord]) -> WriteResult:
-        if not records:
-            return WriteResult(0, 0)
-        return await self._through_writer(records)
-
-    async def problem(self) -> str | None:
-        try:  # a probe goes through the writer's queue: a dead or stuck writer cannot answer it
-            await asyncio.wait_for(self._through_writer(_PROBE), PROBE_TIMEOUT_S)
-        except TimeoutError:
-            return f"the SQLite writer has not answered for {PROBE_TIMEOUT_S:.0f} s"
-        except TransientStoreError as exc:
-            return str(exc)
-        return None
-
-    async def _through_writer(self, item: object) -> WriteResult:
+    async def _through_writer(self, records: Sequence[SpanRecord]) -> WriteResult:
         if self._writer is None or not self._writer.is_alive():
             raise TransientStoreError(f"the SQLite writer is not running{self._writer_death}")
         future: Future[WriteResult] = Future()
-        self._writes.put((item, future))
+        self._writes.put((records, future))
         return await asyncio.wrap_future(future)
 
     def _write_loop(self, connection: sqlite3.Connection) -> None:
@@ -193,7 +181,7 @@ class SQLiteStore(SQLReads):
         if first is _STOP:
             return False
         batch = [first]
-        spans = len(first[0]) if first[0] is not _PROBE else 0  # type: ignore[index]
+        spans = len(first[0])  # type: ignore[index]
         while spans < self.max_batch_spans:  # everything queued meanwhile joins this commit
             try:
                 item = self._writes.get_nowait()
@@ -203,8 +191,8 @@ class SQLiteStore(SQLReads):
                 self._writes.put(_STOP)
                 break
             batch.append(item)
-            spans += len(item[0]) if item[0] is not _PROBE else 0  # type: ignore[index]
-        writes = [(records, future) for records, future in batch if records is not _PROBE]  # type: ignore[misc]
+            spans += len(item[0])  # type: ignore[index]
+        writes = [(records, future) for records, future in batch if records is not PROBE]  # type: ignore[misc]
         try:
             connection = self._writer_connection()
             if writes:
@@ -214,15 +202,15 @@ class SQLiteStore(SQLReads):
                 connection.execute("ROLLBACK")
         except sqlite3.Error as exc:  # locked, read-only, disk full, unopenable: 503, and reconnect next batch
             self._drop_writer_connection()
-            self._fail(batch, TransientStoreError(f"SQLite write failed: {exc}"))
+            fail_writes(batch, TransientStoreError(f"SQLite write failed: {exc}"))
             return True
         except Exception as exc:  # a bug of ours: this batch is answered 503 (clients retry), the writer goes on
             logger.exception("lightning-otel collector: unexpected error in a SQLite commit")
             self._drop_writer_connection()
-            self._fail(batch, TransientStoreError(f"SQLite write failed unexpectedly: {type(exc).__name__}: {exc}"))
+            fail_writes(batch, TransientStoreError(f"SQLite write failed unexpectedly: {type(exc).__name__}: {exc}"))
             return True
         for records, future in batch:
-            if records is _PROBE:  # type: ignore[comparison-overlap]
+            if records is PROBE:  # type: ignore[comparison-overlap]
                 future.set_result(WriteResult(0, 0))
         return True
 
@@ -239,11 +227,6 @@ class SQLiteStore(SQLReads):
             self._write_connection = None
         self._scope_ids.clear()
 
-    def _fail(self, batch: list, error: Exception) -> None:
-        for _, future in batch:
-            if not future.done():
-                future.set_exception(error)
-
     def _fail_queued(self, error: Exception) -> None:
         while True:
             try:
@@ -251,7 +234,7 @@ class SQLiteStore(SQLReads):
             except queue.Empty:
                 return
             if item is not _STOP:
-                self._fail([item], error)
+                fail_writes([item], error)
 
     def _commit(self, connection: sqlite3.Connection, batch: list) -> None:
         """One transaction for the whole batch. If a row is refused, the transaction is redone with each span in a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
 
@@ -50,6 +50,22 @@ class WriteResult:
     inserted: int
     duplicates: int
     rejected: list[str] = field(default_factory=list)  # why each span the database refused was left out
+
+
+class WriterProbe(tuple):
+    """A write of nothing that a store's writer answers itself: `SpanStore.problem()` sends one through the same
+    queue as exports. Its own type, so it is never mistaken for a request's records."""
+
+
+PROBE = WriterProbe()
+PROBE_TIMEOUT_S = 5.0
+
+
+def fail_writes(batch: Sequence[tuple[object, Any]], error: Exception) -> None:
+    """Answer every (records, future) of a writer's batch with `error` (futures of either kind)."""
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(error)
 
 
 def refusal(record: SpanRecord, error: BaseException) -> str:
