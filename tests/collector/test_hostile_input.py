@@ -480,9 +480,9 @@ def test_a_refused_client_still_sending_its_body_reads_the_503(start_collector) 
     held.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n")
     held.sendall(b"Content-Length: 9000\r\n\r\n" + b"\0" * 10)
     try:
-        for _ in range(200):
-            if "agl_collector_in_flight_bytes 9000.0" in httpx.get(collector.addresses.query + "/metrics").text:
-                break
+        deadline = time.monotonic() + 30
+        while "agl_collector_in_flight_bytes 9000.0" not in httpx.get(collector.addresses.query + "/metrics").text:
+            assert time.monotonic() < deadline, "the held request was never admitted"
             time.sleep(0.01)
         size = 1 << 20
         refused = socket.create_connection((host, int(port)), timeout=30)
