@@ -44,7 +44,7 @@ def _tag(key: str, value: AnyValue) -> dict[str, Any]:
     if kind == "bytes_value":
         return {"key": key, "type": "binary", "value": base64.b64encode(value.bytes_value).decode()}
     if kind in ("array_value", "kvlist_value"):
-        return {"key": key, "type": "string", "value": compact_json(value)}
+        return {"key": key, "type": "string", "value": _compact_json(native_value(value))}
     return {"key": key, "type": "string", "value": value.string_value if kind else ""}
 
 
@@ -153,9 +153,10 @@ def span_matches_tags(stored: StoredSpan, tags: dict[str, str]) -> bool:
     return all(values.get(key) == str(expected) for key, expected in tags.items())
 
 
-def compact_json(value: AnyValue) -> str:
-    """Arrays and maps as Jaeger renders them: compact JSON, UTF-8 kept, NaN and infinities by name."""
-    return json.dumps(_plain(restore_non_finite(native_value(value))), separators=(",", ":"), ensure_ascii=False)
+def _compact_json(native: Any) -> str:
+    """An array's or map's `native_value` as Jaeger renders it: compact JSON, UTF-8 kept, NaN and infinities by
+    name."""
+    return json.dumps(_plain(restore_non_finite(native)), separators=(",", ":"), ensure_ascii=False)
 
 
 def _plain(native: Any) -> Any:
@@ -177,5 +178,5 @@ def _as_text(value: AnyValue) -> str:
     if isinstance(native, bool):
         return "true" if native else "false"
     if isinstance(native, (list, dict)):
-        return compact_json(value)
+        return _compact_json(native)
     return str(native)

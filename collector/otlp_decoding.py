@@ -21,7 +21,6 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from lightning_otel import semconv
+from lightning_otel.flat_span import NON_FINITE
 
 
 class DecodeError(ValueError):
@@ -297,9 +297,8 @@ def _double(value: Any, where: str) -> float:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
-        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        if value in special:
-            return special[value]
+        if value in NON_FINITE:  # the protobuf JSON mapping's names
+            return NON_FINITE[value]
         try:
             return float(value)
         except ValueError:

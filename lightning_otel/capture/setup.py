@@ -170,7 +170,6 @@ def _join_existing_provider(
         provider.add_span_processor(BatchSpanProcessor(exporter))
         return
     existing = exporter_endpoints(provider)
-    installer = type(provider).__module__
     asked = endpoint or _env_endpoint()
     if asked is not None:
         ours = build_exporter(endpoint, protocol)
@@ -180,12 +179,12 @@ def _join_existing_provider(
         provider.add_span_processor(BatchSpanProcessor(ours))
         logger.info("lightning-otel: added an OTLP exporter to %s to the tracer provider already installed", target)
         return
-    if existing is None or not existing:
+    if not existing:
         logger.warning(
             "lightning-otel: a tracer provider (%s.%s) was installed before lightning_otel and %s; spans may never "
             "reach agl-otel-collector. Set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) or pass "
             "instrument(endpoint=...) and lightning-otel adds its own exporter to that provider.",
-            installer,
+            type(provider).__module__,
             type(provider).__name__,
             "its exporters cannot be read" if existing is None else "it has no OTLP exporter",
         )
