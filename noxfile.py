@@ -122,7 +122,7 @@ def verl(session: nox.Session) -> None:
     lane = Path(wheel_dir) / "lane"
     shutil.rmtree(lane, ignore_errors=True)
     for part in ("tests", "examples"):
-        shutil.copytree(part, lane / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(part, lane / part, ignore=shutil.ignore_patterns("__pycache__", "runs", "data"))  # not run outputs
     shutil.copy("pyproject.toml", lane)  # pytest's settings
     session.chdir(lane)
     check = (

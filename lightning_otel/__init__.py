@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
     from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, NothingTrained
     from lightning_otel.runtime.trainer import Trainer
+    from lightning_otel.training.sft import SFT, NoDemonstrations, SFTResult, fine_tune
     from lightning_otel.training.verl.algorithm import VERL
 
 # public name -> the module that defines it
@@ -56,6 +57,7 @@ _ROOMS = {
     "lightning_otel.capture.propagation": (
         "RolloutContextMiddleware",
         "extract_context",
+        "fine_tune",
         "incoming_context",
         "outgoing_headers",
     ),
@@ -76,6 +78,7 @@ _ROOMS = {
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
 }
 _LAZY = {name: module for module, names in _ROOMS.items() for name in names}
@@ -96,6 +99,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "LLM",
+    "SFT",
     "VERL",
     "AdaptedRollout",
     "Algorithm",
@@ -106,6 +110,7 @@ __all__ = [
     "Instrumentation",
     "LitAgent",
     "NamedResources",
+    "NoDemonstrations",
     "NothingTrained",
     "PromptTemplate",
     "ProxyLLM",
@@ -114,6 +119,7 @@ __all__ = [
     "RolloutContextMiddleware",
     "RolloutDiagnostics",
     "RolloutIdentity",
+    "SFTResult",
     "TraceToMessages",
     "TraceToTriplet",
     "TracerTraceToTriplet",
@@ -125,6 +131,7 @@ __all__ = [
     "current_rollout",
     "emit_reward",
     "extract_context",
+    "fine_tune",
     "flush",
     "get_tracer",
     "incoming_context",

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Triplet
 from lightning_otel.collector.client import Client
@@ -192,6 +192,9 @@ class TrainingRun:
 
 class Algorithm(abc.ABC):
     """A training algorithm: drives a `TrainingRun` over the datasets; what it returns, `Trainer.fit` returns."""
+
+    # True when it learns from message content (SFT): the Trainer's runners then record it on LLM spans.
+    needs_message_content: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any: ...

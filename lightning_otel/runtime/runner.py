@@ -329,8 +329,10 @@ def run_runner_process(
     auth_token: str | None = None,
     otlp_endpoint: str | None = None,
     max_rollouts: int | None = None,
+    capture_content: bool | None = None,
 ) -> RunnerStats:
-    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI."""
+    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI.
+    `capture_content`: record message content on LLM spans (None: as the environment says)."""
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import flush as flush_spans
     from lightning_otel.capture.setup import instrument
@@ -340,7 +342,7 @@ def run_runner_process(
         with Client(collector_url, auth_token=auth_token, timeout=10) as client:
             otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
     # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
-    instrument(exporter=otlp_http_exporter(otlp_endpoint, auth_token=auth_token))
+    instrument(exporter=otlp_http_exporter(otlp_endpoint, auth_token=auth_token), capture_content=capture_content)
     runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token)
 
     async def main() -> RunnerStats:

@@ -12,6 +12,9 @@
 Agent Lightning's spellings work too (`n_workers`, `max_tasks`, `dev(agent, train_dataset, val_dataset=...)`), with a
 DeprecationWarning where ours differ; see the README's "Coming from Agent Lightning".
 
+`capture_content=True` makes the runners record message content on LLM spans (the default: when the algorithm
+needs it, as `SFT` does; otherwise as the environment says).
+
 With no `collector` address the trainer starts an embedded collector (SQLite in a temporary directory, or
 `store_url`) for the run; give `collector="http://host:16686"` to use a running `agl-otel-collector` (its store
 keeps the spans and the queue, and runners started elsewhere with `lightning-otel runner` join the training).
@@ -50,6 +53,7 @@ def _runner_main(
     max_concurrency: int,
     auth_token: str | None,
     max_rollouts: int | None,
+    capture_content: bool | None,
 ) -> None:
     from lightning_otel.runtime.runner import run_runner_process
 
@@ -61,6 +65,7 @@ def _runner_main(
         max_concurrency=max_concurrency,
         auth_token=auth_token,
         max_rollouts=max_rollouts,
+        capture_content=capture_content,
     )
 
 
@@ -80,6 +85,7 @@ class RunnerPool:
         auth_token: str | None,
         max_restarts: int,
         max_rollouts: int | None = None,
+        capture_content: bool | None = None,
     ) -> None:
         self.agent = agent
         self.client = client
@@ -89,6 +95,7 @@ class RunnerPool:
         self.auth_token = auth_token
         self.max_restarts = max_restarts
         self.max_rollouts = max_rollouts
+        self.capture_content = capture_content
         self.retired = 0  # runners that ran max_rollouts and exited
         self.restarts = 0
         self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
@@ -106,7 +113,15 @@ class RunnerPool:
         runner_id = f"runner-{self._session}-{self._started}"
         process = self._context.Process(
             target=_runner_main,
-            args=(self.agent, self.collector_url, runner_id, self.max_concurrency, self.auth_token, self.max_rollouts),
+            args=(
+                self.agent,
+                self.collector_url,
+                runner_id,
+                self.max_concurrency,
+                self.auth_token,
+                self.max_rollouts,
+                self.capture_content,
+            ),
             name=runner_id,
             daemon=True,
         )
@@ -177,6 +192,7 @@ class Trainer:
         max_rollouts: int | None = None,
         n_workers: int | None = None,
         max_tasks: int | None = None,
+        capture_content: bool | None = None,
     ) -> None:
         n_runners = _renamed("n_workers", n_workers, "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", max_tasks, "max_rollouts", max_rollouts, default=None)
@@ -198,6 +214,9 @@ class Trainer:
         self.auth_token = auth_token
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.collector_url: str | None = None
+        # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
+        needed = self.algorithm.needs_message_content
+        self.capture_content = capture_content if capture_content is not None else (True if needed else None)
 
     def fit(
         self, agent: Any, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
@@ -273,6 +292,7 @@ class Trainer:
                 auth_token=self.auth_token,
                 max_restarts=max(3, 3 * self.n_runners),
                 max_rollouts=self.max_rollouts,
+                capture_content=self.capture_content,
             )
             pool.start()
             stack.callback(pool.stop)

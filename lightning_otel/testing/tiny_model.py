@@ -9,15 +9,25 @@ from typing import Any
 
 import torch
 
-from lightning_otel.testing.tokenizer import build_tokenizer
+from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
 
 
-def tiny_policy(tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> torch.nn.Module:
-    """A small random Qwen2 causal LM sized to the tokenizer, built offline from a config (no model hub)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def tiny_policy(
+    tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers: int = 2, architecture: str = "qwen2"
+) -> torch.nn.Module:
+    """A small random causal LM (Qwen2, or Llama) sized to the tokenizer, built offline from a config (no model hub).
 
+    `architecture="llama"` where the tokenizer's own pre-tokenizer must be kept: transformers 5 loads a `qwen2`
+    model directory's tokenizer as `Qwen2Tokenizer`, which replaces the pre-tokenizer of tokenizer.json with Qwen2's."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    if architecture not in ("qwen2", "llama"):
+        raise ValueError(f"architecture must be 'qwen2' or 'llama', got {architecture!r}")
+    config_class, model_class = (
+        (Qwen2Config, Qwen2ForCausalLM) if architecture == "qwen2" else (LlamaConfig, LlamaForCausalLM)
+    )
     torch.manual_seed(seed)
-    config = Qwen2Config(
+    config = config_class(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
@@ -28,14 +38,24 @@ def tiny_policy(tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers:
         eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=True,
     )
-    return Qwen2ForCausalLM(config).eval()
+    return model_class(config).eval()
 
 
-def save_tiny_model(directory: str | Path, *, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Path:
-    """A tiny random Qwen2 and its tokenizer (the offline BPE with a ChatML template) as an HF model directory: what
-    verl loads as `actor_rollout_ref.model.path` when no model can be downloaded (tests, the CPU demo)."""
+def save_tiny_model(
+    directory: str | Path,
+    *,
+    seed: int = 0,
+    hidden_size: int = 64,
+    layers: int = 2,
+    tokenizer: ChatTokenizer | None = None,
+    architecture: str = "qwen2",
+) -> Path:
+    """A tiny random Qwen2 and its tokenizer (the offline BPE with a ChatML template, or `tokenizer`) as an HF model
+    directory: what verl loads as `actor_rollout_ref.model.path` when no model can be downloaded (tests, the CPU
+    demo, the spider example with a tokenizer trained on its own data)."""
     path = Path(directory)
-    tokenizer = build_tokenizer()
+    tokenizer = tokenizer or build_tokenizer()
     tokenizer.save_pretrained(path)
-    tiny_policy(tokenizer, seed=seed, hidden_size=hidden_size, layers=layers).save_pretrained(path)
+    model = tiny_policy(tokenizer, seed=seed, hidden_size=hidden_size, layers=layers, architecture=architecture)
+    model.save_pretrained(path)
     return path

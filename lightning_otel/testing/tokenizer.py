@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -112,11 +112,30 @@ class ChatTokenizer:
 @functools.lru_cache(maxsize=4)
 def build_tokenizer(vocab_size: int = 1024) -> ChatTokenizer:
     """Train the tiny byte-level BPE on the shipped corpus (deterministic, offline, < 1 s)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     corpus = resources.files("lightning_otel.testing").joinpath("corpus.txt").read_text(encoding="utf-8")
+    return train_tokenizer(corpus.splitlines() * 4, vocab_size=vocab_size)
+
+
+# Words keep the space that follows them (GPT-2's pattern keeps the one before): "city Paris?" and "= 'Paris'" then
+# share the token "Paris", so a tiny model copies a value from a question into SQL without learning a mapping.
+_SPACE_AFTER_WORDS = r"[A-Za-z]+ ?|[0-9]+ ?|[^A-Za-z0-9\s]+ ?|\s+"
+
+
+def train_tokenizer(lines: Iterable[str], *, vocab_size: int = 1024, space_after_words: bool = False) -> ChatTokenizer:
+    """A byte-level BPE with the ChatML special tokens trained on `lines` (a task's own text gives short prompts:
+    an example's schemas and questions become a few tokens each). Deterministic for the same lines.
+    `space_after_words`: split text so a word carries the space after it, not before it (see above)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if space_after_words:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_SPACE_AFTER_WORDS), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -124,6 +143,5 @@ def build_tokenizer(vocab_size: int = 1024) -> ChatTokenizer:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    lines = corpus.splitlines()
-    tokenizer.train_from_iterator(lines * 4, trainer=trainer)
+    tokenizer.train_from_iterator(lines, trainer=trainer)
     return ChatTokenizer(tokenizer)

@@ -1,0 +1,175 @@
+"""The SQL agent as a LangGraph graph: write a query, execute it on the task's database, check it, rewrite it.
+
+    write_query -> execute_query -> check_query -> END              (the check says THE QUERY IS CORRECT.)
+                                               -> rewrite_query -> execute_query -> check_query -> ...
+
+A turn is one write (or rewrite), execute and check; the loop ends when the check is satisfied or after
+`max_turns`. Execution is real (SQLite, read-only, with a deadline), its result is truncated to
+`truncate_length` characters before the checker sees it. This module knows nothing of training: it is the agent
+people already have (lightning-otel traces it from outside; `sql_agent.py` wraps it for training).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langchain_core.messages import AIMessage
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, StateGraph
+from spider_eval import QueryRejected, execute
+
+WRITE_QUERY_PROMPT = ChatPromptTemplate(
+    [
+        (
+            "system",
+            "You are an agent designed to interact with a SQL database. Given an input question, create a "
+            "syntactically correct {dialect} query to run to help find the answer. Use only the columns you can "
+            "see in the schema, and mind which column is in which table.\n\n"
+            "## Table Schema ##\n\n{table_info}\n\n"
+            "## Output Format ##\n\nRespond in the following format:\n\n```{dialect}\nGENERATED QUERY\n```",
+        ),
+        ("user", "Question: {input}"),
+    ]
+)
+
+CHECK_QUERY_PROMPT = ChatPromptTemplate(
+    [
+        (
+            "system",
+            "You are a SQL expert with a strong attention to detail. Double check the {dialect} query for common "
+            "mistakes: wrong tables or columns, wrong joins or filters, a result that does not answer the "
+            "question, an execution error.\n\n## Table Schema ##\n\n{table_info}\n\n"
+            "## Output Format ##\n\nList each mistake you find, then end with exactly one of: "
+            "THE QUERY IS INCORRECT. / THE QUERY IS CORRECT.",
+        ),
+        ("user", "Question: {input}\n\nQuery:\n```{dialect}\n{query}\n```\n\nExecution result:\n{execution}"),
+    ]
+)
+
+REWRITE_QUERY_PROMPT = ChatPromptTemplate(
+    [
+        (
+            "system",
+            "You are an agent designed to interact with a SQL database. Rewrite the previous {dialect} query to "
+            "fix the errors the feedback lists.\n\n## Table Schema ##\n\n{table_info}\n\n"
+            "## Output Format ##\n\nRespond in the following format:\n\n```{dialect}\nREWRITTEN QUERY\n```",
+        ),
+        (
+            "user",
+            "Question: {input}\n\nPrevious query:\n```{dialect}\n{query}\n```\n\nExecution result:\n{execution}"
+            "\n\nFeedback:\n{feedback}",
+        ),
+    ]
+)
+
+CORRECT = "THE QUERY IS CORRECT."
+INCORRECT = "THE QUERY IS INCORRECT."
+
+
+class State(TypedDict, total=False):
+    question: str
+    query: str
+    execution: str
+    feedback: str
+    num_turns: int
+
+
+def table_info(database_path: str | Path, sample_rows: int = 3) -> str:
+    """The schema as the agent sees it: each CREATE TABLE and its first rows (LangChain's SQLDatabase format)."""
+    with sqlite3.connect(f"{Path(database_path).resolve().as_uri()}?mode=ro", uri=True) as connection:
+        tables = connection.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall()
+        parts = []
+        for name, create in tables:
+            cursor = connection.execute(f'SELECT * FROM "{name}" LIMIT {int(sample_rows)}')
+            header = "\t".join(column[0] for column in cursor.description)
+            rows = "\n".join("\t".join(str(value) for value in row) for row in cursor.fetchall())
+            parts.append(f"{create}\n\n/*\n{sample_rows} rows from {name} table:\n{header}\n{rows}\n*/")
+    connection.close()
+    return "\n\n".join(parts)
+
+
+def parse_query(text: str) -> str:
+    """The last fenced code block of the reply, or the whole reply when it has none."""
+    blocks = re.findall(r"```[\w-]*\n(.*?)(?:\n)?```", text, re.DOTALL)
+    return (blocks[-1] if blocks else text).strip()
+
+
+def run_query(query: str, database_path: str | Path, truncate_length: int) -> str:
+    """The execution result the checker reads: the rows, or the error; cut to `truncate_length` characters."""
+    try:
+        result = str(execute(query, database_path))
+    except (QueryRejected, FileNotFoundError) as exc:
+        result = f"Error: {exc}"
+    return result if len(result) <= truncate_length else result[:truncate_length] + " ... (truncated)"
+
+
+def build_langgraph_sql_agent(
+    database_path: str,
+    openai_base_url: str,
+    model: str,
+    sampling_parameters: dict[str, Any],
+    max_turns: int,
+    truncate_length: int,
+    api_key: str = "dummy",
+) -> Any:
+    """The compiled graph for one database; invoke it with `{"question": ...}`, read `["query"]`."""
+    path = database_path.removeprefix("sqlite:///")
+    schema = table_info(path)
+    dialect = "sqlite"
+    llm = ChatOpenAI(
+        model=model,
+        base_url=openai_base_url,
+        api_key=api_key,
+        max_retries=5,  # the trainer's gateway answers 503 + Retry-After while it syncs weights
+        **{key: value for key, value in sampling_parameters.items() if key in ("temperature", "max_tokens", "top_p")},
+    )
+
+    def invoke(prompt: ChatPromptTemplate, **values: Any) -> str:
+        reply = llm.invoke(prompt.invoke({"dialect": dialect, "table_info": schema, **values}))
+        return str(reply.content) if isinstance(reply, AIMessage) else str(reply)
+
+    def write_query(state: State) -> State:
+        return {"query": parse_query(invoke(WRITE_QUERY_PROMPT, input=state["question"])), "num_turns": 1}
+
+    def execute_query(state: State) -> State:
+        return {"execution": run_query(state["query"], path, truncate_length)}
+
+    def check_query(state: State) -> State:
+        feedback = invoke(
+            CHECK_QUERY_PROMPT, input=state["question"], query=state["query"], execution=state["execution"]
+        )
+        return {"feedback": feedback}
+
+    def rewrite_query(state: State) -> State:
+        reply = invoke(
+            REWRITE_QUERY_PROMPT,
+            input=state["question"],
+            query=state["query"],
+            execution=state["execution"],
+            feedback=state["feedback"],
+        )
+        return {"query": parse_query(reply), "num_turns": state.get("num_turns", 0) + 1}
+
+    def should_continue(state: State) -> str:
+        feedback = state.get("feedback", "")
+        if CORRECT in feedback and INCORRECT not in feedback:
+            return END
+        return END if state.get("num_turns", 0) >= max_turns else "rewrite_query"
+
+    builder = StateGraph(State)
+    builder.add_node(write_query)
+    builder.add_node(execute_query)
+    builder.add_node(check_query)
+    builder.add_node(rewrite_query)
+    builder.add_edge(START, "write_query")
+    builder.add_edge("write_query", "execute_query")
+    builder.add_edge("execute_query", "check_query")
+    builder.add_conditional_edges("check_query", should_continue, {END: END, "rewrite_query": "rewrite_query"})
+    builder.add_edge("rewrite_query", "execute_query")
+    return builder.compile()

@@ -1,0 +1,221 @@
+"""Supervised fine-tuning from traces: run an agent, keep the rollouts that scored well, fine-tune a model on the
+LLM calls they made.
+
+    trainer = lightning_otel.Trainer(
+        algorithm=lightning_otel.SFT("path/to/model", "path/to/output", min_reward=1.0),
+        adapter={"agent_match": "write"},                                 # which agents' calls become examples
+        initial_resources={"main_llm": lightning_otel.LLM(teacher_url, "teacher-model")},
+    )
+    result = trainer.fit(agent, train_dataset)                            # -> SFTResult; the model is in output
+
+Rejection sampling in Agent Lightning's sense: the agent runs against `main_llm` (a stronger teacher, or the
+policy itself), every call `agent_match` selects in a rollout with reward >= `min_reward` becomes one chat example
+(`TraceToMessages`: the call's input messages, its reply as the completion), and TRL's `SFTTrainer` trains on the
+replies only. The examples are kept as JSONL beside the model. `fine_tune(examples, ...)` is the second half on its
+own (examples from stored traces, for instance). The runners must record message content: the Trainer turns it on
+for this algorithm. Needs the `[sft]` extra (trl, datasets, torch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from lightning_otel.adapters.messages import TraceToMessages
+from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+
+log = logging.getLogger("lightning_otel.sft")
+
+EXAMPLES_FILE = "sft_examples.jsonl"
+
+
+class NoDemonstrations(RuntimeError):
+    """No rollout gave a usable example: nothing to fine-tune on."""
+
+
+@dataclass(slots=True)
+class SFTResult:
+    """What an SFT run did: rollouts run and kept, examples, the fine-tuning loss, and where the model is."""
+
+    output_dir: Path
+    rollouts: int = 0
+    kept_rollouts: int = 0  # reward >= min_reward
+    examples: int = 0
+    calls_without_content: int = 0
+    teacher_reward_mean: float = math.nan
+    losses: list[float] = field(default_factory=list)  # training loss per logging step
+    train_seconds: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "sft/rollouts": float(self.rollouts),
+            "sft/kept_rollouts": float(self.kept_rollouts),
+            "sft/examples": float(self.examples),
+            "sft/teacher_reward_mean": self.teacher_reward_mean,
+            "sft/first_loss": self.losses[0] if self.losses else math.nan,
+            "sft/last_loss": self.losses[-1] if self.losses else math.nan,
+            "sft/train_seconds": self.train_seconds,
+        }
+
+
+def prompt_completion(example: dict[str, Any]) -> dict[str, Any]:
+    """`{"messages": [..., reply]}` -> TRL's conversational prompt-completion row (loss on the reply only)."""
+    messages = example["messages"]
+    return {"prompt": messages[:-1], "completion": messages[-1:]}
+
+
+def fine_tune(
+    examples: Sequence[dict[str, Any]],
+    model_path: str | Path,
+    output_dir: str | Path,
+    *,
+    epochs: float = 1.0,
+    learning_rate: float = 2e-5,
+    batch_size: int = 8,
+    max_length: int | None = 4096,
+    seed: int = 0,
+    use_cpu: bool | None = None,
+    trl_args: dict[str, Any] | None = None,
+    on_log: Callable[[dict[str, float]], None] | None = None,
+) -> list[float]:
+    """Fine-tune the model at `model_path` on chat examples (`{"messages": [...]}`; the last message is the reply
+    trained on) with TRL's SFTTrainer; save model and tokenizer to `output_dir`. Returns the logged losses."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    if not examples:
+        raise NoDemonstrations("fine_tune needs at least one example")
+    losses: list[float] = []
+
+    class LossLog(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+                if on_log is not None:
+                    on_log(dict(logs, step=float(state.global_step)))
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    cpu = not torch.cuda.is_available() if use_cpu is None else use_cpu
+    options: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "num_train_epochs": epochs,
+        "learning_rate": learning_rate,
+        "per_device_train_batch_size": batch_size,
+        "max_length": max_length,
+        "completion_only_loss": True,
+        "seed": seed,
+        "use_cpu": cpu,
+        "logging_steps": 10,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        # TRL's defaults are for large models on GPUs: bf16 autocast is slow on CPU, and checkpointing trades time
+        # for memory a small model does not need.
+        "bf16": not cpu,
+        "gradient_checkpointing": False,
+    }
+    config = SFTConfig(**{**options, **(trl_args or {})})  # trl_args: any SFTConfig field, last word
+    dataset = Dataset.from_list([prompt_completion(example) for example in examples])
+    trainer = SFTTrainer(
+        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[LossLog()]
+    )
+    trainer.remove_callback(PrinterCallback)  # without tqdm, transformers prints every log line; on_log reports them
+    trainer.train()
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    return losses
+
+
+class SFT(Algorithm):
+    """Fine-tune on the calls of good rollouts (rejection sampling from traces). See the module docstring.
+
+    `n_rollouts` rollouts per task (more tries, more kept examples with a sampling teacher), queued
+    `tasks_per_batch` tasks at a time; `min_reward` the reward a rollout needs to be kept; `fine_tune_args` go to
+    `fine_tune` (epochs, learning_rate, batch_size, ...).
+    """
+
+    needs_message_content: ClassVar[bool] = True  # the Trainer's runners record message content for it
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        output_dir: str | Path,
+        *,
+        min_reward: float = 1.0,
+        n_rollouts: int = 1,
+        tasks_per_batch: int = 64,
+        agent_match: str | None = None,
+        on_batch: Callable[[int, int, int], None] | None = None,
+        **fine_tune_args: Any,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.output_dir = Path(output_dir)
+        self.min_reward = min_reward
+        self.n_rollouts = n_rollouts
+        self.tasks_per_batch = tasks_per_batch
+        self.agent_match = agent_match
+        self.on_batch = on_batch
+        self.fine_tune_args = fine_tune_args
+
+    def run(
+        self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
+    ) -> SFTResult:
+        import time
+
+        tasks = list(train_dataset or [])
+        if not tasks:
+            raise NoDemonstrations("SFT needs a train_dataset to run the agent on")
+        # The same selection as the trainer's adapter unless this algorithm was given its own.
+        match = self.agent_match if self.agent_match is not None else getattr(run.adapter, "agent_match", None)
+        to_messages = TraceToMessages(agent_match=match)
+        result = SFTResult(self.output_dir)
+        examples: list[dict[str, Any]] = []
+        rewards: list[float] = []
+        for start in range(0, len(tasks), self.tasks_per_batch):
+            batch = run.run_batch(tasks[start : start + self.tasks_per_batch], n=self.n_rollouts, mode="train")
+            result.rollouts += len(batch.rollouts)
+            for rollout_id, reward in batch.rewards().items():
+                if reward is None:
+                    continue
+                rewards.append(float(reward))
+                if reward >= self.min_reward:
+                    result.kept_rollouts += 1
+                    examples.extend(to_messages.adapt(batch.spans.get(rollout_id, [])))
+            if self.on_batch is not None:
+                self.on_batch(result.rollouts, result.kept_rollouts, len(examples))
+        result.examples = len(examples)
+        result.calls_without_content = to_messages.calls_without_content
+        result.teacher_reward_mean = statistics.fmean(rewards) if rewards else math.nan
+        if not examples:
+            raise NoDemonstrations(
+                f"{result.rollouts} rollouts, {result.kept_rollouts} with reward >= {self.min_reward}, "
+                f"0 examples ({result.calls_without_content} selected calls had no message content; "
+                f"agent_match={match!r}): nothing to fine-tune on"
+            )
+        if result.calls_without_content:
+            log.warning(
+                "%d selected LLM calls had no message content and were left out (runners must record content)",
+                result.calls_without_content,
+            )
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        (self.output_dir / EXAMPLES_FILE).write_text(TraceToMessages.to_jsonl(examples), encoding="utf-8")
+        started = time.monotonic()
+        result.losses = fine_tune(examples, self.model_path, self.output_dir, **self.fine_tune_args)
+        result.train_seconds = time.monotonic() - started
+        return result
+
+
+def read_examples(path: str | Path) -> list[dict[str, Any]]:
+    """Examples written by an SFT run (or any OpenAI chat fine-tuning JSONL)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
