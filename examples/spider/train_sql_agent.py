@@ -1,4 +1,4 @@
-"""Train the SQL agent with VERL: the tutorial's command line, plus a CPU profile that learns offline.
+"""Train the SQL agent with VERL: the tutorial's command line, plus a CPU profile that runs offline.
 
     python train_sql_agent.py qwen                    # Qwen2.5-Coder-1.5B-Instruct, GRPO on vLLM (one 40+ GB GPU)
     python train_sql_agent.py llama                   # Llama-3.2-1B-Instruct (export HF_TOKEN first)
@@ -220,7 +220,7 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
     train_data = load_split(data_dir, "train_spider.parquet")
     val_data = load_split(data_dir, "test_dev_500.parquet")[: args.val_size]
     initial = build_policy(work / "model-init", train_data, data_dir, hidden_size=128, layers=4, seed=args.seed)
-    print(f"policy: a tiny random Qwen2 (hidden 128, 4 layers) with a BPE trained on the training prompts: {initial}")
+    print(f"policy: a tiny random Llama-shaped model (hidden 128, 4 layers), a BPE trained on the prompts: {initial}")
     with collector_address(args.collector, work) as collector:
         if args.ci_fast:
             policy, steps, test_freq = initial, 2, -1
