@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -199,6 +200,17 @@ class EmbeddedCollector:
         self.collector = Collector(config)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agl-collector", daemon=True)
+
+    @classmethod
+    def on_sqlite_file(cls, path: str | Path, *, fresh: bool = False) -> EmbeddedCollector:
+        """On loopback with free ports (OTLP/HTTP and the query API, no gRPC), storing in the SQLite file `path`:
+        what demos and examples run beside their trainer. `fresh` deletes that store (and its -wal/-shm files)
+        first, so a run starts with an empty store and no rollouts queued by an earlier one."""
+        path = Path(path)
+        if fresh:
+            for stale in path.parent.glob(path.name + "*"):
+                stale.unlink()
+        return cls(CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{path}"))
 
     def start(self) -> Addresses:
         self._thread.start()

@@ -122,13 +122,10 @@ def collector_address(url: str | None, work: Path) -> Iterator[str]:
     if url:
         yield url
         return
-    from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+    from lightning_otel.collector.server import EmbeddedCollector
 
     store = work / "collector.sqlite3"
-    for stale in work.glob("collector.sqlite3*"):
-        stale.unlink()
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
-    with EmbeddedCollector(config) as addresses:
+    with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:
         print(f"embedded agl-otel-collector: store {store}, query API {addresses.query}")
         yield addresses.query
 

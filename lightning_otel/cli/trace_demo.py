@@ -28,12 +28,11 @@ def run_demo(endpoint: str | None = None) -> int:
     if endpoint is not None:
         return _run(endpoint, embedded=False)
     try:
-        from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+        from lightning_otel.collector.server import EmbeddedCollector
     except ImportError:  # the [collector] extra is not installed: show the spans from memory
         return _run(None, embedded=False)
     store = Path(tempfile.mkdtemp(prefix="agl-demo-")) / "collector.sqlite3"
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
-    with EmbeddedCollector(config) as addresses:
+    with EmbeddedCollector.on_sqlite_file(store) as addresses:
         print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {addresses.store}")
         return _run(addresses.otlp_http, embedded=True, query_url=addresses.query)
 

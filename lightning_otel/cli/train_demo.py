@@ -132,7 +132,7 @@ def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners
     except ImportError as exc:
         print(f"lightning-otel demo needs the [demo] extra (verl, torch): pip install -e '.[demo]' ({exc})")
         return 2
-    from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+    from lightning_otel.collector.server import EmbeddedCollector
     from lightning_otel.testing.tiny_model import save_tiny_model
 
     work = Path(workdir).resolve()
@@ -141,13 +141,10 @@ def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners
     if not (model / "config.json").exists():
         save_tiny_model(model)
     store = work / "collector.sqlite3"
-    for stale in work.glob("collector.sqlite3*"):  # each demo run starts with an empty store
-        stale.unlink()
     print(f"policy: a tiny random Qwen2 built offline in {model}")
     print(f"task: write answers in capital letters (reward = capital-letter share); {steps} GRPO steps on CPU")
     started = time.monotonic()
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
-    with EmbeddedCollector(config) as addresses:
+    with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:  # each demo run starts empty
         print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {store}")
         print("starting verl (Ray, the FSDP actor, the CPU rollout replica) ...", flush=True)
         trainer = lightning_otel.Trainer(

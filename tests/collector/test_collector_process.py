@@ -235,3 +235,18 @@ def test_sigkill_loses_no_acknowledged_span(tmp_path: Path) -> None:
             "SELECT COUNT(*), COUNT(DISTINCT hex(trace_id) || hex(span_id)) FROM agl_spans"
         ).fetchone()
     assert total == distinct == len(batches) * 200
+
+
+def test_an_embedded_collector_on_a_fresh_sqlite_file_starts_empty(tmp_path: Path) -> None:
+    from lightning_otel.collector.client import Client
+    from lightning_otel.collector.server import EmbeddedCollector
+
+    store = tmp_path / "collector.sqlite3"
+    with EmbeddedCollector.on_sqlite_file(store) as addresses:
+        assert addresses.otlp_grpc is None and store.exists()
+        with Client(addresses.query) as client:
+            client.enqueue([{"input": {"q": 1}, "task_id": "t1", "group_id": "g", "mode": "train"}])
+    with EmbeddedCollector.on_sqlite_file(store) as addresses, Client(addresses.query) as client:
+        assert len(client.queued_rollouts(limit=10)) == 1  # kept: the same store
+    with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses, Client(addresses.query) as client:
+        assert client.queued_rollouts(limit=10) == []  # the earlier run's queue is gone
