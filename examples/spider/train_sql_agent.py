@@ -77,21 +77,23 @@ def verl_config(model_path: str, tool_format: str) -> dict[str, Any]:
     }
 
 
-def cpu_config(model_path: Path, work: Path, *, steps: int, test_freq: int, lr: float, seed: int) -> dict[str, Any]:
+def cpu_config(
+    model_path: Path, work: Path, *, steps: int, test_freq: int, lr: float, seed: int, tasks: int, rollouts: int
+) -> dict[str, Any]:
     """GRPO on CPU for the tiny policy: small batches, a high learning rate, validation every `test_freq` steps."""
     return {
         "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
-        "data": {"train_batch_size": 8, "max_prompt_length": 1024, "max_response_length": 48, "seed": seed},
+        "data": {"train_batch_size": tasks, "max_prompt_length": 1024, "max_response_length": 48, "seed": seed},
         "actor_rollout_ref": {
             "model": {"path": str(model_path)},
             "rollout": {
-                "n": 4,
+                "n": rollouts,
                 "temperature": 1.0,
                 "log_prob_micro_batch_size_per_gpu": 16,
-                "val_kwargs": {"temperature": 1.0, "do_sample": True, "n": 1},
+                "val_kwargs": {"temperature": 0.0, "do_sample": False, "n": 1},
             },
             "actor": {
-                "ppo_mini_batch_size": 8,
+                "ppo_mini_batch_size": tasks,
                 "ppo_micro_batch_size_per_gpu": 16,
                 "optim": {"lr": lr},
                 "use_kl_loss": False,
@@ -248,7 +250,16 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             print(f"  teacher accuracy {sft.teacher_reward_mean:.3f}; {sft.examples} examples; loss "
                   f"{sft.losses[0]:.2f} -> {sft.losses[-1]:.2f} in {sft.train_seconds:.0f}s", flush=True)  # fmt: skip
             policy, steps, test_freq = work / "model-sft", args.steps, args.test_freq
-        config = cpu_config(policy, work, steps=steps, test_freq=test_freq, lr=args.lr, seed=args.seed)
+        config = cpu_config(
+            policy,
+            work,
+            steps=steps,
+            test_freq=test_freq,
+            lr=args.lr,
+            seed=args.seed,
+            tasks=args.tasks,
+            rollouts=args.rollouts,
+        )
         if args.ci_fast:
             config["data"].update(train_batch_size=2)
             config["actor_rollout_ref"]["rollout"]["n"] = 2
@@ -274,7 +285,7 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
         n = len(val_data)
         se = binomial_se(before, n)
         curve = write_curve(validations, n, work / "accuracy_curve.png")
-        print(f"\nvalidation execution accuracy ({n} questions, sampled at temperature 1.0):")
+        print(f"\nvalidation execution accuracy ({n} questions, greedy):")
         print(f"  after the warm start (step 0): {before:.3f} ± {se:.3f} (binomial SE)")
         print(f"  after GRPO (step {last_step}):      {after:.3f} ± {binomial_se(after, n):.3f}")
         # Both numbers are noisy: the difference's own SE is about sqrt(2) times one measurement's.
@@ -303,9 +314,11 @@ def main() -> None:
     cpu = parser.add_argument_group("cpu profile")
     cpu.add_argument("--workdir", default=str(HERE / "runs" / "cpu"))
     cpu.add_argument("--steps", type=int, default=32, help="GRPO steps")
-    cpu.add_argument("--test-freq", type=int, default=8, help="validate every N steps")
-    cpu.add_argument("--val-size", type=int, default=200, help="validation questions (from test_dev_500)")
+    cpu.add_argument("--test-freq", type=int, default=16, help="validate every N steps")
+    cpu.add_argument("--val-size", type=int, default=500, help="validation questions (from test_dev_500)")
     cpu.add_argument("--lr", type=float, default=2e-4)
+    cpu.add_argument("--tasks", type=int, default=8, help="questions per GRPO step")
+    cpu.add_argument("--rollouts", type=int, default=4, help="rollouts per question (GRPO's group)")
     cpu.add_argument("--sft-epochs", type=float, default=9.0)
     cpu.add_argument("--seed", type=int, default=0)
     cpu.add_argument("--policy", help="skip the warm start: GRPO from this model (e.g. runs/cpu/model-sft)")
