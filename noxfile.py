@@ -2,9 +2,10 @@
 
 - `openai3`: the capture tests against openai 3.x (the main environment has openai 2.x, which LiteLLM pins).
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
-- `verl`: the VERL data path against verl 0.9.1 on CPU torch.
-- `openai_agents`, `langgraph`, `autogen`, `crewai`, `google_adk`: framework lanes (tests/frameworks/...), each with its
+- `openai_agents`, `langgraph`, `autogen`, `crewai`: framework lanes (tests/frameworks/...), each with its
   framework's own pins.
+- `verl`: verl 0.9.1 on CPU torch, with Google ADK in the same environment (the ADK example trains there; ADK's
+  OpenTelemetry <= 1.44 suits verl too), so the Google ADK framework tests run in it as well.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ nox.options.sessions = [
     "langgraph",
     "autogen",
     "crewai",
-    "google_adk",
     "verl",
 ]
 nox.options.reuse_existing_virtualenvs = True
@@ -94,17 +94,11 @@ def crewai(session: nox.Session) -> None:
 
 
 @nox.session
-def google_adk(session: nox.Session) -> None:
-    """Google ADK lane (OpenTelemetry <= 1.44): through LiteLLM to the test server; coordinator and pipeline."""
-    session.install("-e", ".[testing,adk]", *TEST_TOOLS)
-    env = {"AGL_LANE": "adk", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    session.run("python", "-m", "pytest", "-q", "tests/frameworks/google_adk", *session.posargs, env=env)
-
-
-@nox.session
 def verl(session: nox.Session) -> None:
     """verl 0.9.1 lane on CPU torch: batch construction against verl's real DataProto and GRPO code; the CPU policy
-    replica behind the gateway; GRPO steps end to end (our CPU backend, the LangGraph SQL agent in runners)."""
+    replica behind the gateway; GRPO steps end to end (our CPU backend, the LangGraph SQL agent in runners); the
+    examples (spider, google_adk) as their READMEs run them; and the Google ADK framework tests (one environment with
+    ADK, LiteLLM, the trainer and VERL: what `pip install ".[adk,demo]" -c constraints-adk.txt` gives a user)."""
     # A CPU torch wheel where the machine has one (this project's machines keep it in /opt/wheels); else PyPI's.
     wheels = os.environ.get("AGL_TORCH_FIND_LINKS", "/opt/wheels")
     find_links = ["--find-links", wheels] if os.path.isdir(wheels) else []
@@ -116,13 +110,15 @@ def verl(session: nox.Session) -> None:
     (wheel,) = Path(wheel_dir).glob("lightning_otel-*.whl")
     # the same version as a reused environment's: replace it all the same
     fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
-    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain]", *TEST_TOOLS)
+    constraints = ["-c", "constraints-adk.txt"]  # ADK's OpenTelemetry 1.44 with verl's tree
+    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain,adk]", *constraints, *TEST_TOOLS)
     # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
     # shadow the installed package (the current directory comes first on sys.path).
     lane = Path(wheel_dir) / "lane"
     shutil.rmtree(lane, ignore_errors=True)
     for part in ("tests", "examples"):
-        shutil.copytree(part, lane / part, ignore=shutil.ignore_patterns("__pycache__", "runs", "data"))  # not run outputs
+        outputs = shutil.ignore_patterns("__pycache__", "runs", "data")  # not run outputs
+        shutil.copytree(part, lane / part, ignore=outputs)
     shutil.copy("pyproject.toml", lane)  # pytest's settings
     session.chdir(lane)
     check = (
@@ -130,4 +126,6 @@ def verl(session: nox.Session) -> None:
         "else 'lightning_otel is not the installed wheel: ' + lightning_otel.__file__)"
     )
     session.run("python", "-c", check)
-    session.run("python", "-m", "pytest", "-q", "tests/verl_lane", *session.posargs, env={"AGL_LANE": "verl"})
+    lanes = ["tests/verl_lane", "tests/frameworks/google_adk"]
+    env = {"AGL_LANE": "verl"}  # LITELLM_LOCAL_MODEL_COST_MAP left as CI has it: the runners and examples set it
+    session.run("python", "-m", "pytest", "-q", *lanes, *session.posargs, env=env)

@@ -76,6 +76,25 @@ def test_the_gateway_span_has_the_servers_ids_and_the_rollout_from_the_path(repl
     assert (span.attributes["agl.rollout.id"], span.attributes["agl.attempt.id"]) == ("ro-path", "at-2")
 
 
+def test_a_bare_client_names_its_agent_with_a_header_and_agent_match_selects_it(
+    replicas, agl_spans: SpanCapture
+) -> None:
+    gateway = PolicyGateway([replicas[0].base_url])
+    with GatewayServer(gateway) as server:
+        proxy = lightning_otel.ProxyLLM(server.base_url, "agl-tiny").get_base_url("ro-named", "at-1")
+        body = {"model": "agl-tiny", "messages": [{"role": "user", "content": "2+2?"}]}
+        for name in ("solver", "", None):  # named, empty (ignored), unnamed
+            headers = {"x-agl-agent-name": name} if name is not None else {}
+            httpx.post(f"{proxy}/chat/completions", json=body, headers=headers, timeout=30).raise_for_status()
+    lightning_otel.flush()
+    names = [span.attributes.get("gen_ai.agent.name") for span in agl_spans.llm_spans()]
+    assert names == ["solver", None, None]
+    flat = [{"spanId": f"{s.context.span_id:016x}", "startTimeUnixNano": s.start_time, "name": s.name,
+             "attributes": dict(s.attributes)} for s in agl_spans.llm_spans()]  # fmt: skip
+    adapted = TraceToTriplet(agent_match="^solver$").adapt(flat)
+    assert [t.agent_name for t in adapted.triplets] == ["solver"]
+
+
 def test_streams_pass_through_with_their_ids(replicas, agl_spans: SpanCapture) -> None:
     gateway = PolicyGateway([replicas[0].base_url])
     with GatewayServer(gateway) as server:
@@ -140,3 +159,17 @@ def test_client_and_gateway_spans_of_one_call_become_one_sample(replicas, agl_sp
     adapted = TraceToTriplet(agent_match="^write$").adapt(flat)
     assert len(adapted.triplets) == 1 and adapted.triplets[0].agent_name == "write"
     assert adapted.diagnostics.duplicate_calls == 1
+
+
+def test_a_proxy_llms_rollout_paths_are_trainable_endpoints() -> None:
+    from lightning_otel.capture.settings import CaptureSettings
+    from lightning_otel.runtime.resources import llm_endpoints
+
+    proxy = lightning_otel.ProxyLLM("http://gw:9/v1", "policy")
+    settings = CaptureSettings()
+    for endpoint in llm_endpoints({"main_llm": proxy, "plain": lightning_otel.LLM("http://vllm:8000/v1", "m")}):
+        settings.register_trainable_endpoint(endpoint)
+    assert settings.wants_token_ids(proxy.get_base_url("ro-1", "at-1") + "/chat/completions")  # the path form
+    assert settings.wants_token_ids("http://gw:9/v1/chat/completions")
+    assert settings.wants_token_ids("http://vllm:8000/v1/chat/completions")
+    assert not settings.wants_token_ids("http://elsewhere:9/v1/chat/completions")

@@ -272,3 +272,47 @@ def test_train_dev_cli_runs_a_dataset_file_through_trainer_dev(tmp_path: Path) -
     assert "RuntimeError: flaky failure on attempt 3" in done.stdout  # the failing task's error, shown
     without_dev = subprocess.run(command[:4] + command[5:], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert without_dev.returncode == 2 and "give --model" in without_dev.stderr  # training needs a policy model
+
+
+def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    tasks = tmp_path / "tasks.parquet"
+    pd.DataFrame([{"question": "q1"}, {"question": "q2"}]).to_parquet(tasks)
+    with EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3", fresh=True) as addresses:
+        command = [sys.executable, "-m", "lightning_otel.cli", "train", "--dev", "--test-server", "--train", str(tasks),
+                   "--agent", "tests.programs.runtime_agents:flaky_agent", "--collector", addresses.query]  # fmt: skip
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        with Client(addresses.query) as client:
+            stored = client.queued_rollouts(status="succeeded")
+    assert sorted(record["input"]["question"] for record in stored) == ["q1", "q2"]  # in the collector given
+
+
+def test_a_second_session_on_one_collector_claims_its_first_rollout_at_once(tmp_path: Path) -> None:
+    """The first session's runner leaves a claim parked in the collector when it stops; marked lost, that claim
+    returns nothing, so the second session's first rollout goes to the second session's runner at once."""
+    with (
+        OpenAITestServer(replies=sql_example.dev_replies) as server,
+        EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3", fresh=True) as addresses,
+    ):
+        runs = []
+        for _ in range(2):
+            trainer = lightning_otel.Trainer(
+                n_runners=1,
+                algorithm=lightning_otel.Baseline(batch_size=2),
+                initial_resources={"main_llm": llm(server)},
+                collector=addresses.query,
+                progress=False,
+            )
+            runs.append(trainer.fit(sql_example.sql_rollout, sql_example.DEV_TASKS[:2]))
+            time.sleep(0.5)  # the runner's next claim is parked in the collector when the session ends
+        with Client(addresses.query) as client:
+            attempts = [client.rollout(r["rollout_id"])["attempt_list"] for r in runs[0].train[0].rollouts]
+            first_runner = {attempt["runner_id"] for listed in attempts for attempt in listed}
+            for record in runs[1].train[0].rollouts:
+                rollout = client.rollout(record["rollout_id"])
+                (attempt,) = rollout["attempt_list"]  # claimed once, by a live runner
+                assert attempt["runner_id"] not in first_runner
+                # the new runner process boots in ~1 s; the dead runner's claim would have held it for the heartbeat
+                # timeout (30 s) before a retry
+                assert (attempt["start_ns"] - rollout["created_ns"]) / 1e9 < 3.0

@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--auth-token", help="the collector's bearer token (or AGL_COLLECTOR_AUTH_TOKEN)")
     runner.add_argument("--otlp-endpoint", help="where to send spans (default: the collector's advertised OTLP port)")
     runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
+    runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
     train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
     from lightning_otel.cli.train import add_arguments
 
@@ -58,8 +59,11 @@ def run_runner(args: argparse.Namespace) -> int:
     from lightning_otel.collector.client import CollectorError
     from lightning_otel.runtime.agent_loading import load_agent
     from lightning_otel.runtime.runner import run_runner_process
+    from lightning_otel.runtime.runner_environment import apply_offline_defaults
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if args.verbose else logging.WARNING  # quiet by default: problems only
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    apply_offline_defaults()  # before the agent (and LiteLLM with it) is imported
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
         agent = load_agent(args.agent)

@@ -36,10 +36,11 @@ CI_FAST_OVERRIDES = [
 
 def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
-    train.add_argument("--train", required=True, help="tasks: a .jsonl file (one JSON object per line) or a JSON list")
+    train.add_argument("--train", required=True, help="tasks: .jsonl (one JSON object per line), a JSON list, .parquet")
     train.add_argument("--val", help="validation tasks, same format")
     train.add_argument("--agent-match", default=None, help="regex on gen_ai.agent.name selecting the trained calls")
     train.add_argument("--runners", type=int, default=2, help="runner processes (default 2)")
+    train.add_argument("--collector", help="a running agl-otel-collector's query URL (default: an embedded one)")
     train.add_argument("--model", help="the policy: an HF model directory or hub name verl can load")
     train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
     train.add_argument("--config", help="a verl config file (YAML) merged over the defaults")
@@ -52,9 +53,19 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
 
 
 def load_tasks(path: str) -> list:
-    """Tasks from a JSON list file or a JSONL file (blank lines skipped); a clear error for anything else."""
+    """Tasks from a JSON list file, a JSONL file (blank lines skipped) or a parquet file (one task per row, needs
+    pandas); a clear error for anything else."""
     import json
 
+    if path.endswith(".parquet"):
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ValueError(f"{path}: reading parquet needs pandas and pyarrow (pip install pandas pyarrow)") from None
+        tasks = pd.read_parquet(path).to_dict("records")
+        if not tasks:
+            raise ValueError(f"{path} holds no tasks")
+        return tasks
     text = Path(path).read_text(encoding="utf-8")
     if text.lstrip().startswith("["):
         tasks = json.loads(text)
@@ -182,6 +193,7 @@ def run_train(args: argparse.Namespace) -> int:
                 algorithm=algorithm,
                 adapter={"agent_match": args.agent_match},
                 initial_resources={"main_llm": lightning_otel.LLM("http://gateway-not-started/v1", model)},
+                collector=args.collector,
             )
             result = trainer.fit(agent, tasks, val_tasks)
     except ValueError as exc:
@@ -214,6 +226,7 @@ def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
             n_runners=args.runners,
             adapter={"agent_match": args.agent_match},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, args.model or "agl-tiny")},
+            collector=args.collector,
         )
         try:
             result = trainer.dev(agent, tasks, n_tasks=args.n_tasks)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from lightning_otel import semconv
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.algorithm import BaselineResult, BatchResult
@@ -33,6 +34,10 @@ def span_tree(spans: Sequence[Span], title: str) -> Tree:
     return root
 
 
+# The GenAI operation of a framework's model-call spans (ADK's): not an LLM call in our contract, no ids expected.
+_MODEL_SPAN_OPERATION = "generate_content"
+
+
 def _span_label(span: Span) -> str:
     attributes = span["attributes"]
     millis = (span["endTimeUnixNano"] - span["startTimeUnixNano"]) / 1e6
@@ -42,11 +47,23 @@ def _span_label(span: Span) -> str:
     prompt, response = attributes.get("agl.llm.prompt_token_ids"), attributes.get("agl.llm.response_token_ids")
     if prompt is not None or response is not None:
         parts.append(f"ids {len(prompt or [])}+{len(response or [])}")
-    elif attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content"):
+    elif attributes.get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS:
         parts.append("[red]no token ids[/red]")
+    elif attributes.get(semconv.GEN_AI_OPERATION_NAME) == _MODEL_SPAN_OPERATION or span["name"].startswith(
+        _MODEL_SPAN_OPERATION + " "
+    ):
+        # a framework's own span around a model call (ADK's generate_content): its LLM call is a child span
+        parts.append("[dim]framework span, not an LLM call[/dim]")
     if "agl.reward.value" in attributes:
         parts.append(f"reward {attributes.get('agl.reward.name', 'primary')}={attributes['agl.reward.value']}")
     return "  ".join(parts)
+
+
+def _reward_cell(trained: float | None, on_call: float | None) -> str:
+    """The rollout's outcome reward every sample is trained with; a reward recorded on the call itself beside it when
+    it differs (a per-call reward that GRPO's outcome-reward training does not use)."""
+    text = "-" if trained is None else f"{trained:g}"
+    return text if on_call is None or on_call == trained else f"{text} (on this call: {on_call:g})"
 
 
 class DevReporter:
@@ -60,6 +77,7 @@ class DevReporter:
 
     def batch(self, mode: str, step: int, result: BatchResult) -> None:
         console = self.console
+        trained_rewards = result.rewards()  # what training gives every sample of the rollout: its outcome reward
         for record in result.rollouts:
             rollout_id = record["rollout_id"]
             status = record["status"]
@@ -75,7 +93,7 @@ class DevReporter:
             if self.print_spans:
                 console.print(span_tree(result.spans.get(rollout_id, []), f"spans ({len(result.spans[rollout_id])})"))
             table = Table(title=f"samples selected by agent_match={self.adapter.agent_match!r}", title_justify="left")
-            for column in ("agent", "prompt ids", "response ids", "trained tokens", "reward"):
+            for column in ("agent", "prompt ids", "response ids", "trained tokens", "reward (trained)"):
                 table.add_column(column)
             for triplet in adapted.triplets:
                 table.add_row(
@@ -83,7 +101,7 @@ class DevReporter:
                     str(len(triplet.prompt_token_ids)),
                     str(len(triplet.response_token_ids)),
                     str(sum(triplet.response_mask)),
-                    "-" if triplet.reward is None else f"{triplet.reward:g}",
+                    _reward_cell(trained_rewards.get(rollout_id), triplet.reward),
                 )
             console.print(table)
             d = adapted.diagnostics

@@ -89,5 +89,10 @@ def resources_from_json(encoded: dict[str, Any]) -> dict[str, Any]:
 
 
 def llm_endpoints(resources: dict[str, Any]) -> list[str]:
-    """Base URLs of the LLM resources: the runner asks these for token ids."""
-    return [value.endpoint for value in resources.values() if isinstance(value, LLM)]
+    """Base URLs of the LLM resources: the runner asks these for token ids. A ProxyLLM's is its server's root: the
+    rollout paths its `get_base_url` builds hang under it, not under its `/v1`."""
+    return [
+        value.endpoint.rstrip("/").removesuffix("/v1") if isinstance(value, ProxyLLM) else value.endpoint
+        for value in resources.values()
+        if isinstance(value, LLM)
+    ]

@@ -42,6 +42,7 @@ from lightning_otel.runtime.agent_loading import as_agent
 from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult, BatchResult, RolloutBatch, TrainingRun
 from lightning_otel.runtime.lit_agent import LitAgent, check_agent
 from lightning_otel.runtime.resources import resources_to_json
+from lightning_otel.runtime.runner_environment import offline_defaults_for_children
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
 
@@ -125,7 +126,8 @@ class RunnerPool:
             name=runner_id,
             daemon=True,
         )
-        process.start()
+        with offline_defaults_for_children():
+            process.start()
         self.processes[runner_id] = process
 
     def check(self) -> None:
@@ -170,6 +172,13 @@ class RunnerPool:
             if process.is_alive():
                 process.kill()
                 process.join(5)
+        # A stopped runner may still have a claim parked in the collector (a long-poll its death did not end): marked
+        # lost, that claim returns nothing, so the next session on this collector is not handed to a dead runner.
+        for runner_id in self.processes:
+            try:
+                self.client.runner_lost(runner_id, "runner stopped at the end of its Trainer session")
+            except Exception as exc:  # the collector may be gone already; its claims went with it
+                log.debug("could not mark %s lost: %s", runner_id, exc)
         self.processes.clear()
 
 

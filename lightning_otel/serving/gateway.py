@@ -11,7 +11,8 @@ parameters enforced (`sampling` while training, `validation_sampling` in `mode="
 always requested. Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
 caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
-`/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`). When the client's instrumentor
+`/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`), and name their agent with an
+`x-agl-agent-name` header (the span's `gen_ai.agent.name`, which `agent_match` reads). When the client's instrumentor
 records the same call, both spans carry the same response id and the adapter keeps one.
 """
 
@@ -32,6 +33,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
+from lightning_otel.capture.agent_naming import context_with_agent
 from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
 from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
@@ -42,6 +44,9 @@ from lightning_otel.serving.app_server import AppServer, json_object_body, opena
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
 )
+# A client that is not instrumented names the agent making the call with this header (any language, any client
+# that can set a header); the gateway's span carries it as gen_ai.agent.name.
+AGENT_NAME_HEADER = "x-agl-agent-name"
 _ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
 
 
@@ -144,6 +149,8 @@ class PolicyGateway:
         rollout_id = request.path_params.get("rollout_id")
         if rollout_id:
             ctx = context_with_rollout(rollout_id, request.path_params.get("attempt_id", ""), ctx)
+        if agent_name := request.headers.get(AGENT_NAME_HEADER, "").strip():
+            ctx = context_with_agent(agent_name, ctx)  # a bare client names its agent: agent_match can select it
         identity = current_rollout(ctx)
         url = f"{self.replica_for(identity.rollout_id if identity else None)}/{path}"
         token = context.attach(ctx)

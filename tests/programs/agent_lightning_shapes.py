@@ -51,8 +51,8 @@ def guess_replies(body: dict) -> str:
 
 # --- the ADK tutorial (seed 000): `LitAdkAgent` returns a scalar reward from `rollout(...)` -----------------------
 class LitAdkAgent(agl.LitAgent[Dict[str, Any]]):
-    """Stands in for examples/google_adk/adk_agent.py (the real ADK agent is tested in the ADK lane): the LLM calls
-    run inside a framework agent named `root_agent`, as ADK's `invoke_agent root_agent` span names them."""
+    """Stands in for examples/google_adk/adk_agent.py (tested for real in the verl lane): the LLM calls run inside a
+    framework agent named `root_agent`, as ADK's `invoke_agent root_agent` span names them."""
 
     def rollout(self, task: Dict[str, Any], resources: agl.NamedResources, rollout: agl.Rollout) -> float:
         llm: agl.LLM = resources["main_llm"]

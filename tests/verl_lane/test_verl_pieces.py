@@ -93,7 +93,15 @@ def test_samples_carry_the_rollouts_reward_and_group_and_metrics_count_what_was_
 
 @pytest.mark.parametrize(
     ("rows", "target", "unit", "plan"),
-    [(5, 8, 1, (1, 1)), (5, 4, 8, (1, 8)), (17, 8, 2, (2, 4)), (40, 8, 4, (5, 20)), (1, 64, 1, (1, 1))],
+    [
+        (5, 8, 1, (1, 1)),
+        (5, 4, 8, (1, 8)),
+        (17, 8, 2, (2, 4)),
+        (40, 8, 4, (5, 20)),
+        (1, 64, 1, (1, 1)),
+        (16, 4, 8, (2, 16)),
+        (17, 4, 8, (3, 24)),
+    ],  # multi-call rollouts: no mini-batch of padding only
 )
 def test_mini_batch_plan(rows: int, target: int, unit: int, plan: tuple[int, int]) -> None:
     assert mini_batch_plan(rows, target, unit) == plan

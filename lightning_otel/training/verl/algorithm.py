@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
-from lightning_otel.runtime.resources import LLM
+from lightning_otel.runtime.resources import ProxyLLM
 
 log = logging.getLogger("lightning_otel.verl")
 
@@ -125,7 +125,8 @@ class VERL(Algorithm):
             )
             gateway.pause()  # until the first step: the replicas get the actor's weights first
             with GatewayServer(gateway, host=self.gateway_host, port=self.gateway_port) as server:
-                policy = LLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
+                # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
+                policy = ProxyLLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
                 run.update_resources({**_current_resources(run), self.policy_resource: policy})
                 log.info("policy gateway %s over replicas %s", server.base_url, replicas)
                 yield gateway

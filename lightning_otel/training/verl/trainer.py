@@ -100,8 +100,10 @@ def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[
 def mini_batch_plan(rows: int, target_rows: int, unit: int) -> tuple[int, int]:
     """(number of mini-batches, row multiple) for `rows` trainable rows: about `target_rows` per mini-batch (verl's
     `ppo_mini_batch_size * rollout.n`), each a multiple of `unit` (data-parallel size x micro-batch size), so the
-    batch is padded by less than one unit per mini-batch instead of dropping samples."""
-    count = max(1, round(rows / max(target_rows, 1)))
+    batch is padded by less than one unit per mini-batch instead of dropping samples. Never more mini-batches than
+    units of real rows: rollouts with several calls give more rows than the target assumes, and a mini-batch of
+    padding only would be an optimizer step on nothing (and a NaN loss in the metrics)."""
+    count = max(1, min(round(rows / max(target_rows, 1)), math.ceil(rows / max(unit, 1))))
     return count, count * unit
 
 
