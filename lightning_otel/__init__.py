@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from lightning_otel.runtime.lit_agent import Attempt, LitAgent, NamedResources, Rollout
     from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
     from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, NothingTrained
+    from lightning_otel.runtime.task_files import load_tasks
     from lightning_otel.runtime.trainer import Trainer
     from lightning_otel.training.sft import SFT, NoDemonstrations, SFTResult, fine_tune
     from lightning_otel.training.verl.algorithm import VERL
@@ -57,7 +58,6 @@ _ROOMS = {
     "lightning_otel.capture.propagation": (
         "RolloutContextMiddleware",
         "extract_context",
-        "fine_tune",
         "incoming_context",
         "outgoing_headers",
     ),
@@ -78,6 +78,7 @@ _ROOMS = {
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.runtime.task_files": ("load_tasks",),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
 }
@@ -137,6 +138,7 @@ __all__ = [
     "incoming_context",
     "instrument",
     "llm_rollout",
+    "load_tasks",
     "outgoing_headers",
     "register_trainable_endpoint",
     "resolve_agent_name",

@@ -22,7 +22,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM 
 
 from adk_agent import LitAdkAgent
 from prepare_dataset import data_ready, prepare
-from train_adk import load_records
 
 import lightning_otel as agl
 
@@ -56,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     args.file = args.file.resolve()
     if args.file.parent == HERE / "data" and not data_ready(args.file.parent):
         prepare(args.file.parent)  # the default data, built on first use
-    tasks = load_records(args.file)[: args.n_tasks]
+    try:
+        tasks = agl.load_tasks(args.file)[: args.n_tasks]
+    except (OSError, ValueError) as exc:
+        sys.exit(f"adk_debug: {exc} (prepare_dataset.py makes the data; see its --help)")
     with endpoint(args.test_server, tasks) as (base_url, model):
         llm = agl.LLM(base_url, model, api_key=os.environ.get("OPENAI_API_KEY", "dummy"),
                       sampling_parameters={"temperature": 0.0})  # fmt: skip

@@ -25,7 +25,6 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before LiteLLM is imported: no cost-map download
 
-import pandas as pd
 from adk_agent import WRITER_INSTRUCTION, LitAdkAgent, database_path
 from prepare_dataset import data_ready, prepare
 from sql_tools import table_info
@@ -34,15 +33,6 @@ import lightning_otel as agl
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
-
-
-def load_records(path: Path) -> list[dict[str, Any]]:
-    """Tasks from parquet or JSONL."""
-    if not path.is_file():
-        sys.exit(f"{path} does not exist: make it with prepare_dataset.py (see its --help)")
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return pd.read_parquet(path).to_dict("records")
 
 
 def gpu_config(model: str) -> dict[str, Any]:
@@ -142,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     default_data = HERE / "data"
     if default_data in (args.train_file.parent, args.val_file.parent) and not data_ready(default_data):
         prepare(default_data)  # the default data, built on first use
-    train_data, val_data = load_records(args.train_file), load_records(args.val_file)
+    try:
+        train_data, val_data = agl.load_tasks(args.train_file), agl.load_tasks(args.val_file)
+    except (OSError, ValueError) as exc:
+        sys.exit(f"train_adk: {exc} (prepare_dataset.py makes the data; see its --help)")
     data = args.train_file.parent
     device = on_device(args.device)
     n_runners, steps = args.n_runners, None

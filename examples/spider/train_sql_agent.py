@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from prepare_dataset import data_ready, default_data_dir, prepare
 from sql_agent import LitSQLAgent
 
@@ -115,7 +114,7 @@ def cpu_config(
 
 
 def load_split(data_dir: Path, name: str) -> list[dict[str, Any]]:
-    return pd.read_parquet(data_dir / name).to_dict("records")
+    return agl.load_tasks(data_dir / name)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 # `--ci-fast`: the smallest run that is still real: 2 GRPO steps of a tiny model, every stage of the pipeline.
@@ -50,30 +49,6 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--base-url", help="--dev: the policy's OpenAI-compatible endpoint (main_llm)")
     train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
-
-
-def load_tasks(path: str) -> list:
-    """Tasks from a JSON list file, a JSONL file (blank lines skipped) or a parquet file (one task per row, needs
-    pandas); a clear error for anything else."""
-    import json
-
-    if path.endswith(".parquet"):
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ValueError(f"{path}: reading parquet needs pandas and pyarrow (pip install pandas pyarrow)") from None
-        tasks = pd.read_parquet(path).to_dict("records")
-        if not tasks:
-            raise ValueError(f"{path} holds no tasks")
-        return tasks
-    text = Path(path).read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        tasks = json.loads(text)
-    else:
-        tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not tasks:
-        raise ValueError(f"{path} holds no tasks")
-    return tasks
 
 
 def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str, Any]:
@@ -152,6 +127,7 @@ def print_step(step: int, metrics: dict[str, float]) -> None:
 def run_train(args: argparse.Namespace) -> int:
     import lightning_otel
     from lightning_otel.runtime.agent_loading import load_agent
+    from lightning_otel.runtime.task_files import load_tasks
 
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
