@@ -191,6 +191,7 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
             output, _ = runner.communicate(timeout=30)
         assert runner.returncode == 0, output
         assert "6 claimed, 6 succeeded, 0 failed" in output
+        assert " INFO " not in output  # quiet by default: no line per claim, HTTP request or LLM call (--verbose)
         assert Client(addresses.query, auth_token="s3cret").queue_stats()["succeeded"] == 6
 
 
