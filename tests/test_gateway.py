@@ -173,3 +173,47 @@ def test_a_proxy_llms_rollout_paths_are_trainable_endpoints() -> None:
     assert settings.wants_token_ids("http://gw:9/v1/chat/completions")
     assert settings.wants_token_ids("http://vllm:8000/v1/chat/completions")
     assert not settings.wants_token_ids("http://elsewhere:9/v1/chat/completions")
+
+
+class GatewayBaseline(lightning_otel.Algorithm):
+    """A Baseline behind a policy gateway whose spans are exported in batches (5 s by default), as VERL runs it."""
+
+    def __init__(self, replica: str, *, flush_before_read: bool) -> None:
+        self.replica = replica
+        self.flush_before_read = flush_before_read
+
+    def run(self, run, train_dataset, val_dataset=None):  # type: ignore[no-untyped-def]
+        from lightning_otel.serving.gateway import collector_tracer
+
+        with collector_tracer(run.client) as spans:
+            if self.flush_before_read:
+                run.add_span_source(spans.flush)
+            with GatewayServer(PolicyGateway([self.replica], tracer=spans.tracer)) as server:
+                run.update_resources({"main_llm": lightning_otel.ProxyLLM(server.base_url, "agl-tiny")})
+                return run.collect(run.submit(list(train_dataset), n=2))
+
+
+@pytest.mark.parametrize("flush_before_read", [True, False])
+def test_a_bare_agents_calls_are_all_read_although_the_gateway_exports_in_batches(
+    flush_before_read: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.programs.runtime_agents import bare_http_agent
+
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # the gateway's batches leave after a minute, or on flush
+
+    with OpenAITestServer() as replica:
+        trainer = lightning_otel.Trainer(
+            n_runners=1,
+            algorithm=GatewayBaseline(replica.base_url, flush_before_read=flush_before_read),
+            adapter={"agent_match": "^solver$"},
+            progress=False,
+        )
+        batch = trainer.fit(bare_http_agent, [{"question": "q1"}, {"question": "q2"}])
+    served = len(replica.served)
+    assert served == 8  # 2 tasks x 2 rollouts x 2 calls
+    triplets = batch.triplets()
+    if flush_before_read:  # every served call is a sample, with the replica's ids and the header's agent
+        assert len(triplets) == served and {t.agent_name for t in triplets} == {"solver"}
+        assert {t.response_ids[0] for t in triplets} == set(replica.served)
+    else:  # what happened before: the rollouts were read before the gateway's batch left, no sample at all
+        assert triplets == []

@@ -119,6 +119,13 @@ class TrainingRun:
         self.on_progress = on_progress
         self.check_runners = check_runners or (lambda: None)
         self._batches = 0
+        self._span_sources: list[Callable[[], object]] = []
+
+    def add_span_source(self, flush: Callable[[], object]) -> None:
+        """Spans this process makes for the rollouts (the policy gateway's): `flush` must put every one of them in the
+        store; `collect` calls it after the rollouts finished and before reading their spans, so a rollout is never
+        read without them (runners flush their own before reporting)."""
+        self._span_sources.append(flush)
 
     def submit(
         self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train", task_ids: Sequence[str] | None = None
@@ -172,6 +179,8 @@ class TrainingRun:
             self.client.cancel(unfinished)
         succeeded = [record for record in records if record["status"] == "succeeded"]
         spans: dict[str, list[Span]] = {}
+        for flush in self._span_sources:
+            flush()
         if succeeded:
             spans = self.client.rollouts_spans(
                 [r["rollout_id"] for r in succeeded], attempt_ids=[r["attempt_id"] for r in succeeded]

@@ -22,7 +22,8 @@ import contextlib
 import hashlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -204,16 +205,26 @@ class PolicyGateway:
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
 
 
+@dataclass(frozen=True, slots=True)
+class CollectorTracer:
+    """A tracer exporting to a collector, and `flush`: when it returns, every span it ended is in the store."""
+
+    tracer: trace.Tracer
+    flush: Callable[[], bool]
+
+
 @contextlib.contextmanager
-def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> Iterator[trace.Tracer]:
+def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> Iterator[CollectorTracer]:
     """A tracer whose spans go to the collector `client` talks to (its OTLP/HTTP port, its bearer token), on a
-    provider of its own: the trainer's process keeps whatever tracing its user set up."""
+    provider of its own: the trainer's process keeps whatever tracing its user set up. Spans are exported in
+    batches; `flush()` before reading a rollout (see `TrainingRun.add_span_source`)."""
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import ensure_span_processors, get_tracer
+    from lightning_otel.capture.span_finisher import finisher
     from lightning_otel.collector.client import otlp_endpoint_for
 
     endpoint = otlp_endpoint_for(client.url, client.collector_info())
@@ -221,8 +232,13 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
     ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
     # our exporter: every policy call carries token ids and logprobs, which it encodes ~6x cheaper
     provider.add_span_processor(BatchSpanProcessor(otlp_http_exporter(endpoint, auth_token=client.auth_token)))
+
+    def flush(timeout_s: float = 30.0) -> bool:
+        drained = finisher.drain(timeout_s)  # LLM spans still being finished end first
+        return bool(provider.force_flush(int(timeout_s * 1000))) and drained
+
     try:
-        yield get_tracer(provider)
+        yield CollectorTracer(get_tracer(provider), flush)
     finally:
         provider.shutdown()  # flushes what is left
 
@@ -235,4 +251,4 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = ["GatewayServer", "PolicyGateway", "collector_tracer"]
+__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "collector_tracer"]

@@ -106,3 +106,16 @@ def litellm_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
             )
             answer = reply.choices[0].message.content or ""
     return 1.0 if task["question"] in answer else 0.0
+
+
+@lightning_otel.rollout
+def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+    """A client nothing of ours instruments: raw HTTP to the rollout's path on the gateway, its agent named by a
+    header. Only the gateway records its calls."""
+    import httpx
+
+    url = resources["main_llm"].get_base_url(rollout.rollout_id, rollout.attempt_id) + "/chat/completions"
+    for turn in range(2):
+        body = {"model": "agl-tiny", "messages": [{"role": "user", "content": f"{task['question']} {turn}"}]}
+        httpx.post(url, json=body, headers={"x-agl-agent-name": "solver"}, timeout=30).raise_for_status()
+    return 1.0

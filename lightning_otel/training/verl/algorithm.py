@@ -119,9 +119,10 @@ class VERL(Algorithm):
         val = rollout.val_kwargs
         validation = {"temperature": val.temperature, "top_p": val.top_p, "max_tokens": rollout.response_length}
         model = _served_model(replicas[0])
-        with collector_tracer(run.client) as tracer:
+        with collector_tracer(run.client) as spans:
+            run.add_span_source(spans.flush)  # the gateway's spans are in the store before a rollout is read
             gateway = PolicyGateway(
-                replicas, sampling=sampling, validation_sampling=validation, tracer=tracer, model=model
+                replicas, sampling=sampling, validation_sampling=validation, tracer=spans.tracer, model=model
             )
             gateway.pause()  # until the first step: the replicas get the actor's weights first
             with GatewayServer(gateway, host=self.gateway_host, port=self.gateway_port) as server:
