@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "instrumentors": {"capture"},
     "adapters": set(),
     "collector": set(),
-    "runtime": {"capture", "adapters", "collector"},  # the client; Trainer embeds the collector when given no URL
+    # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
+    "runtime": {"capture", "adapters", "collector", "serving"},
     "serving": {"capture", *COLLECTOR_CLIENT},
     "training": {"runtime", "serving", "adapters", "capture", *COLLECTOR_CLIENT},
     "testing": {"capture", "serving"},

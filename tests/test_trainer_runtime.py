@@ -287,6 +287,11 @@ def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Pa
         with Client(addresses.query) as client:
             stored = client.queued_rollouts(status="succeeded")
     assert sorted(record["input"]["question"] for record in stored) == ["q1", "q2"]  # in the collector given
+    bare = [*command[:-2], "--gateway", "--agent-match", "^solver$"]
+    bare[bare.index("tests.programs.runtime_agents:flaky_agent")] = "tests.programs.runtime_agents:bare_http_agent"
+    done = subprocess.run(bare, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "samples 4" in done.stdout  # 2 tasks x 2 calls, recorded by the gateway, named by the header
 
 
 def test_a_second_session_on_one_collector_claims_its_first_rollout_at_once(tmp_path: Path) -> None:
@@ -317,3 +322,20 @@ def test_a_second_session_on_one_collector_claims_its_first_rollout_at_once(tmp_
                 # the new runner process boots in ~1 s; the dead runner's claim would have held it for the heartbeat
                 # timeout (30 s) before a retry
                 assert (attempt["start_ns"] - rollout["created_ns"]) / 1e9 < 3.0
+
+
+def test_dev_with_a_gateway_dry_runs_an_agent_that_is_not_instrumented(capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = [{"question": "q1"}, {"question": "q2"}]
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, adapter={"agent_match": "^solver$"}, initial_resources={"main_llm": llm(server)}
+        )
+        result = trainer.dev(runtime_agents.bare_http_agent, tasks, gateway=True)
+        assert len(server.served) == 4  # 2 tasks x 2 calls
+        triplets = result.train[0].triplets()
+        assert len(triplets) == 4 and {t.agent_name for t in triplets} == {"solver"}  # the header's name
+        assert_ids_are_the_servers(server, triplets)
+        assert "samples 4" in capsys.readouterr().out
+        without = trainer.dev(runtime_agents.bare_http_agent, tasks)  # straight to the server: nothing records it
+        assert without.train[0].triplets() == []
+        assert "no samples were selected" in capsys.readouterr().out

@@ -48,6 +48,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--n-tasks", type=int, default=None, help="--dev: run only the first N tasks (default: all)")
     train.add_argument("--base-url", help="--dev: the policy's OpenAI-compatible endpoint (main_llm)")
     train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
+    gateway_help = "--dev: a policy gateway in front of main_llm, as in training (agents not instrumented)"
+    train.add_argument("--gateway", action="store_true", help=gateway_help)
     train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
 
 
@@ -205,7 +207,7 @@ def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
             collector=args.collector,
         )
         try:
-            result = trainer.dev(agent, tasks, n_tasks=args.n_tasks)
+            result = trainer.dev(agent, tasks, n_tasks=args.n_tasks, gateway=args.gateway)
         except lightning_otel.AllRolloutsFailed as exc:
             print(f"lightning-otel train --dev: FAILED: {exc}", file=sys.stderr)
             return 1

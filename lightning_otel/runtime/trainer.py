@@ -41,7 +41,7 @@ from lightning_otel.collector.client import Client
 from lightning_otel.runtime.agent_loading import as_agent
 from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult, BatchResult, RolloutBatch, TrainingRun
 from lightning_otel.runtime.lit_agent import LitAgent, check_agent
-from lightning_otel.runtime.resources import resources_to_json
+from lightning_otel.runtime.resources import LLM, ProxyLLM, resources_to_json
 from lightning_otel.runtime.runner_environment import offline_defaults_for_children
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
@@ -243,12 +243,16 @@ class Trainer:
         dev_dataset: Sequence[Any] | None = None,
         n_tasks: int | None = None,
         print_spans: bool = True,
+        gateway: bool = False,
     ) -> BaselineResult:
         """Run the tasks given through a Baseline (no training) and print every rollout: spans, the samples
         `agent_match` selected, rewards, and why nothing was selected when nothing was.
 
         `train_dataset` (or `dev_dataset`, the same thing) runs in train mode, `val_dataset` in validation mode;
-        `n_tasks` keeps only the first n of each (said loudly). Raises `AllRolloutsFailed` when no rollout succeeded.
+        `n_tasks` keeps only the first n of each (said loudly). `gateway=True` puts a policy gateway in front of the
+        `main_llm` endpoint, as training does, and hands the agents a `ProxyLLM` to it: an agent that is not
+        instrumented (a bare service, another language) is dry-run with the samples training would read. Raises
+        `AllRolloutsFailed` when no rollout succeeded.
         """
         from lightning_otel.runtime.dev_report import DevReporter
         from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, all_failed, failure_summary
@@ -268,12 +272,33 @@ class Trainer:
             train_tasks, val_tasks = train_tasks[:n_tasks], val_tasks[:n_tasks]
         batch_size = max(1, min(64, max(len(train_tasks), len(val_tasks))))
         baseline = Baseline(batch_size=batch_size, on_batch=reporter.batch)
-        with self._session(as_agent(agent)) as run:
+        with self._session(as_agent(agent)) as run, contextlib.ExitStack() as stack:
+            if gateway:
+                stack.enter_context(self._dev_gateway(run))
             result = baseline.run(run, train_tasks, val_tasks)
         reporter.summary(result)
         if all_failed(result.train + result.val):
             raise AllRolloutsFailed(failure_summary(result.train + result.val))
         return result
+
+    @contextlib.contextmanager
+    def _dev_gateway(self, run: TrainingRun, resource: str = "main_llm") -> Iterator[None]:
+        """A policy gateway in front of the `resource` LLM's endpoint, published as a ProxyLLM; its spans are in
+        the store before each batch is read."""
+        from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
+
+        llm = (self.initial_resources or {}).get(resource)
+        if not isinstance(llm, LLM):
+            raise ValueError(f"dev(gateway=True) needs an LLM resource {resource!r} in initial_resources")
+        sampling = dict(llm.sampling_parameters)
+        with collector_tracer(run.client) as spans:
+            run.add_span_source(spans.flush)
+            gateway = PolicyGateway([llm.endpoint], sampling=sampling, validation_sampling=sampling,
+                                    tracer=spans.tracer, model=llm.model)  # fmt: skip
+            with GatewayServer(gateway) as server:
+                proxy = ProxyLLM(server.base_url, llm.model, sampling_parameters=sampling, api_key=llm.api_key)
+                run.update_resources({**self.initial_resources, resource: proxy})  # type: ignore[dict-item]
+                yield
 
     @contextlib.contextmanager
     def _session(self, agent: LitAgent) -> Iterator[TrainingRun]:
