@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from lightning_otel.capture.tracer import get_tracer
     from lightning_otel.runtime.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
     from lightning_otel.runtime.function_agent import llm_rollout, rollout
+    from lightning_otel.runtime.http_agent import AgentServiceError, HttpAgent
     from lightning_otel.runtime.lit_agent import Attempt, LitAgent, NamedResources, Rollout
     from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
     from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, NothingTrained
@@ -66,6 +67,7 @@ _ROOMS = {
     "lightning_otel.capture.settings": ("register_trainable_endpoint", "unregister_trainable_endpoint"),
     "lightning_otel.adapters.triplets": (
         "AdaptedRollout",
+        "AgentServiceError",
         "RolloutDiagnostics",
         "TraceToTriplet",
         "TracerTraceToTriplet",
@@ -78,6 +80,7 @@ _ROOMS = {
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.runtime.http_agent": ("AgentServiceError", "HttpAgent"),
     "lightning_otel.runtime.task_files": ("load_tasks",),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
@@ -103,11 +106,13 @@ __all__ = [
     "SFT",
     "VERL",
     "AdaptedRollout",
+    "AgentServiceError",
     "Algorithm",
     "AllRolloutsFailed",
     "Attempt",
     "Baseline",
     "BatchResult",
+    "HttpAgent",
     "Instrumentation",
     "LitAgent",
     "NamedResources",
