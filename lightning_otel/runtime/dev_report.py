@@ -49,9 +49,7 @@ def _span_label(span: Span) -> str:
         parts.append(f"ids {len(prompt or [])}+{len(response or [])}")
     elif attributes.get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS:
         parts.append("[red]no token ids[/red]")
-    elif attributes.get(semconv.GEN_AI_OPERATION_NAME) == _MODEL_SPAN_OPERATION or span["name"].startswith(
-        _MODEL_SPAN_OPERATION + " "
-    ):
+    elif attributes.get(semconv.GEN_AI_OPERATION_NAME) == _MODEL_SPAN_OPERATION:
         # a framework's own span around a model call (ADK's generate_content): its LLM call is a child span
         parts.append("[dim]framework span, not an LLM call[/dim]")
     if "agl.reward.value" in attributes:

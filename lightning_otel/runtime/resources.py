@@ -46,9 +46,13 @@ class ProxyLLM(LLM):
     def get_base_url(self, rollout_id: str | None = None, attempt_id: str | None = None) -> str:
         if not rollout_id:
             return self.endpoint
-        root = self.endpoint.rstrip("/").removesuffix("/v1")
         path = f"/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id or '', safe='')}"
-        return f"{root}{path}/v1"
+        return f"{self.root}{path}/v1"
+
+    @property
+    def root(self) -> str:
+        """The gateway server's root: the rollout paths hang under it, beside its `/v1`."""
+        return self.endpoint.rstrip("/").removesuffix("/v1")
 
 
 @dataclass(slots=True)
@@ -92,7 +96,7 @@ def llm_endpoints(resources: dict[str, Any]) -> list[str]:
     """Base URLs of the LLM resources: the runner asks these for token ids. A ProxyLLM's is its server's root: the
     rollout paths its `get_base_url` builds hang under it, not under its `/v1`."""
     return [
-        value.endpoint.rstrip("/").removesuffix("/v1") if isinstance(value, ProxyLLM) else value.endpoint
+        value.root if isinstance(value, ProxyLLM) else value.endpoint
         for value in resources.values()
         if isinstance(value, LLM)
     ]

@@ -285,20 +285,17 @@ class Trainer:
     def _dev_gateway(self, run: TrainingRun, resource: str = "main_llm") -> Iterator[None]:
         """A policy gateway in front of the `resource` LLM's endpoint, published as a ProxyLLM; its spans are in
         the store before each batch is read."""
-        from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
+        from lightning_otel.serving.gateway import gateway_for_run
 
         llm = (self.initial_resources or {}).get(resource)
         if not isinstance(llm, LLM):
             raise ValueError(f"dev(gateway=True) needs an LLM resource {resource!r} in initial_resources")
         sampling = dict(llm.sampling_parameters)
-        with collector_tracer(run.client) as spans:
-            run.add_span_source(spans.flush)
-            gateway = PolicyGateway([llm.endpoint], sampling=sampling, validation_sampling=sampling,
-                                    tracer=spans.tracer, model=llm.model)  # fmt: skip
-            with GatewayServer(gateway) as server:
-                proxy = ProxyLLM(server.base_url, llm.model, sampling_parameters=sampling, api_key=llm.api_key)
-                run.update_resources({**self.initial_resources, resource: proxy})  # type: ignore[dict-item]
-                yield
+        served = gateway_for_run(run, [llm.endpoint], sampling=sampling, validation_sampling=sampling, model=llm.model)
+        with served as (_, server):
+            proxy = ProxyLLM(server.base_url, llm.model, sampling_parameters=sampling, api_key=llm.api_key)
+            run.update_resources({**self.initial_resources, resource: proxy})  # type: ignore[dict-item]
+            yield
 
     @contextlib.contextmanager
     def _session(self, agent: LitAgent) -> Iterator[TrainingRun]:

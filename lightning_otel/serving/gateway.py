@@ -243,6 +243,31 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
         provider.shutdown()  # flushes what is left
 
 
+@contextlib.contextmanager
+def gateway_for_run(
+    run: Any,
+    replicas: Sequence[str],
+    *,
+    sampling: Mapping[str, Any],
+    validation_sampling: Mapping[str, Any],
+    model: str | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    paused: bool = False,
+) -> Iterator[tuple[PolicyGateway, GatewayServer]]:
+    """A served gateway for a training run (a `TrainingRun`): its spans go to the run's collector and are flushed
+    before the run reads a batch, so no rollout is read without the calls the gateway served."""
+    with collector_tracer(run.client) as spans:
+        run.add_span_source(spans.flush)
+        gateway = PolicyGateway(
+            replicas, sampling=sampling, validation_sampling=validation_sampling, tracer=spans.tracer, model=model
+        )
+        if paused:
+            gateway.pause()
+        with GatewayServer(gateway, host=host, port=port) as server:
+            yield gateway, server
+
+
 class GatewayServer(AppServer):
     """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
 
@@ -251,4 +276,4 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "collector_tracer"]
+__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "collector_tracer", "gateway_for_run"]

@@ -111,7 +111,7 @@ class VERL(Algorithm):
     @contextlib.contextmanager
     def _gateway(self, run: TrainingRun, trainer: Any, config: Any) -> Iterator[Any]:
         """The policy gateway over verl's replicas, published as the policy resource; its spans go to the collector."""
-        from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
+        from lightning_otel.serving.gateway import gateway_for_run
 
         rollout = config.actor_rollout_ref.rollout
         replicas = [f"http://{address}/v1" for address in trainer.llm_server_manager.get_addresses()]
@@ -119,18 +119,17 @@ class VERL(Algorithm):
         val = rollout.val_kwargs
         validation = {"temperature": val.temperature, "top_p": val.top_p, "max_tokens": rollout.response_length}
         model = _served_model(replicas[0])
-        with collector_tracer(run.client) as spans:
-            run.add_span_source(spans.flush)  # the gateway's spans are in the store before a rollout is read
-            gateway = PolicyGateway(
-                replicas, sampling=sampling, validation_sampling=validation, tracer=spans.tracer, model=model
-            )
-            gateway.pause()  # until the first step: the replicas get the actor's weights first
-            with GatewayServer(gateway, host=self.gateway_host, port=self.gateway_port) as server:
-                # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
-                policy = ProxyLLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
-                run.update_resources({**_current_resources(run), self.policy_resource: policy})
-                log.info("policy gateway %s over replicas %s", server.base_url, replicas)
-                yield gateway
+        served = gateway_for_run(
+            run, replicas, sampling=sampling, validation_sampling=validation, model=model,
+            host=self.gateway_host, port=self.gateway_port,
+            paused=True,  # until the first step: the replicas get the actor's weights first
+        )  # fmt: skip
+        with served as (gateway, server):
+            # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
+            policy = ProxyLLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
+            run.update_resources({**_current_resources(run), self.policy_resource: policy})
+            log.info("policy gateway %s over replicas %s", server.base_url, replicas)
+            yield gateway
 
 
 def advertised_url(host: str, port: int) -> str:
