@@ -98,6 +98,15 @@ class CollectorCalls:
         body = _batch_body(rollout_ids, latest, attempt_ids)
         return self._request("POST", "/v1/rollouts/spans", "rollouts", json=body, flat_spans=True)
 
+    def complete_rollouts_spans(
+        self, rollout_ids: list[str], *, attempt_ids: list[str] | None = None, wait_s: float = 30.0
+    ) -> Any:
+        """`rollouts_spans`, waiting on the server (event-driven, at most `wait_s`) until every rollout's spans have
+        their parents, i.e. other processes' late exports arrived: `{"rollouts": {id: spans}, "incomplete": {id:
+        missing parents}}`, the latter naming the rollouts still incomplete at the bound."""
+        body = {**_batch_body(rollout_ids, False, attempt_ids), "wait_complete_s": wait_s}
+        return self._request("POST", "/v1/rollouts/spans", json=body, timeout=wait_s + 30, flat_spans=True)
+
     def rollouts(self, *, limit: int = 100) -> Any:
         """Recent rollouts seen in spans: id, span count, time range, agents and attempts."""
         return self._request("GET", "/v1/rollouts", "rollouts", params={"limit": limit})

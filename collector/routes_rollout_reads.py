@@ -1,6 +1,8 @@
 """Rollout reads for the trainer: `GET /v1/rollouts`, `GET /v1/rollouts/{id}/spans` (`attempt_id`, `latest`,
 `format=flat|otlp`, and `min_spans` + `timeout` to wait, event-driven, until that many spans are committed) and
-`POST /v1/rollouts/spans` with `{"rollouts": [{"rollout_id": ...}, ...]}`: a training batch in one call."""
+`POST /v1/rollouts/spans` with `{"rollouts": [{"rollout_id": ...}, ...]}`: a training batch in one call; with
+`"wait_complete_s": s` it waits (event-driven, at most s) until every rollout's spans have their parents (see
+`span_completeness`) and names those still incomplete in `"incomplete": {rollout_id: missing parents}`."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from lightning_otel.collector.query_params import (
     int_param,
     param,
 )
+from lightning_otel.collector.span_completeness import read_complete
 from lightning_otel.collector.store import SpanStore
 
 
@@ -72,19 +75,21 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
             ) from None
         if len(wanted) > 10_000:
             raise BadQuery("at most 10000 rollouts per request")
-        found = await asyncio.gather(
-            *(
-                store.rollout_spans(str(w["rollout_id"]), "latest" if w.get("latest") else w.get("attempt_id"))
-                for w in wanted
-            )
-        )
-        return FastJSONResponse(
-            {
-                "rollouts": {
-                    str(w["rollout_id"]): [flat_span(s) for s in spans] for w, spans in zip(wanted, found, strict=True)
-                }
-            }
-        )
+        wait_s = body.get("wait_complete_s", 0) if isinstance(body, dict) else 0
+        if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 <= wait_s <= 300:
+            raise BadQuery("wait_complete_s must be a number of seconds between 0 and 300")
+        keys = [(str(w["rollout_id"]), "latest" if w.get("latest") else w.get("attempt_id")) for w in wanted]
+        checked = "wait_complete_s" in body  # 0: check completeness without waiting
+        if checked:
+            found, incomplete = await read_complete(store, ingestor, keys, float(wait_s))
+        else:
+            found, incomplete = await asyncio.gather(*(store.rollout_spans(*key) for key in keys)), {}
+        answer: dict[str, object] = {
+            "rollouts": {key[0]: [flat_span(s) for s in spans] for key, spans in zip(keys, found, strict=True)}
+        }
+        if checked:
+            answer["incomplete"] = {keys[index][0]: missing for index, missing in incomplete.items()}
+        return FastJSONResponse(answer)
 
     return [
         Route("/v1/rollouts", rollouts),

@@ -44,6 +44,11 @@ if TYPE_CHECKING:
     from lightning_otel.runtime.function_agent import llm_rollout, rollout
     from lightning_otel.runtime.http_agent import AgentServiceError, HttpAgent
     from lightning_otel.runtime.lit_agent import Attempt, LitAgent, NamedResources, Rollout
+    from lightning_otel.runtime.policy_address import (
+        PolicyAddressUnavailable,
+        get_llm_server_address,
+        read_policy_address,
+    )
     from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
     from lightning_otel.runtime.sample_diagnosis import AllRolloutsFailed, NothingTrained
     from lightning_otel.runtime.task_files import load_tasks
@@ -67,7 +72,6 @@ _ROOMS = {
     "lightning_otel.capture.settings": ("register_trainable_endpoint", "unregister_trainable_endpoint"),
     "lightning_otel.adapters.triplets": (
         "AdaptedRollout",
-        "AgentServiceError",
         "RolloutDiagnostics",
         "TraceToTriplet",
         "TracerTraceToTriplet",
@@ -82,6 +86,11 @@ _ROOMS = {
     "lightning_otel.runtime.trainer": ("Trainer",),
     "lightning_otel.runtime.http_agent": ("AgentServiceError", "HttpAgent"),
     "lightning_otel.runtime.task_files": ("load_tasks",),
+    "lightning_otel.runtime.policy_address": (
+        "PolicyAddressUnavailable",
+        "get_llm_server_address",
+        "read_policy_address",
+    ),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
 }
@@ -118,6 +127,7 @@ __all__ = [
     "NamedResources",
     "NoDemonstrations",
     "NothingTrained",
+    "PolicyAddressUnavailable",
     "PromptTemplate",
     "ProxyLLM",
     "Rollout",
@@ -139,12 +149,14 @@ __all__ = [
     "extract_context",
     "fine_tune",
     "flush",
+    "get_llm_server_address",
     "get_tracer",
     "incoming_context",
     "instrument",
     "llm_rollout",
     "load_tasks",
     "outgoing_headers",
+    "read_policy_address",
     "register_trainable_endpoint",
     "resolve_agent_name",
     "rollout",

@@ -64,3 +64,45 @@ def test_a_service_agent_trains_through_the_gateway_and_its_errors_fail_attempts
     assert f"/rollout/{records['ok']['rollout_id']}/" in ok["body"]["llm"]["base_url"]  # the gateway's rollout path
     assert ok["traceparent"]  # the service can join the rollout's trace
     assert "samples 2" in capsys.readouterr().out
+
+
+def notified_service_app(notify_file: str) -> Starlette:
+    """The recipe's service: it learns the policy's address from the notify file, not from the request, and
+    forwards the request's trace headers on its LLM calls (the recipe's trace-id header)."""
+
+    async def chat(request: Request) -> Response:
+        address = lightning_otel.get_llm_server_address(notify_file)
+        forwarded = {k: v for k, v in request.headers.items() if k in ("traceparent", "baggage")}
+        async with httpx.AsyncClient(timeout=30) as client:
+            reply = await client.post(f"http://{address}/v1/chat/completions",
+                                      json={"model": "any", "messages": [{"role": "user", "content": "hi"}]},
+                                      headers={**forwarded, "x-agl-agent-name": "solver"})  # fmt: skip
+            reply.raise_for_status()
+        return JSONResponse({"reward": 1.0})
+
+    return Starlette(routes=[Route("/chat", chat, methods=["POST"])])
+
+
+def test_a_service_finds_the_policy_through_the_notify_file(tmp_path) -> None:
+    notify_file = tmp_path / "llm_server.json"
+    with pytest.raises(lightning_otel.PolicyAddressUnavailable, match="does not exist"):
+        lightning_otel.read_policy_address(notify_file)
+    with OpenAITestServer() as policy, AppServer(notified_service_app(str(notify_file))) as service:
+        trainer = lightning_otel.Trainer(
+            n_runners=1,
+            adapter={"agent_match": "^solver$"},
+            initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
+            policy_notify_file=notify_file,
+            max_attempts=1,
+        )
+        tasks = [{"id": "a"}, {"id": "b"}]
+        result = trainer.dev(
+            lightning_otel.HttpAgent(f"http://{service.host}:{service.port}/chat"), tasks, gateway=True
+        )
+    (batch,) = result.train
+    assert batch.metrics()["succeeded"] == 2
+    assert [len(adapted.triplets) for adapted in batch.adapted.values()] == [1, 1]  # attributed by baggage
+    record = lightning_otel.read_policy_address(notify_file)
+    # the gateway's address (published after the trainer's initial LLM), not the policy server's
+    assert record["version"] == 2 and record["model"] == "agl-tiny" and str(policy.port) not in record["address"]
+    assert record["base_url"] == f"http://{record['address']}/v1"

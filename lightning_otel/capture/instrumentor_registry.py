@@ -26,6 +26,7 @@ _REGISTRY: dict[str, tuple[str, str, str]] = {
     "autogen": ("autogen", "AutoGenInstrumentor", "autogen_agentchat"),
     "crewai": ("crewai", "CrewAIInstrumentor", "crewai"),
     "google_adk": ("google_adk", "GoogleADKInstrumentor", "google.adk"),
+    "starlette": ("starlette_context", "StarletteContextInstrumentor", "starlette"),
 }
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 

@@ -12,23 +12,33 @@ An algorithm gets a `TrainingRun` and drives it in batches:
                 run.update_resources({"main_llm": new_llm})    # runners pick up the new version on their next claim
 
 Rollouts that failed, timed out or were cancelled are counted in `BatchResult.metrics()` and excluded from the samples.
+
+A succeeded rollout's spans are read when they are complete: every span's parent is in the store (an agent service
+exporting on its own schedule sends its spans seconds after it answered). `collect` waits for that, event-driven on
+the collector, at most `span_wait_s`; a rollout still incomplete then is adapted from what arrived, counted in
+`metrics()["incomplete_rollouts"]` and logged.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
 import statistics
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Triplet
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.queue_schema import FINAL_STATUSES
 from lightning_otel.flat_span import Span
+from lightning_otel.runtime.policy_address import write_policy_address
 from lightning_otel.runtime.resources import resources_to_json
+
+log = logging.getLogger("lightning_otel.trainer")
 
 
 @dataclass(slots=True)
@@ -47,6 +57,7 @@ class BatchResult:
     adapted: dict[str, AdaptedRollout]  # succeeded rollouts, adapted
     wall_s: float = 0.0
     wait_s: float = 0.0  # of wall_s: until every rollout was final (the rest: reading spans and adapting them)
+    incomplete: dict[str, int] = field(default_factory=dict)  # rollouts read with parents missing -> how many
 
     def triplets(self) -> list[Triplet]:
         return [triplet for adapted in self.adapted.values() for triplet in adapted.triplets]
@@ -86,6 +97,7 @@ class BatchResult:
             "rollouts_without_triplets": sum(1 for adapted in self.adapted.values() if not adapted.triplets),
             "calls_without_token_ids": sum(d.calls_without_token_ids for d in diagnostics),
             "merge_breaks": sum(d.merge_breaks for d in diagnostics),
+            "incomplete_rollouts": len(self.incomplete),
             "wall_s": self.wall_s,
             "wait_s": self.wait_s,
         }
@@ -111,6 +123,8 @@ class TrainingRun:
         rollout_timeout_s: float | None = None,
         on_progress: Callable[[RolloutBatch, int, int], None] | None = None,
         check_runners: Callable[[], None] | None = None,
+        span_wait_s: float = 30.0,
+        policy_notify_file: Path | None = None,
     ) -> None:
         self.client = client
         self.adapter = adapter
@@ -118,6 +132,8 @@ class TrainingRun:
         self.rollout_timeout_s = rollout_timeout_s
         self.on_progress = on_progress
         self.check_runners = check_runners or (lambda: None)
+        self.span_wait_s = span_wait_s
+        self.policy_notify_file = policy_notify_file
         self._batches = 0
         self._span_sources: list[Callable[[], object]] = []
 
@@ -179,24 +195,46 @@ class TrainingRun:
             self.client.cancel(unfinished)
         succeeded = [record for record in records if record["status"] == "succeeded"]
         spans: dict[str, list[Span]] = {}
+        incomplete: dict[str, int] = {}
         for flush in self._span_sources:
             flush()
         if succeeded:
-            spans = self.client.rollouts_spans(
-                [r["rollout_id"] for r in succeeded], attempt_ids=[r["attempt_id"] for r in succeeded]
+            read = self.client.complete_rollouts_spans(
+                [r["rollout_id"] for r in succeeded],
+                attempt_ids=[r["attempt_id"] for r in succeeded],
+                wait_s=self.span_wait_s,
             )
+            spans, incomplete = read["rollouts"], read["incomplete"]
+        if incomplete:
+            log.warning(
+                "%d of %d rollouts read with spans missing after waiting %.0f s for their parents (another "
+                "process's export was late or lost; their samples may lack calls or agent names): %s",
+                len(incomplete), len(succeeded), self.span_wait_s, ", ".join(sorted(incomplete)[:5]),
+            )  # fmt: skip
         adapted = {
             record["rollout_id"]: self.adapter.adapt(spans.get(record["rollout_id"], []), task_id=record["task_id"])
             for record in succeeded
         }
-        return BatchResult(batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited)
+        return BatchResult(
+            batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited, incomplete=incomplete
+        )
 
     def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
         return self.collect(self.submit(tasks, n=n, mode=mode))
 
     def update_resources(self, resources: dict[str, Any]) -> int:
-        """Publish new resources (e.g. the policy endpoint after a weight sync); returns the version."""
-        return self.client.put_resources(resources_to_json(resources))
+        """Publish new resources (e.g. the policy endpoint after a weight sync); returns the version. Services that
+        start on their own learn the policy's address from the notify file, rewritten here."""
+        return publish_resources(self.client, resources, self.policy_notify_file)
+
+
+def publish_resources(client: Client, resources: dict[str, Any], notify_file: Path | None) -> int:
+    """Put `resources` on the collector (runners read them on their next claim) and, with a notify file, write the
+    policy's address there; returns the version."""
+    version = int(client.put_resources(resources_to_json(resources)))
+    if notify_file is not None and write_policy_address(notify_file, resources, version):
+        log.info("policy address (version %d) written to %s", version, notify_file)
+    return version
 
 
 class Algorithm(abc.ABC):

@@ -18,6 +18,10 @@ needs it, as `SFT` does; otherwise as the environment says).
 With no `collector` address the trainer starts an embedded collector (SQLite in a temporary directory, or
 `store_url`) for the run; give `collector="http://host:16686"` to use a running `agl-otel-collector` (its store
 keeps the spans and the queue, and runners started elsewhere with `lightning-otel runner` join the training).
+`collector_host`/`collector_port`/`otlp_port` fix the embedded collector's address (0: a free port), so an agent
+service started elsewhere can export its spans to it. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
+where the policy's address is written each time it is published, for services that start on their own.
+`span_wait_s` bounds the wait for spans other processes export late (see `TrainingRun.collect`).
 """
 
 from __future__ import annotations
@@ -39,9 +43,18 @@ from typing import Any
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
 from lightning_otel.runtime.agent_loading import as_agent
-from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult, BatchResult, RolloutBatch, TrainingRun
+from lightning_otel.runtime.algorithm import (
+    Algorithm,
+    Baseline,
+    BaselineResult,
+    BatchResult,
+    RolloutBatch,
+    TrainingRun,
+    publish_resources,
+)
 from lightning_otel.runtime.lit_agent import LitAgent, check_agent
-from lightning_otel.runtime.resources import LLM, ProxyLLM, resources_to_json
+from lightning_otel.runtime.policy_address import notify_file_from_env
+from lightning_otel.runtime.resources import LLM, ProxyLLM
 from lightning_otel.runtime.runner_environment import offline_defaults_for_children
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
@@ -202,6 +215,11 @@ class Trainer:
         n_workers: int | None = None,
         max_tasks: int | None = None,
         capture_content: bool | None = None,
+        span_wait_s: float = 30.0,
+        policy_notify_file: str | Path | None = None,
+        collector_host: str = "127.0.0.1",
+        collector_port: int = 0,
+        otlp_port: int = 0,
     ) -> None:
         n_runners = _renamed("n_workers", n_workers, "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", max_tasks, "max_rollouts", max_rollouts, default=None)
@@ -222,6 +240,10 @@ class Trainer:
         self.store_url = store_url
         self.auth_token = auth_token
         self.progress = sys.stderr.isatty() if progress is None else progress
+        self.span_wait_s = span_wait_s
+        self.policy_notify_file = notify_file_from_env(policy_notify_file)
+        # the embedded collector's address (0: a free port), fixed so services elsewhere can be pointed at it
+        self.collector_host, self.collector_port, self.otlp_port = collector_host, collector_port, otlp_port
         self.collector_url: str | None = None
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
         needed = self.algorithm.needs_message_content
@@ -313,7 +335,7 @@ class Trainer:
             self.collector_url = url
             client = stack.enter_context(Client(url, auth_token=self.auth_token))
             if self.initial_resources:
-                client.put_resources(resources_to_json(self.initial_resources))
+                publish_resources(client, self.initial_resources, self.policy_notify_file)
             pool = RunnerPool(
                 agent,
                 client,
@@ -335,6 +357,8 @@ class Trainer:
                 rollout_timeout_s=self.rollout_timeout_s,
                 on_progress=progress.update,
                 check_runners=pool.check,
+                span_wait_s=self.span_wait_s,
+                policy_notify_file=self.policy_notify_file,
             )
 
     @contextlib.contextmanager
@@ -347,10 +371,10 @@ class Trainer:
                 directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="agl-trainer-"))
                 store_url = f"sqlite:///{Path(directory) / 'collector.sqlite3'}"
             config = CollectorConfig(
-                host="127.0.0.1",
-                http_port=0,
+                host=self.collector_host,
+                http_port=self.otlp_port,
                 grpc_port=None,
-                query_port=0,
+                query_port=self.collector_port,
                 store_url=store_url,
                 auth_token=self.auth_token,
                 heartbeat_timeout_s=self.heartbeat_timeout_s,

@@ -1,0 +1,92 @@
+"""Complete reads across processes: an agent service instrumented with `lightning-otel-run` exports its spans with
+the SDK's default 5 s delay, after it answered. The trainer reads each rollout only when every span has its parent
+(the gateway's spans are children of the service's LLM spans), so every served call becomes a sample named by the
+service's agent; with the wait turned off the same run names none of them, which is what this guards against."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import lightning_otel
+from lightning_otel.testing import OpenAITestServer
+
+BIN = Path(sys.executable).parent
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def late_service() -> Iterator[tuple[str, int]]:
+    """(the service's /chat URL, the OTLP port its spans go to: the trainer's embedded collector's, fixed)."""
+    otlp_port, service_port = _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGL_"))}  # SDK defaults: 5 s delay
+    command = [str(BIN / "lightning-otel-run"), "--endpoint", f"http://127.0.0.1:{otlp_port}",
+               "--service-name", "late-service", "--", sys.executable, "-m", "uvicorn", "--app-dir", str(PROGRAMS),
+               "late_export_service:app", "--port", str(service_port), "--log-level", "warning"]  # fmt: skip
+    process = subprocess.Popen(command, env=env)
+    url = f"http://127.0.0.1:{service_port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.1)
+        yield url + "/chat", otlp_port
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _dev(url: str, otlp_port: int, policy: OpenAITestServer, span_wait_s: float) -> lightning_otel.BatchResult:
+    trainer = lightning_otel.Trainer(
+        n_runners=1,
+        adapter={"agent_match": "^solver$"},
+        initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
+        otlp_port=otlp_port,
+        span_wait_s=span_wait_s,
+        progress=False,
+    )
+    tasks = [{"id": f"t{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
+    (batch,) = trainer.dev(lightning_otel.HttpAgent(url), tasks, gateway=True, print_spans=False).train
+    return batch
+
+
+def test_late_service_spans_are_waited_for_and_every_call_is_a_named_sample(late_service) -> None:
+    url, otlp_port = late_service
+    with OpenAITestServer() as policy:
+        started = time.monotonic()
+        batch = _dev(url, otlp_port, policy, span_wait_s=30)
+        took = time.monotonic() - started
+    metrics = batch.metrics()
+    assert metrics["succeeded"] == 3 and metrics["incomplete_rollouts"] == 0
+    for adapted in batch.adapted.values():
+        assert [t.agent_name for t in adapted.triplets] == ["solver", "solver"]
+        assert adapted.diagnostics.duplicate_calls == 2  # the service's copy and the gateway's of each call
+    assert took < 25  # woken when the service's export landed, not at the bound
+
+
+def test_without_the_wait_the_late_agent_names_are_missed(late_service) -> None:
+    url, otlp_port = late_service
+    with OpenAITestServer() as policy:
+        batch = _dev(url, otlp_port, policy, span_wait_s=0)
+    metrics = batch.metrics()
+    assert metrics["succeeded"] == 3 and metrics["triplets"] == 0
+    assert metrics["incomplete_rollouts"] == 3  # reported, not silent
