@@ -77,6 +77,7 @@ def test_late_service_spans_are_waited_for_and_every_call_is_a_named_sample(late
         took = time.monotonic() - started
     metrics = batch.metrics()
     assert metrics["succeeded"] == 3 and metrics["incomplete_rollouts"] == 0
+    assert metrics["triplets"] == metrics["gateway_calls"] == 6  # every call the gateway served is a sample
     for adapted in batch.adapted.values():
         assert [t.agent_name for t in adapted.triplets] == ["solver", "solver"]
         assert adapted.diagnostics.duplicate_calls == 2  # the service's copy and the gateway's of each call

@@ -58,6 +58,7 @@ class BatchResult:
     wall_s: float = 0.0
     wait_s: float = 0.0  # of wall_s: until every rollout was final (the rest: reading spans and adapting them)
     incomplete: dict[str, int] = field(default_factory=dict)  # rollouts read with parents missing -> how many
+    gateway_calls: int | None = None  # calls the policy gateway served for the succeeded attempts (None: no gateway)
 
     def triplets(self) -> list[Triplet]:
         return [triplet for adapted in self.adapted.values() for triplet in adapted.triplets]
@@ -97,7 +98,9 @@ class BatchResult:
             "rollouts_without_triplets": sum(1 for adapted in self.adapted.values() if not adapted.triplets),
             "calls_without_token_ids": sum(d.calls_without_token_ids for d in diagnostics),
             "merge_breaks": sum(d.merge_breaks for d in diagnostics),
+            "duplicate_calls": sum(d.duplicate_calls for d in diagnostics),  # one call seen by client and gateway
             "incomplete_rollouts": len(self.incomplete),
+            **({"gateway_calls": self.gateway_calls} if self.gateway_calls is not None else {}),
             "wall_s": self.wall_s,
             "wait_s": self.wait_s,
         }
@@ -136,12 +139,18 @@ class TrainingRun:
         self.policy_notify_file = policy_notify_file
         self._batches = 0
         self._span_sources: list[Callable[[], object]] = []
+        self._call_counters: list[Callable[[list[tuple[str, str]]], int]] = []
 
     def add_span_source(self, flush: Callable[[], object]) -> None:
         """Spans this process makes for the rollouts (the policy gateway's): `flush` must put every one of them in the
         store; `collect` calls it after the rollouts finished and before reading their spans, so a rollout is never
         read without them (runners flush their own before reporting)."""
         self._span_sources.append(flush)
+
+    def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None:
+        """How many LLM calls a gateway served for given (rollout id, attempt id)s: `collect` reports it beside the
+        samples (`metrics()["gateway_calls"]`), so calls served but never trained are visible."""
+        self._call_counters.append(served)
 
     def submit(
         self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train", task_ids: Sequence[str] | None = None
@@ -205,6 +214,10 @@ class TrainingRun:
                 wait_s=self.span_wait_s,
             )
             spans, incomplete = read["rollouts"], read["incomplete"]
+        gateway_calls = None
+        if self._call_counters:
+            attempts = [(r["rollout_id"], r["attempt_id"]) for r in succeeded]
+            gateway_calls = sum(served(attempts) for served in self._call_counters)
         if incomplete:
             log.warning(
                 "%d of %d rollouts read with spans missing after waiting %.0f s for their parents (another "
@@ -216,8 +229,9 @@ class TrainingRun:
             for record in succeeded
         }
         return BatchResult(
-            batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited, incomplete=incomplete
-        )
+            batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited,
+            incomplete=incomplete, gateway_calls=gateway_calls,
+        )  # fmt: skip
 
     def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
         return self.collect(self.submit(tasks, n=n, mode=mode))

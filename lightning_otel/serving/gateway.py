@@ -18,6 +18,7 @@ records the same call, both spans carry the same response id and the adapter kee
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import itertools
@@ -72,6 +73,7 @@ class PolicyGateway:
         self.tracer = tracer
         self.timeout_s = timeout_s
         self._paused = False
+        self._served: collections.Counter[tuple[str, str]] = collections.Counter()  # per rollout attempt
         self._round_robin = itertools.count()
         self._http: httpx.AsyncClient | None = None
 
@@ -87,6 +89,10 @@ class PolicyGateway:
         if mode not in ("train", "val"):
             raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
         self.mode = mode
+
+    def calls_served(self, attempts: Sequence[tuple[str, str]]) -> int:
+        """How many calls the replicas answered for these (rollout id, attempt id)s; they are forgotten here."""
+        return sum(self._served.pop(attempt, 0) for attempt in attempts)
 
     def replica_for(self, rollout_id: str | None) -> str:
         """Rendezvous hashing on the rollout id; round robin for requests outside any rollout."""
@@ -162,7 +168,7 @@ class PolicyGateway:
             context.detach(token)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         if body.get("stream"):
-            return await self._stream(call, url, headers, body)
+            return await self._stream(call, url, headers, body, identity)
         try:
             upstream = await self._client().post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
@@ -171,12 +177,19 @@ class PolicyGateway:
         if upstream.status_code < 400:
             call.record_completion(upstream.json())
             call.finish()
+            self._count(identity)
         else:
             call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
         media_type = upstream.headers.get("content-type", "application/json")
         return Response(upstream.content, upstream.status_code, media_type=media_type)
 
-    async def _stream(self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any]) -> Response:
+    def _count(self, identity: Any) -> None:
+        if identity is not None:
+            self._served[(identity.rollout_id, identity.attempt_id)] += 1
+
+    async def _stream(
+        self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any
+    ) -> Response:
         client = self._client()
         try:
             upstream = await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
@@ -201,6 +214,7 @@ class PolicyGateway:
             finally:
                 await upstream.aclose()
                 call.finish(stream_complete=complete)  # a client that left early: ids so far, marked incomplete
+                self._count(identity)
 
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
 
@@ -262,6 +276,7 @@ def gateway_for_run(
         gateway = PolicyGateway(
             replicas, sampling=sampling, validation_sampling=validation_sampling, tracer=spans.tracer, model=model
         )
+        run.add_call_counter(gateway.calls_served)
         if paused:
             gateway.pause()
         with GatewayServer(gateway, host=host, port=port) as server:
