@@ -5,7 +5,8 @@
 - `openai_agents`, `langgraph`, `autogen`, `crewai`: framework lanes (tests/frameworks/...), each with its
   framework's own pins.
 - `verl`: verl 0.9.1 on CPU torch, with Google ADK in the same environment (the ADK example trains there; ADK's
-  OpenTelemetry <= 1.44 suits verl too), so the Google ADK framework tests run in it as well.
+  OpenTelemetry <= 1.44 suits verl too), so the Google ADK framework tests run in it as well. The agent-service
+  example trains here against its service running in the `openai_agents` environment (run that session first).
 """
 
 from __future__ import annotations
@@ -128,4 +129,7 @@ def verl(session: nox.Session) -> None:
     session.run("python", "-c", check)
     lanes = ["tests/verl_lane", "tests/frameworks/google_adk"]
     env = {"AGL_LANE": "verl"}  # LITELLM_LOCAL_MODEL_COST_MAP left as CI has it: the runners and examples set it
+    # examples/agent_service runs its service in another environment (openai 3.x): the openai_agents session's,
+    # which runs before this one
+    env["AGL_SERVICE_PYTHON"] = str(Path(session.virtualenv.location).parent / "openai_agents" / "bin" / "python")
     session.run("python", "-m", "pytest", "-q", *lanes, *session.posargs, env=env)

@@ -3,8 +3,10 @@ adapter, against the package's OpenAI-compatible test server (real processes, re
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -287,11 +289,19 @@ def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Pa
         with Client(addresses.query) as client:
             stored = client.queued_rollouts(status="succeeded")
     assert sorted(record["input"]["question"] for record in stored) == ["q1", "q2"]  # in the collector given
-    bare = [*command[:-2], "--gateway", "--agent-match", "^solver$"]
+    # the embedded collector on fixed ports, the policy's address in a notify file
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    notify = tmp_path / "policy.json"
+    bare = [*command[:-2], "--gateway", "--agent-match", "^solver$", "--collector-port", str(port),
+            "--policy-notify-file", str(notify)]  # fmt: skip
     bare[bare.index("tests.programs.runtime_agents:flaky_agent")] = "tests.programs.runtime_agents:bare_http_agent"
     done = subprocess.run(bare, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "samples 4" in done.stdout  # 2 tasks x 2 calls, recorded by the gateway, named by the header
+    policy = json.loads(notify.read_text())
+    assert policy["version"] == 2 and policy["base_url"] == f"http://{policy['address']}/v1"  # the dev gateway
 
 
 def test_a_second_session_on_one_collector_claims_its_first_rollout_at_once(tmp_path: Path) -> None:

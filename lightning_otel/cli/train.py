@@ -50,6 +50,14 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
     gateway_help = "--dev: a policy gateway in front of main_llm, as in training (agents not instrumented)"
     train.add_argument("--gateway", action="store_true", help=gateway_help)
+    train.add_argument("--collector-port", type=int, default=0,
+                       help="the embedded collector's API port (default: a free one)")  # fmt: skip
+    train.add_argument("--otlp-port", type=int, default=0,
+                       help="the embedded collector's OTLP/HTTP port: where agent services send spans")  # fmt: skip
+    train.add_argument("--collector-host", default="127.0.0.1", help="0.0.0.0: reachable from other machines")
+    train.add_argument("--policy-notify-file", help="write the policy's address here (default $LLM_SERVER_NOTIFY_FILE)")
+    train.add_argument("--span-wait-s", type=float, default=30.0,
+                       help="bound on waiting for spans other processes export late (default 30)")  # fmt: skip
     train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
 
 
@@ -171,7 +179,7 @@ def run_train(args: argparse.Namespace) -> int:
                 algorithm=algorithm,
                 adapter={"agent_match": args.agent_match},
                 initial_resources={"main_llm": lightning_otel.LLM("http://gateway-not-started/v1", model)},
-                collector=args.collector,
+                **collector_options(args),
             )
             result = trainer.fit(agent, tasks, val_tasks)
     except ValueError as exc:
@@ -186,6 +194,18 @@ def run_train(args: argparse.Namespace) -> int:
     for record in skipped:
         print(f"step {record.step} trained nothing: {'; '.join(record.skipped_because)}", file=sys.stderr)
     return 0 if result.steps else 1
+
+
+def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Trainer's collector arguments: a running collector, or where the embedded one listens."""
+    return {
+        "collector": args.collector,
+        "collector_host": args.collector_host,
+        "collector_port": args.collector_port,
+        "otlp_port": args.otlp_port,
+        "policy_notify_file": args.policy_notify_file,
+        "span_wait_s": args.span_wait_s,
+    }
 
 
 def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
@@ -204,7 +224,7 @@ def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
             n_runners=args.runners,
             adapter={"agent_match": args.agent_match},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, args.model or "agl-tiny")},
-            collector=args.collector,
+            **collector_options(args),
         )
         try:
             result = trainer.dev(agent, tasks, n_tasks=args.n_tasks, gateway=args.gateway)
