@@ -29,3 +29,19 @@ def test_empty_or_broken_files_are_refused_with_their_name(tmp_path: Path) -> No
         lightning_otel.load_tasks(tmp_path / "broken.jsonl")
     with pytest.raises(FileNotFoundError):
         lightning_otel.load_tasks(tmp_path / "missing.jsonl")
+
+
+def test_a_hugging_face_dataset_directory(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    expected = [{"question": "q1", "answer": 1}, {"question": "q2", "answer": 2}]
+    datasets.Dataset.from_list(expected).save_to_disk(str(tmp_path / "one"))
+    assert lightning_otel.load_tasks(tmp_path / "one") == expected
+    splits = datasets.DatasetDict({"train": datasets.Dataset.from_list(expected),
+                                   "test": datasets.Dataset.from_list(expected[:1])})  # fmt: skip
+    splits.save_to_disk(str(tmp_path / "two"))
+    with pytest.raises(ValueError, match=r"holds the splits \['train', 'test'\]: give one split's directory"):
+        lightning_otel.load_tasks(tmp_path / "two")
+    assert lightning_otel.load_tasks(tmp_path / "two" / "test") == expected[:1]
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValueError, match="not a dataset saved with save_to_disk"):
+        lightning_otel.load_tasks(tmp_path / "plain")

@@ -8,10 +8,14 @@ from typing import Any
 
 
 def load_tasks(path: str | Path) -> list[Any]:
-    """Tasks from a JSONL file (one JSON value per line, blank lines skipped), a JSON list, or a parquet file (one
-    task per row as a dict; needs pandas and pyarrow). Raises ValueError for an empty or unreadable file."""
+    """Tasks from a JSONL file (one JSON value per line, blank lines skipped), a JSON list, a parquet file (one
+    task per row as a dict; needs pandas and pyarrow), or a Hugging Face `datasets` directory written by
+    `save_to_disk` (a `DatasetDict` with one split, or the split's own directory). Raises ValueError for an empty
+    or unreadable one."""
     path = Path(path)
-    if path.suffix == ".parquet":
+    if path.is_dir():
+        tasks = _hf_dataset(path)
+    elif path.suffix == ".parquet":
         try:
             import pandas as pd
         except ImportError:
@@ -29,3 +33,20 @@ def load_tasks(path: str | Path) -> list[Any]:
     if not tasks:
         raise ValueError(f"{path} holds no tasks")
     return tasks
+
+
+def _hf_dataset(path: Path) -> list[Any]:
+    try:
+        import datasets
+    except ImportError:
+        raise ValueError(f"{path}: a directory is read as a Hugging Face dataset, which needs `datasets`") from None
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except FileNotFoundError as exc:
+        raise ValueError(f"{path}: not a dataset saved with save_to_disk ({exc})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        if len(loaded) != 1:
+            splits = ", ".join(f"{path / name}" for name in loaded)
+            raise ValueError(f"{path} holds the splits {list(loaded)}: give one split's directory ({splits})")
+        (loaded,) = loaded.values()
+    return loaded.to_list()
