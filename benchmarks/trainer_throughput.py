@@ -36,8 +36,11 @@ from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
 
-def end_to_end(base_url: str, rollouts: int, n_runners: int, concurrency: int) -> tuple[float, dict]:
+def end_to_end(
+    base_url: str, rollouts: int, n_runners: int, concurrency: int, span_wait_s: float = 30.0
+) -> tuple[float, dict]:
     trainer = lightning_otel.Trainer(
+        span_wait_s=span_wait_s,
         n_runners=n_runners,
         algorithm=lightning_otel.Baseline(batch_size=rollouts),
         adapter={"agent_match": "write"},
@@ -192,13 +195,15 @@ def main() -> None:
         )
         floor = uninstrumented(base_url, args.rollouts, args.concurrency)
         print(f"  uninstrumented agent, one process, no trainer   {args.rollouts / floor:8.1f} rollouts/s")
-        for n_runners in (1, 2):
-            elapsed, metrics = end_to_end(base_url, args.rollouts, n_runners, args.concurrency)
+        # span_wait_s=0: the batch read checks completeness once and never waits (the read before complete reads)
+        for n_runners, span_wait_s in ((1, 30.0), (2, 30.0), (2, 0.0)):
+            elapsed, metrics = end_to_end(base_url, args.rollouts, n_runners, args.concurrency, span_wait_s)
             rate = args.rollouts / metrics["batch_wall_s"]
             print(
-                f"  Trainer.fit, n_runners={n_runners}: {rate:8.1f} rollouts/s over the batch "
-                f"({args.rollouts / elapsed:.1f}/s incl. start/stop {elapsed:.1f} s); "
-                f"{metrics['succeeded']} succeeded, {metrics['triplets']} triplets; "
+                f"  Trainer.fit, n_runners={n_runners}, span_wait_s={span_wait_s:g}: {rate:8.1f} rollouts/s over the "
+                f"batch ({args.rollouts / elapsed:.1f}/s incl. start/stop {elapsed:.1f} s); "
+                f"{metrics['succeeded']} succeeded, {metrics['triplets']} triplets, read+adapt "
+                f"{metrics['batch_wall_s'] - metrics['wait_s']:.2f} s, {metrics['incomplete_rollouts']} incomplete; "
                 f"ratio to uninstrumented {rate / (args.rollouts / floor):.2f}"
             )
     finally:
