@@ -75,7 +75,7 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
             ) from None
         if len(wanted) > 10_000:
             raise BadQuery("at most 10000 rollouts per request")
-        wait_s = body.get("wait_complete_s", 0) if isinstance(body, dict) else 0
+        wait_s = body.get("wait_complete_s", 0)
         if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 <= wait_s <= 300:
             raise BadQuery("wait_complete_s must be a number of seconds between 0 and 300")
         keys = [(str(w["rollout_id"]), "latest" if w.get("latest") else w.get("attempt_id")) for w in wanted]

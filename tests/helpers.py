@@ -1,10 +1,18 @@
-"""Helpers shared by the capture tests."""
+"""Helpers shared by the tests."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from lightning_otel import semconv
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a server that must be told its port before it starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def attrs(span: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ service's agent; with the wait turned off the same run names none of them, which
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,21 +17,16 @@ import pytest
 
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer
+from tests.helpers import free_port
 
 BIN = Path(sys.executable).parent
 PROGRAMS = Path(__file__).parent / "programs"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def late_service() -> Iterator[tuple[str, int]]:
     """(the service's /chat URL, the OTLP port its spans go to: the trainer's embedded collector's, fixed)."""
-    otlp_port, service_port = _free_port(), _free_port()
+    otlp_port, service_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGL_"))}  # SDK defaults: 5 s delay
     command = [str(BIN / "lightning-otel-run"), "--endpoint", f"http://127.0.0.1:{otlp_port}",
                "--service-name", "late-service", "--", sys.executable, "-m", "uvicorn", "--app-dir", str(PROGRAMS),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import lightning_otel
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
+from tests.helpers import free_port
 from tests.programs import runtime_agents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,9 +290,7 @@ def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Pa
             stored = client.queued_rollouts(status="succeeded")
     assert sorted(record["input"]["question"] for record in stored) == ["q1", "q2"]  # in the collector given
     # the embedded collector on fixed ports, the policy's address in a notify file
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     notify = tmp_path / "policy.json"
     bare = [*command[:-2], "--gateway", "--agent-match", "^solver$", "--collector-port", str(port),
             "--policy-notify-file", str(notify)]  # fmt: skip

@@ -10,10 +10,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tests.helpers import free_port
 
 
 def find_pg_bin() -> Path | None:
@@ -24,12 +25,6 @@ def find_pg_bin() -> Path | None:
     return Path(candidates[-1]).parent if candidates else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ThrowawayPostgres:
     def __init__(self, *, fsync: bool = False) -> None:
         bin_dir = find_pg_bin()
@@ -37,7 +32,7 @@ class ThrowawayPostgres:
             raise RuntimeError("PostgreSQL server binaries not found: apt-get install postgresql")
         self.bin_dir = bin_dir
         self.fsync = fsync
-        self.port = _free_port()
+        self.port = free_port()
         self.base = Path(tempfile.mkdtemp(prefix="agl-pg-"))
         self._user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
 

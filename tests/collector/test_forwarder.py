@@ -3,7 +3,6 @@ refused with 400 is counted and skipped; a dead destination does not hold up a l
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,16 +12,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.collector.helpers import send, stored_ids, wait_for
 from tests.collector.otlp_factory import make_span
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.helpers import free_port
 
 
 def test_destination_down_then_up_receives_everything_once(start_collector) -> None:
-    port = _free_port()
+    port = free_port()
     source = start_collector(forward_otlp=[f"http://127.0.0.1:{port}"])
     for b in range(5):
         send(source, [make_span(b + 1, s + 1, rollout=f"r{b}") for s in range(50)])
@@ -69,7 +63,7 @@ class _Refusing:
 
 def test_rejected_batch_is_counted_and_skipped_and_dead_destination_does_not_block(start_collector) -> None:
     refusing = _Refusing()
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     source = start_collector(forward_otlp=[dead, refusing.url])
     send(source, [make_span(1, s + 1) for s in range(10)])
     wait_for(lambda: len(refusing.requests) == 1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent_service"
 SERVICE_PYTHON = os.environ.get("AGL_SERVICE_PYTHON", "")  # the noxfile points it at the openai_agents lane's env
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +51,7 @@ def _start_service(command: list[str], port: int, env: dict[str, str]) -> subpro
 @pytest.fixture(params=["instrumented", "bare"])
 def service(request: pytest.FixtureRequest, service_bin: Path) -> Iterator[tuple[str, str, int]]:
     """(mode, the service's /chat URL, the OTLP port the trainer's collector must listen on)."""
-    port, otlp_port = _free_port(), _free_port()
+    port, otlp_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGL_"))}  # default exporter settings
     uvicorn = [str(service_bin / "uvicorn"), "agent_server:app", "--port", str(port), "--log-level", "warning"]
     if request.param == "instrumented":
