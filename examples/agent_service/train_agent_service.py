@@ -157,16 +157,21 @@ def main(argv: list[str] | None = None) -> int:
         span_wait_s=args.span_wait_s,
         progress=False,
     )
-    result = trainer.fit(agl.HttpAgent(args.agent_url), train_dataset=train_data, val_dataset=val_data or None)
+    try:
+        result = trainer.fit(agl.HttpAgent(args.agent_url), train_dataset=train_data, val_dataset=val_data or None)
+    except agl.NothingTrained as exc:
+        print(f"train_agent_service: FAILED: {exc}", file=sys.stderr)
+        return 1
     steps_done = [{"step": r.step, "metrics": r.metrics, "sample_agents": r.sample_agents} for r in result.steps]
     (args.workdir / "summary.json").write_text(json.dumps({"steps": steps_done}, indent=1, default=str))
     samples = sum(r.metrics.get("rollout/triplets", 0) for r in result.steps)
     served = sum(r.metrics.get("rollout/gateway_calls", 0) for r in result.steps)
     print(f"done: {len(steps_done)} GRPO steps, {samples:.0f} samples of {served:.0f} calls the gateway served; "
           f"metrics in {args.workdir / 'summary.json'}")  # fmt: skip
-    if samples < served:
-        print(f"train_agent_service: {served - samples:.0f} served calls were not trained (agent_match "
+    if samples < served:  # every call of this service is the Assistant's: a call not trained was lost
+        print(f"train_agent_service: FAILED: {served - samples:.0f} served calls were not trained (agent_match "
               f"{args.agent_match!r}, or spans missing: see 'incomplete' above)", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 
