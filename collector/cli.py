@@ -1,7 +1,8 @@
 """`agl-otel-collector` (also `python -m lightning_otel.collector`): run the collector, or print Jaeger links.
 
     agl-otel-collector [--host H] [--http-port 4318] [--grpc-port 4317] [--query-port 16686] [--store URL]
-                       [--auth-token T] [--forward-otlp URL ...] [--jaeger-ui-url URL]
+                       [--auth-token T] [--forward-otlp URL ...] [--jaeger-ui-url URL] [--phoenix-ui-url URL]
+                       [--tokenizer PATH]     (the rollout view: http://HOST:QUERY_PORT/ui)
     agl-otel-collector link ROLLOUT_ID [--query-url URL] [--jaeger-ui-url URL] [--auth-token T]
 
 Every flag can also be set as an `AGL_COLLECTOR_<FLAG>` environment variable (`AGL_COLLECTOR_STORE`,
@@ -73,6 +74,15 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--jaeger-ui-url", default=_env("JAEGER_UI_URL"), help="base URL of a Jaeger UI, for links")
     parser.add_argument(
+        "--phoenix-ui-url", default=_env("PHOENIX_UI_URL"), help="base URL of an Arize Phoenix UI, for links from /ui"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=_env("TOKENIZER"),
+        metavar="PATH",
+        help="the policy's tokenizer (a Hugging Face folder or tokenizer.json): /ui shows token ids as text",
+    )
+    parser.add_argument(
         "--retention",
         default=_env("RETENTION"),
         metavar="DURATION",
@@ -116,6 +126,7 @@ def _retention_s(text: str | None) -> float | None:
 
 async def _serve(args: argparse.Namespace) -> None:
     from lightning_otel.collector.server import Collector, CollectorConfig
+    from lightning_otel.collector.token_text import TokenizerUnavailable
 
     config = CollectorConfig(
         host=args.host,
@@ -126,6 +137,8 @@ async def _serve(args: argparse.Namespace) -> None:
         auth_token=args.auth_token or None,
         forward_otlp=args.forward_otlp if args.forward_otlp is not None else args.forward_default,
         jaeger_ui_url=args.jaeger_ui_url,
+        phoenix_ui_url=args.phoenix_ui_url,
+        tokenizer=args.tokenizer,
         max_body_bytes=args.max_body_bytes,
         max_in_flight_bytes=args.max_in_flight_bytes,
         retention_s=_retention_s(args.retention),
@@ -135,10 +148,15 @@ async def _serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    addresses = await collector.start()
+    try:
+        addresses = await collector.start()
+    except TokenizerUnavailable as exc:
+        raise SystemExit(f"agl-otel-collector: --tokenizer: {exc}") from None
     print("agl-otel-collector ready", *addresses.lines(), sep="\n", flush=True)
     for url in config.forward_otlp:
         print(f"  forwarding to {url}", flush=True)
+    if config.tokenizer:
+        print(f"  tokenizer  {config.tokenizer} (the rollout view decodes token ids)", flush=True)
     if config.jaeger_ui_url:
         print(
             f"  Jaeger UI  {config.jaeger_ui_url.rstrip('/')}/search (links: agl-otel-collector link ROLLOUT_ID)",

@@ -40,6 +40,7 @@ def build_query_app(
     auth_token: str | None = None,
     extra_routes: Sequence[Route] = (),
     extra_handlers: Mapping[type[Exception], Any] | None = None,
+    open_paths: set[str] = frozenset(),
 ) -> Starlette:
     routes = [
         *rollout_read_routes(store, ingestor),
@@ -49,5 +50,5 @@ def build_query_app(
         *extra_routes,
     ]
     handlers = {BadQuery: _bad_query, TransientStoreError: _store_unavailable, **(extra_handlers or {})}
-    auth = Middleware(BearerAuth, token=auth_token, open_paths={"/healthz"})
+    auth = Middleware(BearerAuth, token=auth_token, open_paths={"/healthz", *open_paths})
     return Starlette(routes=routes, exception_handlers=handlers, middleware=[auth])

@@ -29,9 +29,12 @@ from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
 from lightning_otel.collector.query_api import build_query_app
 from lightning_otel.collector.rollout_api import EXCEPTION_HANDLERS, rollout_routes
 from lightning_otel.collector.rollout_state import RolloutState
+from lightning_otel.collector.rollout_view import ViewSettings
+from lightning_otel.collector.routes_ui import UI_OPEN_PATHS, ui_routes
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore
 from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.token_text import TokenText
 
 T = TypeVar("T")
 log = logging.getLogger("lightning_otel.collector")
@@ -47,6 +50,8 @@ class CollectorConfig:
     auth_token: str | None = None
     forward_otlp: list[str] = field(default_factory=list)
     jaeger_ui_url: str | None = None
+    phoenix_ui_url: str | None = None  # for the rollout view's links to the same traces
+    tokenizer: str | None = None  # the policy's tokenizer (folder or tokenizer.json): /ui decodes token ids
     max_body_bytes: int = 64 * 1024 * 1024
     max_in_flight_bytes: int = 64 * 1024 * 1024
     drain_timeout_s: float = 10.0
@@ -66,6 +71,7 @@ class Addresses:
             f"  OTLP/HTTP  {self.otlp_http}/v1/traces",
             f"  OTLP/gRPC  {self.otlp_grpc or 'off'}",
             f"  query API  {self.query}  (Jaeger: {self.query}/api/traces, rollouts: {self.query}/v1/rollouts)",
+            f"  rollouts   {self.query}/ui  (runs, steps, span trees, trained tokens, agent_match)",
             f"  store      {self.store}",
         ]
 
@@ -109,6 +115,11 @@ class Collector:
 
     async def start(self) -> Addresses:
         config = self.config
+        settings = ViewSettings(
+            config.jaeger_ui_url,
+            config.phoenix_ui_url,
+            TokenText(config.tokenizer) if config.tokenizer else None,  # a wrong path fails here, not in the page
+        )
         await self.store.start()
         sockets = [_listen(config.host, config.http_port), _listen(config.host, config.query_port)]
         apps: list[ASGIApp] = [
@@ -117,8 +128,12 @@ class Collector:
                 self.store,
                 self.ingestor,
                 auth_token=config.auth_token,
-                extra_routes=rollout_routes(self.rollout_state, self._info),
+                extra_routes=[
+                    *rollout_routes(self.rollout_state, self._info),
+                    *ui_routes(self.store, settings, auth=bool(config.auth_token)),
+                ],
                 extra_handlers=EXCEPTION_HANDLERS,
+                open_paths=UI_OPEN_PATHS,
             ),
         ]
         for app, sock in zip(apps, sockets, strict=True):

@@ -156,6 +156,40 @@ def test_trajectory_merges_extending_prompts_and_masks_inserted_tokens() -> None
     assert adapted.diagnostics.merge_breaks == 1
 
 
+def test_every_llm_span_gets_a_decision_saying_why() -> None:
+    spans = [
+        llm("a", 10, agent="writer", prompt=[1], response=[2], response_id="x"),
+        llm("a-gateway", 11, agent=None, prompt=[1], response=[2], response_id="x", complete=False),
+        llm("b", 20, agent="checker", prompt=[3], response=[4]),
+        llm("c", 30, agent="writer", prompt=None, response=None),
+        llm("d", 40, agent="rewriter", prompt=[5], response=[6], complete=False),
+    ]
+    adapted = TraceToTriplet(agent_match="write").adapt(spans)
+    by_span = {d.span_id: d for d in adapted.diagnostics.calls}
+    assert [d.span_id for d in adapted.diagnostics.calls] == ["a", "b", "c", "d", "a-gateway"]
+    assert (by_span["a"].selected, by_span["a"].sample) == (True, 0)
+    assert "finds the call's agent 'writer'" in by_span["a"].reason
+    assert not by_span["a-gateway"].selected and by_span["a-gateway"].reason.startswith("duplicate")
+    assert not by_span["b"].selected and "finds neither the call's agent 'checker'" in by_span["b"].reason
+    assert not by_span["c"].selected and "no token ids" in by_span["c"].reason
+    assert (by_span["d"].selected, by_span["d"].sample) == (True, 1) and "incomplete" in by_span["d"].reason
+    # the rollout's agent selects every call of its rollouts; None selects everything
+    with_rollout_agent = [*spans, {"spanId": "r", "name": "invoke_agent LitSql", "startTimeUnixNano": 1,
+                                   "attributes": {semconv.AGL_ROLLOUT_AGENT_NAMES: ["LitSql"]}}]  # fmt: skip
+    decisions = TraceToTriplet(agent_match="^Lit").adapt(with_rollout_agent).diagnostics.calls
+    assert "finds the rollout's agent 'LitSql'" in next(d for d in decisions if d.span_id == "b").reason
+    assert sum(d.selected for d in TraceToTriplet().adapt(spans).diagnostics.calls) == 3
+
+
+def test_trajectory_samples_name_every_merged_call() -> None:
+    spans = [
+        llm("a", 10, agent="w", prompt=[1], response=[2]),
+        llm("b", 20, agent="w", prompt=[1, 2, 9], response=[3]),
+    ]
+    adapted = TraceToTriplet(mode="trajectory").adapt(spans)
+    assert [(d.span_id, d.sample) for d in adapted.diagnostics.calls] == [("a", 0), ("b", 0)]
+
+
 def test_configuration_forms_and_errors() -> None:
     assert TraceToTriplet.from_config({"agent_match": "write", "mode": "trajectory"}).mode == "trajectory"
     assert TraceToTriplet.from_config(None).agent_match is None

@@ -21,7 +21,8 @@ returned.
   response exactly; the tokens the agent inserted in between (tool results, the next user turn) are kept in the
   response but masked out (`response_mask` 0, logprob 0.0). Otherwise a new segment starts (a "merge break").
 - `RolloutDiagnostics` says what happened: agents seen, matched/unmatched calls, calls without token ids,
-  duplicates, merge breaks, rewards that found no call.
+  duplicates, merge breaks, rewards that found no call; and per call (`calls`, a `CallDecision` each) whether it
+  became a sample and why, in words (the collector's rollout view shows these).
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ class Triplet:
 
 
 @dataclass(slots=True)
+class CallDecision:
+    """What the adapter did with one LLM span, and why."""
+
+    span_id: str
+    agent: str | None
+    selected: bool  # its response tokens are trained (in `sample`)
+    reason: str
+    sample: int | None = None  # index in AdaptedRollout.triplets
+
+
+@dataclass(slots=True)
 class RolloutDiagnostics:
     rollout_id: str | None
     agents_seen: list[str] = field(default_factory=list)
@@ -65,6 +77,27 @@ class RolloutDiagnostics:
     duplicate_calls: int = 0
     merge_breaks: int = 0
     rewards_without_call: int = 0
+    calls: list[CallDecision] = field(default_factory=list)  # every LLM span, in start order (duplicates last)
+
+    def why_no_sample(self, agent_match: str | None) -> str | None:
+        """Why this rollout gave no training sample, in words a user can act on (None when it gave one)."""
+        if any(call.selected for call in self.calls):
+            return None
+        if self.llm_calls == 0:
+            return (
+                "no LLM call was recorded: is the agent's client instrumented (import lightning_otel.auto, or a "
+                "supported framework), and does it call the LLM resource it was given?"
+            )
+        if self.matched_calls == 0:
+            return (
+                f"agent_match={agent_match!r} selected none of its {self.llm_calls} LLM calls: it must find "
+                f"(re.search) an agent seen around a call {self.agents_seen} or the rollout's agent "
+                f"{self.rollout_agents}"
+            )
+        return (
+            f"none of the {self.matched_calls} selected LLM calls has token ids: the endpoint must return them "
+            "(vLLM >= 0.10.2 `return_token_ids`, the policy gateway, or the test server) and be registered as trainable"
+        )
 
 
 @dataclass(slots=True)
@@ -109,6 +142,7 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     calls: list[_Call] = []
     by_response_id: dict[str, int] = {}
     agents: set[str] = set()
+    duplicates: list[tuple[_Call, _Call]] = []  # (dropped copy, kept copy)
     for span in spans:
         if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
             continue
@@ -122,8 +156,11 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
             if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
                 call.agent = call.agent or kept.agent
                 calls[by_response_id[call.response_id]] = call
+                dropped, kept = kept, call
             else:  # e.g. the gateway's copy came first: the client's copy knows the agent
                 kept.agent = kept.agent or call.agent
+                dropped = call
+            duplicates.append((dropped, kept))
             continue
         if call.response_id:
             by_response_id[call.response_id] = len(calls)
@@ -131,6 +168,16 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     diagnostics.llm_calls -= diagnostics.duplicate_calls
     diagnostics.agents_seen = sorted(agents)
     calls.sort(key=lambda c: c.start_ns)
+    for dropped, kept in duplicates:
+        diagnostics.calls.append(
+            CallDecision(
+                str(dropped.span.get("spanId")),
+                dropped.agent or kept.agent,
+                False,
+                f"duplicate: another span ({kept.span.get('spanId')}) recorded the same response "
+                f"({dropped.response_id}) with token ids at least as complete; that one is used",
+            )
+        )
     return calls
 
 
@@ -199,10 +246,16 @@ class TraceToTriplet:
 
     def matches(self, agent_name: str | None, rollout_agents: Sequence[str] = ()) -> bool:
         """Whether `agent_match` selects a call of `agent_name` in a rollout of `rollout_agents`."""
+        return self._match_reason(agent_name, rollout_agents) is not None
+
+    def _match_reason(self, agent_name: str | None, rollout_agents: Sequence[str]) -> str | None:
+        """Why `agent_match` selects the call, or None when it does not."""
         if self._pattern is None:
-            return True
-        names = [agent_name, *rollout_agents] if agent_name is not None else rollout_agents
-        return any(self._pattern.search(name) is not None for name in names)
+            return "agent_match is None: every call is selected"
+        if agent_name is not None and self._pattern.search(agent_name):
+            return f"agent_match {self.agent_match!r} finds the call's agent {agent_name!r}"
+        found = next((name for name in rollout_agents if self._pattern.search(name)), None)
+        return None if found is None else f"agent_match {self.agent_match!r} finds the rollout's agent {found!r}"
 
     def adapt(self, spans: Iterable[Span], *, task_id: str | None = None) -> AdaptedRollout:
         """One rollout's spans (any order) -> its training samples, final reward and diagnostics."""
@@ -227,16 +280,35 @@ class TraceToTriplet:
             None,
         )
         selected = []
+        decisions: dict[str, CallDecision] = {}
         for call in calls:
-            if not self.matches(call.agent, diagnostics.rollout_agents):
+            span_id = str(call.span.get("spanId"))
+            why = self._match_reason(call.agent, diagnostics.rollout_agents)
+            if why is None:
                 diagnostics.unmatched_calls += 1
+                decisions[span_id] = CallDecision(
+                    span_id,
+                    call.agent,
+                    False,
+                    f"not selected: agent_match {self.agent_match!r} finds neither the call's agent {call.agent!r} "
+                    f"nor the rollout's agents {diagnostics.rollout_agents}",
+                )
                 continue
             diagnostics.matched_calls += 1
             if call.prompt is None or call.response is None:
                 diagnostics.calls_without_token_ids += 1
+                decisions[span_id] = CallDecision(
+                    span_id,
+                    call.agent,
+                    False,
+                    f"no sample: {why}, but the span has no token ids (the endpoint returned none, or was not "
+                    "registered as trainable)",
+                )
                 continue
             if not call.complete:
                 diagnostics.incomplete_token_ids += 1
+                why += "; its token ids are marked incomplete (agl.llm.token_ids_complete=false)"
+            decisions[span_id] = CallDecision(span_id, call.agent, True, f"trained: {why}")
             selected.append(call)
         if self.mode == "trajectory":
             triplets = self._trajectories(selected, diagnostics)
@@ -245,8 +317,11 @@ class TraceToTriplet:
                 self._triplet([call], call.response or [], [1] * len(call.response or []), call.logprobs)
                 for call in selected
             ]
-        for triplet in triplets:
+        for index, triplet in enumerate(triplets):
             triplet.rollout_id, triplet.attempt_id, triplet.task_id = rollout_id, attempt_id, task_id
+            for span_id in triplet.span_ids:
+                decisions[span_id].sample = index
+        diagnostics.calls[:0] = decisions.values()  # start order, before the duplicates llm_calls recorded
         return AdaptedRollout(triplets, final_reward, diagnostics)
 
     # --- steps -------------------------------------------------------------------------------------------------

@@ -128,8 +128,13 @@ class TrainingRun:
         check_runners: Callable[[], None] | None = None,
         span_wait_s: float = 30.0,
         policy_notify_file: Path | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.client = client
+        # Every rollout carries its run, step and agent_match in its metadata: the collector's rollout view
+        # (/ui) groups and explains them by these.
+        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        self._steps: dict[str, int] = {}
         self.adapter = adapter
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
@@ -159,7 +164,15 @@ class TrainingRun:
         if n < 1:
             raise ValueError("n must be >= 1")
         self._batches += 1
+        self._steps[mode] = step = self._steps.get(mode, 0) + 1
         batch_id = f"b{self._batches}-{uuid.uuid4().hex[:6]}"
+        metadata = {
+            "run_id": self.run_id,
+            "step": step,
+            "batch_id": batch_id,
+            "agent_match": self.adapter.agent_match,
+            "adapter_mode": self.adapter.mode,
+        }
         specs = []
         for index, task in enumerate(tasks):
             task_id = task_ids[index] if task_ids is not None else _task_id(task, f"{batch_id}-t{index}")
@@ -172,6 +185,7 @@ class TrainingRun:
                         "mode": mode,
                         "max_attempts": self.max_attempts,
                         "timeout_s": self.rollout_timeout_s,
+                        "metadata": metadata,
                     }
                 )
         records = self.client.enqueue(specs) if specs else []

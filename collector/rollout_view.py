@@ -1,0 +1,266 @@
+"""What the rollout view (`/ui`) shows, as JSON: runs and their steps, a step's rollouts, one rollout explained.
+
+A run is what one `TrainingRun` enqueued: each rollout's metadata names its `run_id`, `step` (per mode),
+`batch_id` and the run's `agent_match` (rollouts enqueued without them are grouped by their batch). Samples are
+the adapter's own (`TraceToTriplet` on the stored spans of the rollout's final attempt), so the view shows what the
+trainer received: which calls `agent_match` selected and why the others were left out (`CallDecision`), which
+response tokens were trained, and why a rollout gave no sample.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from types import EllipsisType
+from typing import Any
+
+import orjson
+
+from lightning_otel import semconv
+from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
+from lightning_otel.collector.otlp_json import flat_span
+from lightning_otel.collector.rollout_state import NotFound, get_rollout_detail
+from lightning_otel.collector.store import SpanStore, StateTransaction
+from lightning_otel.collector.token_text import TokenText
+from lightning_otel.flat_span import Span
+
+NO_RUN = "(no run id)"
+_COLUMNS = (
+    "rollout_id, task_id, group_id, mode, metadata, status, attempts, attempt_id, reward, error, created_ns, end_ns"
+)
+# the final attempt's runner and policy version (the rollout's own version is None: "the latest when claimed")
+_ATTEMPT_COLUMNS = ("runner_id", "policy_version")
+_SELECT = (
+    f"SELECT {', '.join('r.' + c for c in _COLUMNS.split(', '))}, a.runner_id, a.resources_version "
+    "FROM agl_rollouts r LEFT JOIN agl_attempts a ON a.rollout_id = r.rollout_id AND a.attempt_id = r.attempt_id "
+    "ORDER BY r.position DESC LIMIT ?"
+)
+MAX_ROLLOUTS_SCANNED = 20_000  # the newest rollouts; older runs fall off the list, not out of the store
+
+
+@dataclass(slots=True)
+class ViewSettings:
+    jaeger_ui_url: str | None = None
+    phoenix_ui_url: str | None = None
+    token_text: TokenText | None = None
+
+
+def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
+    names = [*_COLUMNS.split(", "), *_ATTEMPT_COLUMNS]
+    records = [dict(zip(names, row, strict=True)) for row in tx.execute(_SELECT, (limit,))]
+    for record in records:
+        metadata = orjson.loads(record.pop("metadata"))
+        record["run_id"] = str(metadata.get("run_id") or NO_RUN)
+        batch = str(metadata.get("batch_id") or record["group_id"].split("/", 1)[0])
+        record["batch_id"] = batch
+        record["step"] = metadata.get("step")
+        record["agent_match"] = metadata.get("agent_match")
+        record["adapter_mode"] = metadata.get("adapter_mode", "transition")
+    return records
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _step_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    statuses = [r["status"] for r in records]
+    return {
+        "mode": records[0]["mode"],
+        "step": records[0]["step"],
+        "batch_id": records[0]["batch_id"],
+        "rollouts": len(records),
+        "statuses": {status: statuses.count(status) for status in dict.fromkeys(statuses)},
+        "reward_mean": _mean([r["reward"] for r in records if r["reward"] is not None]),
+        "policy_versions": sorted({r["policy_version"] for r in records if r["policy_version"] is not None}),
+        "started_ns": min(r["created_ns"] for r in records),
+        "ended_ns": max((r["end_ns"] or 0 for r in records), default=0) or None,
+    }
+
+
+async def runs(store: SpanStore, limit: int = MAX_ROLLOUTS_SCANNED) -> dict[str, Any]:
+    """Every run among the newest `limit` rollouts, newest first, each with its steps (train) and validations."""
+    records = await store.state_transaction(lambda tx: _rows(tx, limit))
+    by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for record in reversed(records):  # oldest first, so batches keep their order when they have no step number
+        by_run.setdefault(record["run_id"], {}).setdefault(f"{record['mode']}|{record['batch_id']}", []).append(record)
+    out = []
+    for run_id, batches in by_run.items():
+        steps = [_step_summary(batch) for batch in batches.values()]
+        for mode in {s["mode"] for s in steps}:  # number the batches of old rollouts that carried no step
+            of_mode = [s for s in steps if s["mode"] == mode]
+            if any(s["step"] is None for s in of_mode):
+                for number, summary in enumerate(of_mode, start=1):
+                    summary["step"] = number
+        first = next(iter(batches.values()))[0]
+        out.append(
+            {
+                "run_id": run_id,
+                "agent_match": first["agent_match"],
+                "started_ns": min(s["started_ns"] for s in steps),
+                "rollouts": sum(s["rollouts"] for s in steps),
+                "steps": sorted(steps, key=lambda s: (s["mode"], s["step"])),
+            }
+        )
+    out.sort(key=lambda run: run["started_ns"], reverse=True)
+    return {"runs": out, "scanned": len(records), "limit": limit}
+
+
+def _adapter(agent_match: str | None, mode: str) -> TraceToTriplet:
+    return TraceToTriplet(agent_match=agent_match, mode="trajectory" if mode == "trajectory" else "transition")
+
+
+async def _adapted(store: SpanStore, record: dict[str, Any], adapter: TraceToTriplet) -> tuple[list[Span], Any]:
+    spans = [flat_span(s) for s in await store.rollout_spans(record["rollout_id"], record["attempt_id"])]
+    return spans, adapter.adapt(spans, task_id=record["task_id"])
+
+
+def _no_sample_reason(record: dict[str, Any], adapted: AdaptedRollout | None, agent_match: str | None) -> str | None:
+    if record["status"] != "succeeded":
+        error = f": {record['error']}" if record.get("error") else ""
+        return f"the rollout ended {record['status']} after {record['attempts']} attempt(s){error}; failed rollouts are not trained"  # noqa: E501
+    if adapted is None or adapted.triplets:
+        return None
+    return adapted.diagnostics.why_no_sample(agent_match)
+
+
+async def step_rollouts(
+    store: SpanStore, run_id: str, mode: str, step: int, agent_match: str | EllipsisType | None = ...
+) -> dict[str, Any]:
+    """The rollouts of one step with what the adapter made of each (`agent_match`: ... for the run's own)."""
+    listed = await runs(store)
+    run = next((r for r in listed["runs"] if r["run_id"] == run_id), None)
+    summary = next((s for s in run["steps"] if s["mode"] == mode and s["step"] == step), None) if run else None
+    if summary is None:
+        raise NotFound(f"no {mode} step {step} in run {run_id!r}")
+    records = await store.state_transaction(lambda tx: _rows(tx, MAX_ROLLOUTS_SCANNED))
+    records = [r for r in reversed(records) if r["run_id"] == run_id and r["batch_id"] == summary["batch_id"]]
+    pattern = run["agent_match"] if agent_match is ... else agent_match
+    adapter = _adapter(pattern, records[0]["adapter_mode"])
+    rollouts = []
+    for record in records:
+        adapted = None
+        if record["attempt_id"]:
+            _, adapted = await _adapted(store, record, adapter)
+        diagnostics = adapted.diagnostics if adapted else None
+        rollouts.append(
+            {
+                **{k: record[k] for k in ("rollout_id", "task_id", "group_id", "status", "attempts", "attempt_id")},
+                "reward": record["reward"],
+                "error": record["error"],
+                "policy_version": record["policy_version"],
+                "runner_id": record["runner_id"],
+                "agents": diagnostics.agents_seen if diagnostics else [],
+                "rollout_agents": diagnostics.rollout_agents if diagnostics else [],
+                "llm_calls": diagnostics.llm_calls if diagnostics else 0,
+                "samples": len(adapted.triplets) if adapted else 0,
+                "calls": [asdict(call) for call in diagnostics.calls] if diagnostics else [],
+                "no_sample_reason": _no_sample_reason(record, adapted, pattern),
+            }
+        )
+    return {"run_id": run_id, "agent_match": pattern, "run_agent_match": run["agent_match"], "step": summary,
+            "rollouts": rollouts}  # fmt: skip
+
+
+def _messages(attributes: dict[str, Any], key: str) -> Any:
+    value = attributes.get(key)
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None,
+               settings: ViewSettings) -> dict[str, Any]:  # fmt: skip
+    attributes = span.get("attributes") or {}
+    prompt = list(attributes.get(semconv.AGL_PROMPT_TOKEN_IDS) or [])
+    response = list(attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS) or [])
+    text = settings.token_text
+    return {
+        "span_id": span["spanId"],
+        "name": span["name"],
+        "agent": attributes.get(semconv.GEN_AI_AGENT_NAME),
+        "model": attributes.get(semconv.GEN_AI_RESPONSE_MODEL) or attributes.get(semconv.GEN_AI_REQUEST_MODEL),
+        "service": span.get("service"),
+        "response_id": attributes.get(semconv.GEN_AI_RESPONSE_ID),
+        "policy_version": policy_version,
+        "token_ids_complete": attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE),
+        "prompt_token_ids": prompt,
+        "response_token_ids": response,
+        "response_logprobs": list(attributes.get(semconv.AGL_RESPONSE_LOGPROBS) or []),
+        "prompt_pieces": text.pieces(prompt) if text else None,
+        "response_pieces": text.pieces(response) if text else None,
+        "input_messages": _messages(attributes, semconv.GEN_AI_INPUT_MESSAGES),
+        "output_messages": _messages(attributes, semconv.GEN_AI_OUTPUT_MESSAGES),
+        "decision": decision,
+    }
+
+
+_BULKY = (semconv.AGL_PROMPT_TOKEN_IDS, semconv.AGL_RESPONSE_TOKEN_IDS, semconv.AGL_RESPONSE_LOGPROBS,
+          semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES)  # fmt: skip
+
+
+def _tree_span(span: Span) -> dict[str, Any]:
+    """A span for the waterfall: token ids and message content live in `calls`, not twice in the answer."""
+    attributes = {k: v for k, v in (span.get("attributes") or {}).items() if k not in _BULKY}
+    return {**{k: v for k, v in span.items() if k not in ("attributes", "events", "seq")}, "attributes": attributes}
+
+
+def _links(spans: list[Span], settings: ViewSettings) -> list[dict[str, str]]:
+    links = []
+    for trace_id in dict.fromkeys(span["traceId"] for span in spans):
+        if settings.jaeger_ui_url:
+            links.append({"ui": "Jaeger", "trace_id": trace_id,
+                          "url": f"{settings.jaeger_ui_url.rstrip('/')}/trace/{trace_id}"})  # fmt: skip
+        if settings.phoenix_ui_url:
+            links.append({"ui": "Phoenix", "trace_id": trace_id,
+                          "url": f"{settings.phoenix_ui_url.rstrip('/')}/redirects/traces/{trace_id}"})  # fmt: skip
+    return links
+
+
+async def rollout_view(
+    store: SpanStore,
+    rollout_id: str,
+    settings: ViewSettings,
+    *,
+    attempt_id: str | None = None,
+    agent_match: str | EllipsisType | None = ...,
+) -> dict[str, Any]:
+    """One rollout: its queue record and attempts, the span tree of one attempt, every LLM call explained."""
+    detail = await store.state_transaction(lambda tx: get_rollout_detail(tx, rollout_id))
+    metadata = detail["metadata"] or {}
+    pattern = metadata.get("agent_match") if agent_match is ... else agent_match
+    attempt_id = attempt_id or detail["attempt_id"]
+    attempt = next((a for a in detail["attempt_list"] if a["attempt_id"] == attempt_id), None)
+    if attempt_id and attempt is None:
+        raise NotFound(f"rollout {rollout_id!r} has no attempt {attempt_id!r}")
+    record = {**detail, "attempt_id": attempt_id}
+    spans: list[Span] = []
+    adapted = None
+    if attempt_id:
+        spans, adapted = await _adapted(store, record, _adapter(pattern, metadata.get("adapter_mode", "transition")))
+    decisions = {d.span_id: asdict(d) for d in adapted.diagnostics.calls} if adapted else {}
+    version = attempt["resources_version"] if attempt else None
+    calls = [
+        _call_view(span, decisions.get(span["spanId"]), version, settings)
+        for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])
+        if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS
+    ]
+    return {
+        "rollout": {k: v for k, v in detail.items() if k != "attempt_list"},
+        "run_id": metadata.get("run_id"),
+        "step": metadata.get("step"),
+        "attempts": detail["attempt_list"],
+        "attempt_id": attempt_id,
+        "agent_match": pattern,
+        "spans": [_tree_span(span) for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])],
+        "calls": calls,
+        "samples": [asdict(triplet) for triplet in adapted.triplets] if adapted else [],
+        "final_reward": adapted.final_reward if adapted else None,
+        "no_sample_reason": _no_sample_reason(record, adapted, pattern),
+        "links": _links(spans, settings),
+        "tokenizer": settings.token_text.path if settings.token_text else None,
+    }

@@ -1,0 +1,49 @@
+"""A small real training run recorded into a SQLite store, for the rollout view's tests (API and browser).
+
+The SQL agent of examples/sql_agent (write, check, rewrite agents) runs in two runner processes against the test
+server (its real tokenizer, token ids and logprobs), with `agent_match="write"` and content capture on; 2 steps of
+`Baseline` and a validation batch. One task always raises, so two rollouts per step end failed: the page must say
+why they gave no sample.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning_otel
+from lightning_otel.testing import OpenAITestServer
+from lightning_otel.testing.tokenizer import build_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "sql_agent"))
+import agent as sql_example  # noqa: E402
+
+TASKS = [*sql_example.DEV_TASKS, {"id": "broken", "question": "this one raises"}]
+
+
+@lightning_otel.rollout
+def sql_or_broken(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+    if task["id"] == "broken":
+        raise RuntimeError("the agent raised on purpose: no sample can come from this rollout")
+    return sql_example.sql_rollout(task, resources, rollout)
+
+
+def record(store: Path, tokenizer_dir: Path) -> dict[str, Any]:
+    """2 Baseline steps (2 epochs of one batch) into `store`; the test server's tokenizer saved in `tokenizer_dir`."""
+    build_tokenizer().save_pretrained(tokenizer_dir)  # the test server's own
+    with OpenAITestServer(replies=sql_example.dev_replies) as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=2,
+            algorithm=lightning_otel.Baseline(batch_size=len(TASKS), n_rollouts=2, n_epochs=2),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
+            store_url=f"sqlite:///{store}",
+            max_attempts=2,
+            capture_content=True,
+            progress=False,
+            span_wait_s=10,
+        )
+        result = trainer.fit(sql_or_broken, TASKS, val_dataset=TASKS[:2])
+    return {"result": result, "served": dict(server.served)}
