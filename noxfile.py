@@ -4,6 +4,8 @@
 - `jaeger_client`: an independent Jaeger API client from PyPI (jaeger-mcp) reads traces from the collector.
 - `openai_agents`, `langgraph`, `autogen`, `crewai`: framework lanes (tests/frameworks/...), each with its
   framework's own pins.
+- `browser`: the collector's rollout view (/ui) in headless Debian Chromium, driven by Playwright.
+- `phoenix`: Arize Phoenix receives what `agl-otel-collector --forward-otlp` forwards from a demo run.
 - `verl`: verl 0.9.1 on CPU torch, with Google ADK in the same environment (the ADK example trains there; ADK's
   OpenTelemetry <= 1.44 suits verl too), so the Google ADK framework tests run in it as well. The agent-service
   example trains here against its service running in the `openai_agents` environment (run that session first).
@@ -27,6 +29,8 @@ nox.options.sessions = [
     "langgraph",
     "autogen",
     "crewai",
+    "browser",
+    "phoenix",
     "verl",
 ]
 nox.options.reuse_existing_virtualenvs = True
@@ -92,6 +96,23 @@ def crewai(session: nox.Session) -> None:
     session.install("-e", ".[testing,crewai,litellm]", *TEST_TOOLS)
     env = {"AGL_LANE": "crewai", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/crewai", *session.posargs, env=env)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """The rollout view in a real browser: Playwright from PyPI drives the system's Chromium (`apt-get install
+    chromium`; Playwright's own browser download is never used) over a recorded training run."""
+    session.install("-e", ".[testing,trainer,openai]", "playwright>=1.45", *TEST_TOOLS)
+    env = {"AGL_LANE": "browser", "AGL_SCREENSHOT_DIR": os.environ.get("AGL_SCREENSHOT_DIR", "")}
+    session.run("python", "-m", "pytest", "-q", "tests/browser_lane", *session.posargs, env=env)
+
+
+@nox.session
+def phoenix(session: nox.Session) -> None:
+    """Arize Phoenix (offline, telemetry off) as a real trace UI behind `--forward-otlp`."""
+    session.install("-e", ".[testing,trainer,openai]", "arize-phoenix>=12", *TEST_TOOLS)
+    env = {"AGL_LANE": "phoenix", "PHOENIX_TELEMETRY_ENABLED": "false"}
+    session.run("python", "-m", "pytest", "-q", "tests/phoenix_lane", *session.posargs, env=env)
 
 
 @nox.session

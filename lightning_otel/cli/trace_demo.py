@@ -26,6 +26,10 @@ TASKS = (
 
 def run_demo(endpoint: str | None = None) -> int:
     if endpoint is not None:
+        if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+            # --endpoint asks for an export: an inherited "none" would make the closing "exported to" line a lie
+            print("--endpoint given: exporting over OTLP although OTEL_TRACES_EXPORTER=none is set")
+            os.environ["OTEL_TRACES_EXPORTER"] = "otlp"
         return _run(endpoint, embedded=False)
     try:
         from lightning_otel.collector.server import EmbeddedCollector

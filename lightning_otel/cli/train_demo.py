@@ -167,6 +167,11 @@ def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners
     print(f"done in {time.monotonic() - started:.0f}s")
     example = result.steps[-1].rollout_ids[0] if result.steps and result.steps[-1].rollout_ids else "ROLLOUT_ID"
     print(f"""
+See what the trainer saw (runs, steps, each rollout's span tree, the trained tokens, an agent_match box):
+  agl-otel-collector --store sqlite:///{store} --http-port 4319 --grpc-port -1 --query-port 16687 \\
+      --tokenizer {model}
+  then open http://127.0.0.1:16687/ui (rollout {example}: http://127.0.0.1:16687/ui#/rollout/{example})
+
 Open the traces in Jaeger (they stay in {store}):
   docker run --rm -p 16686:16686 -p 4318:4318 jaegertracing/jaeger:latest      # a Jaeger with an OTLP receiver
   agl-otel-collector --store sqlite:///{store} --http-port 4319 --grpc-port -1 --query-port 16687 \\
