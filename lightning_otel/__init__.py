@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from lightning_otel.capture.settings import register_trainable_endpoint, unregister_trainable_endpoint
     from lightning_otel.capture.setup import Instrumentation, flush, instrument, uninstrument
     from lightning_otel.capture.tracer import get_tracer
+    from lightning_otel.rewards.client import RewardModelClient, RewardModelError
+    from lightning_otel.rewards.scoring import score_answer, weighted_reward
     from lightning_otel.runtime.algorithm import Algorithm, Baseline, BatchResult, TrainingRun
     from lightning_otel.runtime.function_agent import llm_rollout, rollout
     from lightning_otel.runtime.http_agent import AgentServiceError, HttpAgent
@@ -91,6 +93,8 @@ _ROOMS = {
         "get_llm_server_address",
         "read_policy_address",
     ),
+    "lightning_otel.rewards.client": ("RewardModelClient", "RewardModelError"),  # httpx, tenacity ([rewards])
+    "lightning_otel.rewards.scoring": ("score_answer", "weighted_reward"),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
 }
@@ -130,6 +134,8 @@ __all__ = [
     "PolicyAddressUnavailable",
     "PromptTemplate",
     "ProxyLLM",
+    "RewardModelClient",
+    "RewardModelError",
     "Rollout",
     "RolloutContextError",
     "RolloutContextMiddleware",
@@ -161,6 +167,8 @@ __all__ = [
     "resolve_agent_name",
     "rollout",
     "rollout_context",
+    "score_answer",
     "uninstrument",
     "unregister_trainable_endpoint",
+    "weighted_reward",
 ]

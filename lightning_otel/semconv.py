@@ -62,6 +62,10 @@ AGL_CHOICE_RESPONSE_LOGPROBS = "agl.llm.choice.{index}.response_logprobs"
 AGL_REWARD_VALUE = "agl.reward.value"
 AGL_REWARD_NAME = "agl.reward.name"
 AGL_REWARD_RESPONSE_ID = "agl.reward.response_id"
+AGL_REWARD_SOURCE = "agl.reward.source"  # what gave the reward: a reward model's name, "execution", ...
+REWARD_MODEL_SPAN_PREFIX = "score "  # the span of one call to a reward model: "score {model}"
+AGL_REWARD_MODEL_URL = "agl.reward_model.url"
+AGL_REWARD_MODEL_VERSION = "agl.reward_model.version"
 
 # Baggage keys: the rollout identity crossing process boundaries beside `traceparent`.
 BAGGAGE_ROLLOUT_ID = AGL_ROLLOUT_ID

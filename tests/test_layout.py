@@ -30,8 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
     "runtime": {"capture", "adapters", "collector", "serving"},
     "serving": {"capture", *COLLECTOR_CLIENT},
-    "training": {"runtime", "serving", "adapters", "capture", *COLLECTOR_CLIENT},
+    "training": {"runtime", "serving", "adapters", "capture", "rewards", *COLLECTOR_CLIENT},
     "testing": {"capture", "serving"},
+    # reward models: scorer, service, client, scoring helpers (agent side: capture only)
+    "rewards": {"capture"},
     "auto": {"capture"},
     "_bootstrap": {"auto"},
     "cli": {"*"},

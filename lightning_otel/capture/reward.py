@@ -51,6 +51,7 @@ def emit_reward(
     response_id: str | None = None,
     require_rollout: bool = True,
     reward: float | Mapping[str, float] | None = None,
+    source: str | Mapping[str, str] | None = None,
 ) -> None:
     """Record a reward for the current rollout.
 
@@ -62,6 +63,8 @@ def emit_reward(
             reward to the latest preceding unrewarded call.
         require_rollout: raise `RolloutContextError` outside a rollout (default); False emits anyway.
         reward: Agent Lightning's name for `value` (deprecated here: pass the value positionally).
+        source: what gave the reward (`agl.reward.source`: a reward model's name, "execution", ...); with a dict
+            of rewards, a dict of sources by reward name.
     """
     if reward is not None:
         if value is not None:
@@ -101,6 +104,9 @@ def emit_reward(
         }
         if response_id:
             attributes[semconv.AGL_REWARD_RESPONSE_ID] = response_id
+        origin = source.get(reward_name) if isinstance(source, Mapping) else source
+        if origin:
+            attributes[semconv.AGL_REWARD_SOURCE] = str(origin)
         span = tracer.start_span(
             semconv.REWARD_SPAN_NAME, kind=trace.SpanKind.INTERNAL, attributes=attributes, start_time=now
         )

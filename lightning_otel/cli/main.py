@@ -1,4 +1,4 @@
-"""`lightning-otel`: the project's command line (`demo`, `test-server`, `runner`, `train`)."""
+"""`lightning-otel`: the project's command line (`demo`, `test-server`, `runner`, `train`, `reward-model`)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     from lightning_otel.cli.train import add_arguments
 
     add_arguments(train)
+    reward_model = commands.add_parser(
+        "reward-model", help="reward models: convert rated answers, train with TRL, serve /score and /classify"
+    )
+    from lightning_otel.cli import reward_model as reward_model_cli
+
+    reward_model_cli.add_arguments(reward_model)
     return parser
 
 
@@ -101,6 +107,10 @@ def main(argv: list[str] | None = None) -> None:
         from lightning_otel.cli.train import run_train
 
         sys.exit(run_train(args))
+    if args.command == "reward-model":
+        from lightning_otel.cli.reward_model import run
+
+        sys.exit(run(args))
     if args.command == "test-server":
         from lightning_otel.testing.server import main as serve
 
