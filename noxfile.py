@@ -71,7 +71,7 @@ def jaeger_client(session: nox.Session) -> None:
 @nox.session
 def openai_agents(session: nox.Session) -> None:
     """OpenAI Agents SDK lane: it needs openai >= 3 (LiteLLM, in the main environment, pins openai < 3)."""
-    session.install("-e", ".[testing,openai-agents]", *TEST_TOOLS)
+    session.install("-e", ".[testing,openai-agents,rewards]", *TEST_TOOLS)  # rewards: the agent_grpo example's agent
     session.run(
         "python", "-m", "pytest", "-q", "tests/frameworks/openai_agents", *session.posargs, env={"AGL_LANE": "agents"}
     )
@@ -134,7 +134,7 @@ def verl(session: nox.Session) -> None:
     # the same version as a reused environment's: replace it all the same
     fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
     constraints = ["-c", "constraints-adk.txt"]  # ADK's OpenTelemetry 1.44 with verl's tree
-    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain,adk]", *constraints, *TEST_TOOLS)
+    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS)
     # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
     # shadow the installed package (the current directory comes first on sys.path).
     lane = Path(wheel_dir) / "lane"

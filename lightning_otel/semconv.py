@@ -66,6 +66,7 @@ AGL_REWARD_SOURCE = "agl.reward.source"  # what gave the reward: a reward model'
 REWARD_MODEL_SPAN_PREFIX = "score "  # the span of one call to a reward model: "score {model}"
 AGL_REWARD_MODEL_URL = "agl.reward_model.url"
 AGL_REWARD_MODEL_VERSION = "agl.reward_model.version"
+AGL_REWARD_MODEL_SCORE = "agl.reward_model.score"
 
 # Baggage keys: the rollout identity crossing process boundaries beside `traceparent`.
 BAGGAGE_ROLLOUT_ID = AGL_ROLLOUT_ID

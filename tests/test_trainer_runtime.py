@@ -184,7 +184,8 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
                 auth_token="s3cret",
                 initial_resources={"main_llm": llm(server)},
             )
-            result = trainer.fit(runtime_agents.flaky_agent, [{"question": f"q{i}"} for i in range(6)])
+            # by name: with n_runners=0 the trainer never imports the agent (its environment may lack its libraries)
+            result = trainer.fit("tests.programs.runtime_agents:flaky_agent", [{"question": f"q{i}"} for i in range(6)])
             assert result.train[0].metrics()["succeeded"] == 6
             assert len(result.train[0].triplets()) == 6
             assert_ids_are_the_servers(server, result.train[0].triplets())
@@ -195,6 +196,17 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
         assert "6 claimed, 6 succeeded, 0 failed" in output
         assert " INFO " not in output  # quiet by default: no line per claim, HTTP request or LLM call (--verbose)
         assert Client(addresses.query, auth_token="s3cret").queue_stats()["succeeded"] == 6
+
+
+def test_an_agent_named_for_runners_elsewhere_is_not_imported_here() -> None:
+    from lightning_otel.runtime.agent_loading import AgentElsewhere, as_agent
+
+    elsewhere = as_agent("no_such_package.agents:medical_rollout", import_spec=False)
+    assert isinstance(elsewhere, AgentElsewhere) and elsewhere.name == "medical_rollout"
+    with pytest.raises(RuntimeError, match="runs in runners started elsewhere"):
+        elsewhere.rollout({}, {}, None)
+    with pytest.raises(ModuleNotFoundError):  # runners of this process would run it: imported, and it fails now
+        as_agent("no_such_package.agents:medical_rollout")
 
 
 def test_runner_cli_reports_an_agent_it_cannot_load() -> None:

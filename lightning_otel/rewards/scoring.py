@@ -45,6 +45,7 @@ async def score_answer(
         semconv.REWARD_MODEL_SPAN_PREFIX + model, kind=trace.SpanKind.CLIENT, attributes=attributes
     ) as span:
         value = await judge.score_one(messages)
+        span.set_attribute(semconv.AGL_REWARD_MODEL_SCORE, value)
         if judge.model_version:
             span.set_attribute(semconv.AGL_REWARD_MODEL_VERSION, judge.model_version)
         if emit:

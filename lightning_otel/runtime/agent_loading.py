@@ -13,7 +13,23 @@ def load_agent(spec: str) -> LitAgent:
     return as_agent(find_attribute(spec))
 
 
-def as_agent(target: Any) -> LitAgent:
+class AgentElsewhere(LitAgent):
+    """`Trainer(n_runners=0).fit("package.module:name")`: an agent only runners started elsewhere run (its
+    environment may not even install here), so it is named, never imported, in the trainer's process."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.name = spec.rsplit(":", 1)[-1]
+
+    def rollout(self, task: Any, resources: Any, rollout: Any) -> Any:
+        raise RuntimeError(f"{self.spec} runs in runners started elsewhere (lightning-otel runner --agent {self.spec})")
+
+
+def as_agent(target: Any, *, import_spec: bool = True) -> LitAgent:
+    """`target` as a LitAgent; a "package.module:name" string is imported, or, with `import_spec=False` (no
+    runner of this process will run it), kept as a name (`AgentElsewhere`)."""
+    if isinstance(target, str):
+        return load_agent(target) if import_spec else AgentElsewhere(target)
     if isinstance(target, LitAgent):
         return target
     if isinstance(target, type) and issubclass(target, LitAgent):

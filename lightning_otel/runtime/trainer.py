@@ -252,8 +252,9 @@ class Trainer:
     def fit(
         self, agent: Any, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
     ) -> Any:
-        """Run the algorithm over the datasets with `n_runners` runner processes executing `agent`."""
-        with self._session(as_agent(agent)) as run:
+        """Run the algorithm over the datasets with `n_runners` runner processes executing `agent` (or a
+        "package.module:name" string; with `n_runners=0` it is not imported here: runners started elsewhere run it)."""
+        with self._session(as_agent(agent, import_spec=self.n_runners > 0)) as run:
             return self.algorithm.run(run, train_dataset, val_dataset)
 
     def dev(

@@ -127,6 +127,7 @@ def test_score_answer_records_where_the_reward_came_from(service: str, agl_spans
     assert attrs(scoring)[semconv.AGL_REWARD_MODEL_URL] == service
     assert attrs(scoring)[semconv.AGL_REWARD_RESPONSE_ID] == "chatcmpl-7"
     assert len(attrs(scoring)[semconv.AGL_REWARD_MODEL_VERSION]) == 12
+    assert attrs(scoring)[semconv.AGL_REWARD_MODEL_SCORE] == pytest.approx(value)
     assert reward.parent.span_id == scoring.context.span_id  # the reward sits inside the call that produced it
     assert attrs(reward)[semconv.AGL_REWARD_VALUE] == pytest.approx(value)
     assert attrs(reward)[semconv.AGL_REWARD_NAME] == "reward_model"
