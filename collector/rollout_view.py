@@ -155,7 +155,7 @@ async def step_rollouts(
                 "rollout_agents": diagnostics.rollout_agents if diagnostics else [],
                 "llm_calls": diagnostics.llm_calls if diagnostics else 0,
                 "samples": len(adapted.triplets) if adapted else 0,
-                "calls": [asdict(call) for call in diagnostics.calls] if diagnostics else [],
+                "calls": [call.to_json() for call in diagnostics.calls] if diagnostics else [],
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
@@ -242,7 +242,7 @@ async def rollout_view(
     adapted = None
     if attempt_id:
         spans, adapted = await _adapted(store, record, _adapter(pattern, metadata.get("adapter_mode", "transition")))
-    decisions = {d.span_id: asdict(d) for d in adapted.diagnostics.calls} if adapted else {}
+    decisions = {d.span_id: d.to_json() for d in adapted.diagnostics.calls} if adapted else {}
     version = attempt["resources_version"] if attempt else None
     calls = [
         _call_view(span, decisions.get(span["spanId"]), version, settings)

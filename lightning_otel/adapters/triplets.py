@@ -55,13 +55,41 @@ class Triplet:
 
 @dataclass(slots=True)
 class CallDecision:
-    """What the adapter did with one LLM span, and why."""
+    """What the adapter did with one LLM span, and why (`reason`, in words, rendered when asked for: the adapter's
+    hot path only records the facts)."""
 
     span_id: str
     agent: str | None
     selected: bool  # its response tokens are trained (in `sample`)
-    reason: str
+    why: tuple[Any, ...]  # (outcome, facts...): see `reason`
     sample: int | None = None  # index in AdaptedRollout.triplets
+
+    @property
+    def reason(self) -> str:
+        outcome, *facts = self.why
+        if outcome == "duplicate":
+            kept, response_id = facts
+            return (f"duplicate: another span ({kept}) recorded the same response ({response_id}) with token ids "
+                    "at least as complete; that one is used")  # fmt: skip
+        if outcome == "unmatched":
+            pattern, rollout_agents = facts
+            return (f"not selected: agent_match {pattern!r} finds neither the call's agent {self.agent!r} nor the "
+                    f"rollout's agents {list(rollout_agents)}")  # fmt: skip
+        pattern, matched_by, name = facts[:3]
+        if matched_by is None:
+            why = "agent_match is None: every call is selected"
+        else:
+            why = f"agent_match {pattern!r} finds the {matched_by}'s agent {name!r}"
+        if outcome == "no_ids":
+            return (f"no sample: {why}, but the span has no token ids (the endpoint returned none, or was not "
+                    "registered as trainable)")  # fmt: skip
+        if outcome == "incomplete":
+            return f"trained: {why}; its token ids are marked incomplete (agl.llm.token_ids_complete=false)"
+        return f"trained: {why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"span_id": self.span_id, "agent": self.agent, "selected": self.selected, "reason": self.reason,
+                "sample": self.sample}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -169,15 +197,8 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     diagnostics.agents_seen = sorted(agents)
     calls.sort(key=lambda c: c.start_ns)
     for dropped, kept in duplicates:
-        diagnostics.calls.append(
-            CallDecision(
-                str(dropped.span.get("spanId")),
-                dropped.agent or kept.agent,
-                False,
-                f"duplicate: another span ({kept.span.get('spanId')}) recorded the same response "
-                f"({dropped.response_id}) with token ids at least as complete; that one is used",
-            )
-        )
+        why = ("duplicate", kept.span.get("spanId"), dropped.response_id)
+        diagnostics.calls.append(CallDecision(str(dropped.span.get("spanId")), dropped.agent or kept.agent, False, why))
     return calls
 
 
@@ -246,16 +267,17 @@ class TraceToTriplet:
 
     def matches(self, agent_name: str | None, rollout_agents: Sequence[str] = ()) -> bool:
         """Whether `agent_match` selects a call of `agent_name` in a rollout of `rollout_agents`."""
-        return self._match_reason(agent_name, rollout_agents) is not None
+        return self._matched_by(agent_name, rollout_agents) is not None
 
-    def _match_reason(self, agent_name: str | None, rollout_agents: Sequence[str]) -> str | None:
-        """Why `agent_match` selects the call, or None when it does not."""
+    def _matched_by(self, agent_name: str | None, rollout_agents: Sequence[str]) -> tuple[str | None, str] | None:
+        """(whose agent name `agent_match` found: "call" or "rollout", that name); (None, "") for agent_match=None;
+        None when it selects nothing."""
         if self._pattern is None:
-            return "agent_match is None: every call is selected"
+            return None, ""
         if agent_name is not None and self._pattern.search(agent_name):
-            return f"agent_match {self.agent_match!r} finds the call's agent {agent_name!r}"
+            return "call", agent_name
         found = next((name for name in rollout_agents if self._pattern.search(name)), None)
-        return None if found is None else f"agent_match {self.agent_match!r} finds the rollout's agent {found!r}"
+        return None if found is None else ("rollout", found)
 
     def adapt(self, spans: Iterable[Span], *, task_id: str | None = None) -> AdaptedRollout:
         """One rollout's spans (any order) -> its training samples, final reward and diagnostics."""
@@ -283,32 +305,22 @@ class TraceToTriplet:
         decisions: dict[str, CallDecision] = {}
         for call in calls:
             span_id = str(call.span.get("spanId"))
-            why = self._match_reason(call.agent, diagnostics.rollout_agents)
-            if why is None:
+            matched = self._matched_by(call.agent, diagnostics.rollout_agents)
+            if matched is None:
                 diagnostics.unmatched_calls += 1
-                decisions[span_id] = CallDecision(
-                    span_id,
-                    call.agent,
-                    False,
-                    f"not selected: agent_match {self.agent_match!r} finds neither the call's agent {call.agent!r} "
-                    f"nor the rollout's agents {diagnostics.rollout_agents}",
-                )
+                why = ("unmatched", self.agent_match, diagnostics.rollout_agents)
+                decisions[span_id] = CallDecision(span_id, call.agent, False, why)
                 continue
             diagnostics.matched_calls += 1
             if call.prompt is None or call.response is None:
                 diagnostics.calls_without_token_ids += 1
-                decisions[span_id] = CallDecision(
-                    span_id,
-                    call.agent,
-                    False,
-                    f"no sample: {why}, but the span has no token ids (the endpoint returned none, or was not "
-                    "registered as trainable)",
-                )
+                decisions[span_id] = CallDecision(span_id, call.agent, False, ("no_ids", self.agent_match, *matched))
                 continue
+            outcome = "trained"
             if not call.complete:
                 diagnostics.incomplete_token_ids += 1
-                why += "; its token ids are marked incomplete (agl.llm.token_ids_complete=false)"
-            decisions[span_id] = CallDecision(span_id, call.agent, True, f"trained: {why}")
+                outcome = "incomplete"
+            decisions[span_id] = CallDecision(span_id, call.agent, True, (outcome, self.agent_match, *matched))
             selected.append(call)
         if self.mode == "trajectory":
             triplets = self._trajectories(selected, diagnostics)
