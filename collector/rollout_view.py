@@ -57,6 +57,8 @@ def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
         record["step"] = metadata.get("step")
         record["agent_match"] = metadata.get("agent_match")
         record["adapter_mode"] = metadata.get("adapter_mode", "transition")
+        if metadata.get("policy_version") is not None:  # the weights' version, when the algorithm knows it
+            record["policy_version"] = metadata["policy_version"]
     return records
 
 
@@ -243,7 +245,7 @@ async def rollout_view(
     if attempt_id:
         spans, adapted = await _adapted(store, record, _adapter(pattern, metadata.get("adapter_mode", "transition")))
     decisions = {d.span_id: d.to_json() for d in adapted.diagnostics.calls} if adapted else {}
-    version = attempt["resources_version"] if attempt else None
+    version = metadata.get("policy_version", attempt["resources_version"] if attempt else None)
     calls = [
         _call_view(span, decisions.get(span["spanId"]), version, settings)
         for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])

@@ -19,9 +19,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.exceptions import AgentsException
-from medical_data import answer_is_right
+from medical_data import INSTRUCTIONS, answer_is_right
 from openai import AsyncOpenAI
 
 import lightning_otel as agl
@@ -30,13 +30,9 @@ HERE = Path(__file__).resolve().parent
 AGENT_NAME = "MedicalSQLAgent"
 DATABASE = Path(os.environ.get("AGL_MEDICAL_DB", HERE / "data" / "medical.sqlite3"))
 EXECUTION_WEIGHT, REWARD_MODEL_WEIGHT = 1.0, 0.5
-INSTRUCTIONS = (
-    "You answer questions about drugs and diseases. Query the SQLite database with run_sql: tables "
-    "drugs_info(name, indication, dosage, drug_class, prescription) and disease(name, symptoms, department). "
-    "Then answer in one sentence that states what the database says."
-)
 
-set_tracing_disabled(True)  # the SDK would upload its own traces to OpenAI; lightning-otel traces the agent
+# No set_tracing_disabled(): lightning-otel's Agents SDK instrumentor works through the SDK's tracing (it names the
+# agent around each LLM call) and replaces the SDK's upload to OpenAI while instrumented, as runners are.
 
 
 @function_tool

@@ -18,6 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The agent's instructions (agent.py), here so the trainer can build a tokenizer without the Agents SDK installed.
+INSTRUCTIONS = (
+    "You answer questions about drugs and diseases. Query the SQLite database with run_sql: tables "
+    "drugs_info(name, indication, dosage, drug_class, prescription) and disease(name, symptoms, department). "
+    "Then answer in one sentence that states what the database says."
+)
+
 DISEASES = [
     ("migraine", "throbbing headache, nausea, light sensitivity", "neurology"),
     ("hypertension", "often none; headache at very high pressure", "cardiology"),

@@ -63,7 +63,7 @@ def gpu_config(model: str) -> dict[str, Any]:
 
 def tiny_policy(directory: Path, tasks: list[dict[str, Any]]) -> Path:
     """A tiny random model with a BPE trained on the agent's own text, so prompts stay short on CPU."""
-    from agent import INSTRUCTIONS
+    from medical_data import INSTRUCTIONS
 
     from lightning_otel.testing.tiny_model import save_tiny_model
     from lightning_otel.testing.tokenizer import train_tokenizer

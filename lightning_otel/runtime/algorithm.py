@@ -135,6 +135,9 @@ class TrainingRun:
         # (/ui) groups and explains them by these.
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         self._steps: dict[str, int] = {}
+        # The version of the weights the policy serves (an algorithm that updates weights sets it, e.g. VERL's
+        # weight-sync step); recorded on each rollout queued after. None: the resources version stands for it.
+        self.policy_version: int | None = None
         self.adapter = adapter
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
@@ -172,6 +175,7 @@ class TrainingRun:
             "batch_id": batch_id,
             "agent_match": self.adapter.agent_match,
             "adapter_mode": self.adapter.mode,
+            **({"policy_version": self.policy_version} if self.policy_version is not None else {}),
         }
         specs = []
         for index, task in enumerate(tasks):

@@ -172,3 +172,13 @@ def test_a_tokenizer_that_cannot_load_stops_the_collector_at_start(tmp_path: Pat
                              tokenizer=str(tmp_path / "missing"))  # fmt: skip
     with pytest.raises(TokenizerUnavailable, match="no tokenizer at"), EmbeddedCollector(config):
         pass
+
+
+def test_the_weights_version_an_algorithm_records_is_the_policy_version(tmp_path: Path) -> None:
+    with EmbeddedCollector.on_sqlite_file(tmp_path / "s.sqlite3") as addresses:
+        metadata = {"run_id": "r", "step": 3, "batch_id": "b3", "agent_match": None, "policy_version": 2}
+        (record,) = Client(addresses.query).enqueue([{"input": {}, "group_id": "b3/t", "metadata": metadata}])
+        (run,) = httpx.get(addresses.query + "/v1/ui/runs").json()["runs"]
+        assert [(s["step"], s["policy_versions"]) for s in run["steps"]] == [(3, [2])]
+        view = httpx.get(addresses.query + f"/v1/ui/rollouts/{record['rollout_id']}").json()
+        assert view["rollout"]["metadata"]["policy_version"] == 2

@@ -176,7 +176,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         result = VERLResult()
         self.global_steps = 0
         self._load_checkpoint()
-        self.checkpoint_manager.update_weights(self.global_steps)  # the replicas serve the actor's weights
+        self._sync_weights()  # the replicas serve the actor's weights
         if self.val_tasks and config.trainer.get("val_before_train", True):
             val_metrics = self._validate_traces()
             tracker.log(data=val_metrics, step=self.global_steps)
@@ -216,6 +216,11 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                 f"Step {first.step}: " + "; ".join(first.skipped_because)
             )
         return result
+
+    def _sync_weights(self) -> None:
+        """Serve the actor's weights; rollouts queued from now on carry this version (the view's policy version)."""
+        self.checkpoint_manager.update_weights(self.global_steps)
+        self.run.policy_version = self.global_steps
 
     def _replica_weight_versions(self) -> list[int]:
         import ray
@@ -266,7 +271,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                 metrics["training/skipped_step"] = 1.0
                 record.skipped_because = self._why_skipped(result, stats)
                 log.warning("step %d trained nothing: %s", self.global_steps, "; ".join(record.skipped_because))
-                self.checkpoint_manager.update_weights(self.global_steps)
+                self._sync_weights()
                 return metrics
             metrics["training/skipped_step"] = 0.0
             batch = self._learn(batch, metrics, timing)
@@ -375,7 +380,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             with marked_timer("update_critic", timing):
                 metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
         if config.trainer.critic_warmup > self.global_steps:
-            self.checkpoint_manager.update_weights(self.global_steps)
+            self._sync_weights()
             return batch
         with marked_timer("update_actor", timing):
             actor_output = self._update_actor(batch)
@@ -385,7 +390,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             with marked_timer("save_checkpoint", timing):
                 self._save_checkpoint()
         with marked_timer("update_weights", timing):
-            self.checkpoint_manager.update_weights(self.global_steps)
+            self._sync_weights()
         metrics.update(reduce_metrics(actor_output.meta_info["metrics"]))
         return batch
 
