@@ -199,7 +199,9 @@ function waterfall(spans) {
     const duration = (span.endTimeUnixNano || span.startTimeUnixNano) - span.startTimeUnixNano;
     const reward = span.attributes["agl.reward.value"];
     const agent = span.attributes["gen_ai.agent.name"];
-    const label = `${span.name}${kind === "reward" ? ` = ${reward}` : ""}${kind === "llm" && agent ? `  [${agent}]` : ""}`;
+    const rewardName = span.attributes["agl.reward.name"], source = span.attributes["agl.reward.source"];
+    const rewardText = kind === "reward" ? ` ${rewardName ?? ""} = ${fmt.reward(reward)}${source ? ` (from ${source})` : ""}` : "";
+    const label = `${span.name}${rewardText}${kind === "llm" && agent ? `  [${agent}]` : ""}`;
     const bar = el("div", { class: `bar kind-${kind}`,
       style: `left:${((span.startTimeUnixNano - start) / total) * 100}%;width:${(duration / total) * 100}%` });
     rows.push(el("div", { class: "row", "data-testid": "span-row", "data-kind": kind, "data-span-id": span.spanId,
@@ -267,7 +269,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
     data.no_sample_reason ? el("div", { class: "banner", "data-testid": "no-sample-reason" }, el("strong", { text: "No training sample: " }), data.no_sample_reason) : null,
     data.links.length ? el("p", {}, "open in ", ...data.links.map((l) => [el("a", { href: l.url, target: "_blank", rel: "noopener", "data-testid": `link-${l.ui.toLowerCase()}`, text: `${l.ui} (${l.trace_id.slice(0, 8)}…)` }), " "])) : null,
     el("h2", { text: "attempts" }),
-    el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "policy version", "reward", "error"].map((h) => el("th", { text: h }))), attempts),
+    el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "resources version", "reward", "error"].map((h) => el("th", { text: h }))), attempts),
     el("h2", { text: "span tree" }), waterfall(data.spans),
     el("h2", { text: "LLM calls" }),
     matchBox(data.agent_match, rollout.metadata?.agent_match,
