@@ -142,7 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runner-python", help="run the agent's runners with this Python (another environment)")
     parser.add_argument("--agent-match", default=f"^{'MedicalSQLAgent'}$")
     parser.add_argument("--steps", type=int, help="GRPO steps (default: one epoch)")
-    parser.add_argument("--logger", default="", help="verl trackers, e.g. console,wandb,swanlab (default: none; each step is printed)")
+    parser.add_argument("--logger", default="", help="verl trackers, e.g. console,wandb,swanlab (default: none)")
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--workdir", type=Path, default=HERE / "runs")
     return parser.parse_args(argv)
