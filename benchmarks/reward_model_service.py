@@ -1,0 +1,105 @@
+"""The reward-model service under concurrent load: micro-batching against one forward pass per request, side by side.
+
+    python benchmarks/reward_model_service.py [--requests 200] [--concurrency 50] [--model DIR]
+
+The same model (default: the tiny offline Qwen2 with a one-label head) behind the real service on loopback, driven
+by `--concurrency` clients each sending single-conversation `/score` requests (what agents scoring their answers
+do), `--requests` in all, in two configurations measured alternately, three rounds each, best kept:
+  batched    --max-batch 32 --max-wait-ms 5 (the default)
+  unbatched  --max-batch 1  --max-wait-ms 0 (a forward pass per request: what a plain inference API does)
+It prints requests/s, p50/p99 latency, forward passes, and the ratio. Scores are compared between the two runs: the
+batch must not change them (padding is masked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lightning_otel.rewards.scorer import RewardModelScorer
+from lightning_otel.rewards.server import build_reward_model_app
+from lightning_otel.serving.app_server import AppServer
+
+
+def conversations(count: int) -> list[list[dict[str, str]]]:
+    return [
+        [{"role": "user", "content": f"What is drug {i} used to treat?"},
+         {"role": "assistant", "content": "It is used to treat " + "a common condition " * (1 + i % 5)}]
+        for i in range(count)
+    ]  # fmt: skip
+
+
+async def drive(url: str, items: list, concurrency: int) -> tuple[float, list[float], list[float]]:
+    latencies: list[float] = []
+    scores: list[float] = [0.0] * len(items)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(len(items)):
+        queue.put_nowait(index)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            index = queue.get_nowait()
+            started = time.perf_counter()
+            answer = await http.post("/score", json={"inputs": [{"messages": items[index]}]})
+            latencies.append(time.perf_counter() - started)
+            scores[index] = answer.json()["data"][0]["score"]
+
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=concurrency)) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+        return time.perf_counter() - started, latencies, scores
+
+
+def measure(scorer: RewardModelScorer, items: list, concurrency: int, max_batch: int, wait_ms: float) -> dict:
+    app = build_reward_model_app(scorer, max_batch=max_batch, max_wait_s=wait_ms / 1000)
+    with AppServer(app, name="rm-bench") as server:
+        url = f"http://{server.host}:{server.port}"
+        seconds, latencies, scores = asyncio.run(drive(url, items, concurrency))
+        batches = httpx.get(url + "/healthz").json()["batches"]["text"]["batches"]
+    latencies.sort()
+    return {"rps": len(items) / seconds, "p50": statistics.median(latencies) * 1000,
+            "p99": latencies[int(0.99 * (len(latencies) - 1))] * 1000, "passes": batches, "scores": scores}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--model", help="a reward model folder (default: the tiny offline model)")
+    args = parser.parse_args()
+    model = args.model
+    if model is None:
+        from lightning_otel.testing.tiny_model import save_tiny_model
+
+        model = str(save_tiny_model(Path(tempfile.mkdtemp()) / "tiny-rm"))
+    scorer = RewardModelScorer(model, batch_size=32)
+    items = conversations(args.requests)
+    best: dict[str, dict] = {}
+    for _ in range(3):
+        for name, batch, wait in (("batched", 32, 5.0), ("unbatched", 1, 0.0)):
+            result = measure(scorer, items, args.concurrency, batch, wait)
+            if name not in best or result["rps"] > best[name]["rps"]:
+                best[name] = result
+    print(f"reward-model service: {args.requests} single-conversation /score requests, {args.concurrency} at once, "
+          f"model {Path(model).name}")  # fmt: skip
+    for name, result in best.items():
+        print(f"  {name:10s} {result['rps']:8.1f} req/s  p50 {result['p50']:7.1f} ms  p99 {result['p99']:7.1f} ms  "
+              f"forward passes {result['passes']}")  # fmt: skip
+    drift = max(abs(a - b) for a, b in zip(best["batched"]["scores"], best["unbatched"]["scores"], strict=True))
+    print(
+        f"  ratio batched / unbatched: {best['batched']['rps'] / best['unbatched']['rps']:.2f}x throughput; "
+        f"largest score difference between the two: {drift:.2e}"
+    )
+
+
+if __name__ == "__main__":
+    main()
