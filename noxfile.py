@@ -46,7 +46,8 @@ TEST_TOOLS = (
 
 @nox.session
 def openai3(session: nox.Session) -> None:
-    session.install("-e", ".[testing,trainer]", "openai>=3,<4", *TEST_TOOLS)  # trainer: the demo and runtime tests
+    # trainer: the demo and runtime tests; rewards: the package face offers RewardModelClient (httpx, tenacity)
+    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS)
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
     session.run(
         "python",

@@ -70,8 +70,9 @@ def test_late_service_spans_are_waited_for_and_every_call_is_a_named_sample(late
         batch = _dev(url, otlp_port, policy, span_wait_s=30)
         took = time.monotonic() - started
     metrics = batch.metrics()
-    assert metrics["succeeded"] == 3 and metrics["incomplete_rollouts"] == 0
-    assert metrics["triplets"] == metrics["gateway_calls"] == 6  # every call the gateway served is a sample
+    assert metrics["succeeded"] == 3 and metrics["incomplete_rollouts"] == 0, metrics
+    assert metrics["gateway_calls"] == 6, metrics  # the service called the policy through the gateway
+    assert metrics["triplets"] == 6, metrics  # every call the gateway served is a sample
     for adapted in batch.adapted.values():
         assert [t.agent_name for t in adapted.triplets] == ["solver", "solver"]
         assert adapted.diagnostics.duplicate_calls == 2  # the service's copy and the gateway's of each call
