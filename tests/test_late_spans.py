@@ -37,9 +37,10 @@ def late_service() -> Iterator[tuple[str, int]]:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(url + "/healthz").status_code == 200:
+                answer = httpx.get(url + "/healthz")
+                if answer.status_code == 200 and answer.json().get("pid") == process.pid:  # ours, not a leftover
                     break
-            except httpx.HTTPError:
+            except (httpx.HTTPError, ValueError):
                 pass
             assert process.poll() is None and time.monotonic() < deadline, "the service did not start"
             time.sleep(0.1)

@@ -1,6 +1,8 @@
 """An agent service whose spans reach the collector seconds after it answered: run with `lightning-otel-run` and
 the SDK's default export delay (5 s), it names its agent with `lightning_otel.agent` and calls the policy twice."""
 
+import os
+
 import openai
 from fastapi import FastAPI
 
@@ -10,8 +12,8 @@ app = FastAPI()
 
 
 @app.get("/healthz")
-def healthz() -> dict[str, bool]:
-    return {"ok": True}
+def healthz() -> dict[str, int]:
+    return {"pid": os.getpid()}  # the test checks it answers, not another server left on a reused port
 
 
 @app.post("/chat")
