@@ -2,8 +2,9 @@
 
     python benchmarks/reward_model_service.py [--requests 200] [--concurrency 50] [--model DIR]
 
-The same model (default: the tiny offline Qwen2 with a one-label head) behind the real service on loopback, driven
-by `--concurrency` clients each sending single-conversation `/score` requests (what agents scoring their answers
+The same model (default: the tiny offline Qwen2 with a one-label head) behind the real service (`lightning-otel
+reward-model serve`, its own process, so the clients do not share its interpreter) on loopback, driven by
+`--concurrency` clients each sending single-conversation `/score` requests (what agents scoring their answers
 do), `--requests` in all, in two configurations measured alternately, three rounds each, best kept:
   batched    --max-batch 32 --max-wait-ms 5 (the default)
   unbatched  --max-batch 1  --max-wait-ms 0 (a forward pass per request: what a plain inference API does)
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,10 +27,6 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lightning_otel.rewards.scorer import RewardModelScorer
-from lightning_otel.rewards.server import build_reward_model_app
-from lightning_otel.serving.app_server import AppServer
 
 
 def conversations(count: int) -> list[list[dict[str, str]]]:
@@ -59,34 +58,70 @@ async def drive(url: str, items: list, concurrency: int) -> tuple[float, list[fl
         return time.perf_counter() - started, latencies, scores
 
 
-def measure(scorer: RewardModelScorer, items: list, concurrency: int, max_batch: int, wait_ms: float) -> dict:
-    app = build_reward_model_app(scorer, max_batch=max_batch, max_wait_s=wait_ms / 1000)
-    with AppServer(app, name="rm-bench") as server:
-        url = f"http://{server.host}:{server.port}"
+def measure(model: str, items: list, concurrency: int, max_batch: int, wait_ms: float) -> dict:
+    port = free_port()
+    command = [sys.executable, "-m", "lightning_otel.cli", "reward-model", "serve", "--model", model, "--port",
+               str(port), "--max-batch", str(max_batch), "--max-wait-ms", str(wait_ms)]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the reward model service did not start")
+            time.sleep(0.2)
         seconds, latencies, scores = asyncio.run(drive(url, items, concurrency))
         batches = httpx.get(url + "/healthz").json()["batches"]["text"]["batches"]
+    finally:
+        server.terminate()
+        server.wait(30)
     latencies.sort()
     return {"rps": len(items) / seconds, "p50": statistics.median(latencies) * 1000,
             "p99": latencies[int(0.99 * (len(latencies) - 1))] * 1000, "passes": batches, "scores": scores}  # fmt: skip
+
+
+def offline_reward_model(hidden_size: int, layers: int) -> Path:
+    """The offline Qwen2 of that size with a saved (untrained) one-label head: what `reward-model train` writes."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    folder = Path(tempfile.mkdtemp())
+    base = save_tiny_model(folder / "base", hidden_size=hidden_size, layers=layers)
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model.config.pad_token_id = tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
+    path = folder / f"rm-h{hidden_size}-l{layers}"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--model", help="a reward model folder (default: the tiny offline model)")
+    parser.add_argument("--model", help="a reward model folder (default: one built offline, see the next two)")
+    parser.add_argument("--hidden-size", type=int, default=64, help="the offline model's width (64: the tiny one)")
+    parser.add_argument("--layers", type=int, default=2)
     args = parser.parse_args()
-    model = args.model
-    if model is None:
-        from lightning_otel.testing.tiny_model import save_tiny_model
-
-        model = str(save_tiny_model(Path(tempfile.mkdtemp()) / "tiny-rm"))
-    scorer = RewardModelScorer(model, batch_size=32)
+    model = args.model or str(offline_reward_model(args.hidden_size, args.layers))
     items = conversations(args.requests)
     best: dict[str, dict] = {}
     for _ in range(3):
         for name, batch, wait in (("batched", 32, 5.0), ("unbatched", 1, 0.0)):
-            result = measure(scorer, items, args.concurrency, batch, wait)
+            result = measure(model, items, args.concurrency, batch, wait)
             if name not in best or result["rps"] > best[name]["rps"]:
                 best[name] = result
     print(f"reward-model service: {args.requests} single-conversation /score requests, {args.concurrency} at once, "

@@ -106,10 +106,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from lightning_otel.rewards.scorer import RewardModelScorer
+    from lightning_otel.rewards.scorer import NotARewardModel, RewardModelScorer
     from lightning_otel.rewards.server import build_reward_model_app
 
-    scorer = RewardModelScorer(args.model, max_length=args.max_length, batch_size=args.max_batch)
+    try:
+        scorer = RewardModelScorer(args.model, max_length=args.max_length, batch_size=args.max_batch)
+    except (NotARewardModel, OSError) as exc:
+        print(f"lightning-otel reward-model serve: {exc}", file=sys.stderr)
+        return 1
     app = build_reward_model_app(
         scorer,
         api_key=args.api_key,

@@ -24,7 +24,8 @@ class BatchStats:
 class MicroBatcher(Generic[T, R]):
     """`await batcher.submit(items)` -> their results, computed by `process(all items of the batch)`.
 
-    A batch closes `max_wait_s` after its first request or when it holds `max_batch` items; a request's items stay
+    From idle, a batch closes `max_wait_s` after its first request or when it holds `max_batch` items; while a batch
+    is processed, arrivals queue and go together as soon as it is done (no second wait). A request's items stay
     in one batch (a request larger than `max_batch` is a batch of its own). An exception in `process` fails every
     request of that batch, and only those. Needs a running event loop; one batch is processed at a time.
     """
@@ -55,9 +56,12 @@ class MicroBatcher(Generic[T, R]):
 
     async def _drain(self) -> None:
         async with self._lock:
+            idle = True
             while self._pending:
-                with contextlib.suppress(TimeoutError):  # the wait is over: close the batch
-                    await asyncio.wait_for(self._full.wait(), self.max_wait_s)
+                if idle:  # from idle, wait a little for company; after a batch, what queued meanwhile goes at once
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._full.wait(), self.max_wait_s)
+                    idle = False
                 self._full.clear()
                 batch: list[tuple[list[T], asyncio.Future[list[R]]]] = []
                 size = 0

@@ -24,6 +24,10 @@ def preference_probability(chosen: float, rejected: float) -> float:
     return exp / (1.0 + exp)
 
 
+class NotARewardModel(ValueError):
+    """The folder holds no trained score head (a plain causal LM, say): its scores would be random."""
+
+
 class RewardModelScorer:
     """`RewardModelScorer(path).score([[{"role": "user", ...}, {"role": "assistant", ...}], ...])` -> floats."""
 
@@ -42,7 +46,15 @@ class RewardModelScorer:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "right"  # the classification head reads the last non-pad token
-        self.model = AutoModelForSequenceClassification.from_pretrained(self.path, num_labels=1)
+        self.model, loading = AutoModelForSequenceClassification.from_pretrained(
+            self.path, num_labels=1, output_loading_info=True
+        )
+        new_head = [key for key in loading.get("missing_keys", ()) if key.split(".")[0] in ("score", "classifier")]
+        if new_head:  # transformers would make a random head and every score would be noise
+            raise NotARewardModel(
+                f"{self.path} has no trained score head ({', '.join(new_head)} missing): it is not a reward model. "
+                "Train one: lightning-otel reward-model train --model THIS_FOLDER --data pairs.jsonl --output rm/"
+            )
         if self.model.config.pad_token_id is None:
             self.model.config.pad_token_id = self.tokenizer.pad_token_id
         self.model.to(self.device).eval()
@@ -66,7 +78,7 @@ class RewardModelScorer:
         import torch
 
         scores: list[float] = []
-        pad = self.tokenizer.pad_token_id
+        pad = self.model.config.pad_token_id  # what the head reads as padding (it finds the last non-pad token)
         with self._lock, torch.no_grad():
             for start in range(0, len(sequences), self.batch_size):
                 chunk = [list(ids)[: self.max_length] for ids in sequences[start : start + self.batch_size]]

@@ -12,10 +12,25 @@ API_KEY = "rm-secret"
 
 
 @pytest.fixture(scope="session")
-def reward_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny causal LM a reward model is trained from."""
     from lightning_otel.testing.tiny_model import save_tiny_model
 
-    return save_tiny_model(tmp_path_factory.mktemp("tiny-rm") / "tiny-rm")
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-base") / "tiny-base")
+
+
+@pytest.fixture(scope="session")
+def reward_model_dir(base_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reward model as `reward-model train` saves one: the base with a one-label head (here untrained, saved)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = tmp_path_factory.mktemp("tiny-rm") / "tiny-rm"
+    model = AutoModelForSequenceClassification.from_pretrained(base_model_dir, num_labels=1)
+    tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
+    model.config.pad_token_id = tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
 
 
 @pytest.fixture(scope="session")

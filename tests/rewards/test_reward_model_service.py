@@ -142,3 +142,13 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_key(reward_model_dir)
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin"})
     assert result.returncode == 2 and "without --api-key" in result.stderr
+
+
+def test_a_folder_without_a_trained_head_is_refused(base_model_dir) -> None:
+    from lightning_otel.rewards.scorer import NotARewardModel, RewardModelScorer
+
+    with pytest.raises(NotARewardModel, match="no trained score head"):
+        RewardModelScorer(base_model_dir)  # a causal LM: transformers would give it a random head
+    command = [sys.executable, "-m", "lightning_otel.cli", "reward-model", "serve", "--model", str(base_model_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "is not a reward model" in result.stderr

@@ -38,7 +38,7 @@ def refusal_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions(
-    refusal_pairs: Path, reward_model_dir: Path, tmp_path: Path
+    refusal_pairs: Path, base_model_dir: Path, tmp_path: Path
 ) -> None:
     output = tmp_path / "rm"
     command = [
@@ -48,7 +48,7 @@ def test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions(
         "reward-model",
         "train",
         "--model",
-        str(reward_model_dir),
+        str(base_model_dir),
         "--data",
         str(refusal_pairs),
         "--output",
@@ -76,9 +76,9 @@ def test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions(
     assert right > refusal
 
 
-def test_lora_training_saves_a_merged_model(refusal_pairs: Path, reward_model_dir: Path, tmp_path: Path) -> None:
+def test_lora_training_saves_a_merged_model(refusal_pairs: Path, base_model_dir: Path, tmp_path: Path) -> None:
     result = train_reward_model(
-        reward_model_dir, refusal_pairs, tmp_path / "rm", epochs=3, learning_rate=2e-3, lora=True
+        base_model_dir, refusal_pairs, tmp_path / "rm", epochs=3, learning_rate=2e-3, lora=True
     )
     assert result.accuracy_after >= 0.9, result.summary()
     assert not list((tmp_path / "rm").glob("adapter_*")), "the service loads a plain model: LoRA must be merged"
