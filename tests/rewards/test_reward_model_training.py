@@ -77,9 +77,7 @@ def test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions(
 
 
 def test_lora_training_saves_a_merged_model(refusal_pairs: Path, base_model_dir: Path, tmp_path: Path) -> None:
-    result = train_reward_model(
-        base_model_dir, refusal_pairs, tmp_path / "rm", epochs=3, learning_rate=2e-3, lora=True
-    )
+    result = train_reward_model(base_model_dir, refusal_pairs, tmp_path / "rm", epochs=3, learning_rate=2e-3, lora=True)
     assert result.accuracy_after >= 0.9, result.summary()
     assert not list((tmp_path / "rm").glob("adapter_*")), "the service loads a plain model: LoRA must be merged"
     assert (
