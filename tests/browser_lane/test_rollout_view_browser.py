@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from lightning_otel.adapters.triplets import TraceToTriplet
-from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing.server import _logprob
 from tests.programs import recorded_run
 
@@ -40,23 +38,9 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    work = tmp_path_factory.mktemp("recorded")
-    outcome = recorded_run.record(work / "store.sqlite3", work / "tokenizer")
-    config = CollectorConfig(
-        http_port=0,
-        grpc_port=None,
-        query_port=0,
-        store_url=f"sqlite:///{work / 'store.sqlite3'}",
-        auth_token=TOKEN,
-        tokenizer=str(work / "tokenizer"),
-        jaeger_ui_url="http://127.0.0.1:16686",
-        phoenix_ui_url="http://127.0.0.1:6006",
-    )
-    with EmbeddedCollector(config) as addresses:
-        http = httpx.Client(base_url=addresses.query, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        (run,) = http.get("/v1/ui/runs").json()["runs"]
-        yield {**outcome, "url": addresses.query, "http": http, "run": run,
-               "client": Client(addresses.query, auth_token=TOKEN)}  # fmt: skip
+    with recorded_run.served(tmp_path_factory.mktemp("recorded"), TOKEN) as served:
+        (run,) = served["http"].get("/v1/ui/runs").json()["runs"]
+        yield {**served, "run": run}
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +152,7 @@ def test_rollout_page_shows_the_waterfall_and_highlights_the_trained_tokens(
         title = tokens.first.get_attribute("title")
         assert title == f"token {ids[0]} · logprob {_logprob(ids[0], 0):.4f}"  # the server's logprob, on hover
     hrefs = [a.get_attribute("href") for a in page.get_by_test_id("link-jaeger").all()]
-    assert hrefs and all(h.startswith("http://127.0.0.1:16686/trace/") for h in hrefs)
+    assert hrefs and all(h.startswith(f"{recorded_run.JAEGER_UI}/trace/") for h in hrefs)
     page.screenshot(path=shots / "rollout.png", full_page=True)
     if os.environ.get("AGL_UPDATE_SCREENSHOT"):  # the README's picture is this page, as this test renders it
         shutil.copy(shots / "rollout.png", Path(__file__).resolve().parents[2] / "docs" / "rollout_view.png")

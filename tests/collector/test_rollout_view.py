@@ -5,6 +5,7 @@ says why. (The page itself is tested in a real browser: tests/browser_lane.)"""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +22,9 @@ TOKEN = "view-secret"
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    work = tmp_path_factory.mktemp("recorded")
-    outcome = recorded_run.record(work / "store.sqlite3", work / "tokenizer")
-    config = CollectorConfig(
-        http_port=0,
-        grpc_port=None,
-        query_port=0,
-        store_url=f"sqlite:///{work / 'store.sqlite3'}",
-        auth_token=TOKEN,
-        tokenizer=str(work / "tokenizer"),
-        jaeger_ui_url="http://jaeger.example:16686",
-        phoenix_ui_url="http://phoenix.example:6006/",
-    )
-    with EmbeddedCollector(config) as addresses:
-        http = httpx.Client(base_url=addresses.query, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        yield {**outcome, "http": http, "client": Client(addresses.query, auth_token=TOKEN), "url": addresses.query}
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with recorded_run.served(tmp_path_factory.mktemp("recorded"), TOKEN) as served:
+        yield served
 
 
 def get(recorded: dict[str, Any], path: str, **params: str) -> Any:
@@ -55,8 +43,8 @@ def test_the_page_is_open_but_every_json_route_needs_the_token(recorded: dict[st
     for path in ("/v1/ui/runs", "/v1/ui/config", "/v1/ui/rollouts/x"):
         assert httpx.get(recorded["url"] + path).status_code == 401, path
     assert get(recorded, "/v1/ui/config") == {
-        "jaeger_ui_url": "http://jaeger.example:16686",
-        "phoenix_ui_url": "http://phoenix.example:6006/",
+        "jaeger_ui_url": recorded_run.JAEGER_UI,
+        "phoenix_ui_url": recorded_run.PHOENIX_UI,
         "tokenizer": get(recorded, "/v1/ui/config")["tokenizer"],
         "auth": True,
     }

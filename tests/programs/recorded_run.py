@@ -8,7 +8,9 @@ why they gave no sample.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +49,24 @@ def record(store: Path, tokenizer_dir: Path) -> dict[str, Any]:
         )
         result = trainer.fit(sql_or_broken, TASKS, val_dataset=TASKS[:2])
     return {"result": result, "served": dict(server.served)}
+
+
+JAEGER_UI = "http://jaeger.example:16686"
+PHOENIX_UI = "http://phoenix.example:6006/"
+
+
+@contextlib.contextmanager
+def served(work: Path, token: str) -> Iterator[dict[str, Any]]:
+    """`record` into `work`, then a collector on that store (bearer `token`, the tokenizer, Jaeger and Phoenix
+    links): the record's result and served calls, with `url`, an authorized `http` client and a `client`."""
+    import httpx
+
+    from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+
+    outcome = record(work / "store.sqlite3", work / "tokenizer")
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{work / 'store.sqlite3'}",
+                             auth_token=token, tokenizer=str(work / "tokenizer"), jaeger_ui_url=JAEGER_UI,
+                             phoenix_ui_url=PHOENIX_UI)  # fmt: skip
+    with EmbeddedCollector(config) as addresses:
+        http = httpx.Client(base_url=addresses.query, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        yield {**outcome, "http": http, "client": Client(addresses.query, auth_token=token), "url": addresses.query}
