@@ -84,6 +84,10 @@ def _step_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 async def runs(store: SpanStore, limit: int = MAX_ROLLOUTS_SCANNED) -> dict[str, Any]:
     """Every run among the newest `limit` rollouts, newest first, each with its steps (train) and validations."""
     records = await store.state_transaction(lambda tx: _rows(tx, limit))
+    return {"runs": _runs_of(records), "scanned": len(records), "limit": limit}
+
+
+def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for record in reversed(records):  # oldest first, so batches keep their order when they have no step number
         by_run.setdefault(record["run_id"], {}).setdefault(f"{record['mode']}|{record['batch_id']}", []).append(record)
@@ -106,7 +110,7 @@ async def runs(store: SpanStore, limit: int = MAX_ROLLOUTS_SCANNED) -> dict[str,
             }
         )
     out.sort(key=lambda run: run["started_ns"], reverse=True)
-    return {"runs": out, "scanned": len(records), "limit": limit}
+    return out
 
 
 def _adapter(agent_match: str | None, mode: str) -> TraceToTriplet:
@@ -131,12 +135,11 @@ async def step_rollouts(
     store: SpanStore, run_id: str, mode: str, step: int, agent_match: str | EllipsisType | None = ...
 ) -> dict[str, Any]:
     """The rollouts of one step with what the adapter made of each (`agent_match`: ... for the run's own)."""
-    listed = await runs(store)
-    run = next((r for r in listed["runs"] if r["run_id"] == run_id), None)
+    records = await store.state_transaction(lambda tx: _rows(tx, MAX_ROLLOUTS_SCANNED))
+    run = next((r for r in _runs_of([r for r in records if r["run_id"] == run_id])), None)
     summary = next((s for s in run["steps"] if s["mode"] == mode and s["step"] == step), None) if run else None
     if summary is None:
         raise NotFound(f"no {mode} step {step} in run {run_id!r}")
-    records = await store.state_transaction(lambda tx: _rows(tx, MAX_ROLLOUTS_SCANNED))
     records = [r for r in reversed(records) if r["run_id"] == run_id and r["batch_id"] == summary["batch_id"]]
     pattern = run["agent_match"] if agent_match is ... else agent_match
     adapter = _adapter(pattern, records[0]["adapter_mode"])
