@@ -85,7 +85,7 @@ class _Idempotency:
 
     def __init__(self) -> None:
         self._answers: OrderedDict[str, tuple[str, Any]] = OrderedDict()
-        self._running: dict[str, asyncio.Future[Any]] = {}
+        self._running: dict[str, tuple[str, asyncio.Future[Any]]] = {}
 
     async def answer(self, request_id: str | None, body_hash: str, compute: Any) -> Any:
         if request_id is None:
@@ -96,9 +96,12 @@ class _Idempotency:
                 raise _Conflict(request_id)
             return answer
         if request_id in self._running:  # the retry arrived while the first try is still being scored
-            return await asyncio.shield(self._running[request_id])
+            running_hash, running = self._running[request_id]
+            if running_hash != body_hash:
+                raise _Conflict(request_id)
+            return await asyncio.shield(running)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._running[request_id] = future
+        self._running[request_id] = (body_hash, future)
         try:
             answer = await compute()
         except BaseException as exc:
