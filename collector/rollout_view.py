@@ -136,7 +136,8 @@ async def step_rollouts(
 ) -> dict[str, Any]:
     """The rollouts of one step with what the adapter made of each (`agent_match`: ... for the run's own)."""
     records = await store.state_transaction(lambda tx: _rows(tx, MAX_ROLLOUTS_SCANNED))
-    run = next((r for r in _runs_of([r for r in records if r["run_id"] == run_id])), None)
+    found = _runs_of([r for r in records if r["run_id"] == run_id])  # one run, or none
+    run = found[0] if found else None
     summary = next((s for s in run["steps"] if s["mode"] == mode and s["step"] == step), None) if run else None
     if summary is None:
         raise NotFound(f"no {mode} step {step} in run {run_id!r}")

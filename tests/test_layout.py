@@ -32,8 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     "serving": {"capture", *COLLECTOR_CLIENT},
     "training": {"runtime", "serving", "adapters", "capture", "rewards", *COLLECTOR_CLIENT},
     "testing": {"capture", "serving"},
-    # reward models: scorer, service, client, scoring helpers (agent side: capture only)
-    "rewards": {"capture"},
+    # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
+    # tokens with the collector's one rule
+    "rewards": {"capture", "lightning_otel.collector.auth"},
     "auto": {"capture"},
     "_bootstrap": {"auto"},
     "cli": {"*"},

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import json
 import math
 import time
@@ -36,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from lightning_otel.collector.auth import bearer_ok
 from lightning_otel.rewards.micro_batch import MicroBatcher
 from lightning_otel.rewards.scorer import RewardModelScorer, preference_probability
 
@@ -164,7 +164,7 @@ def build_reward_model_app(
         return body, hashlib.sha256(raw).hexdigest()
 
     async def handle(request: Request, compute: Any) -> Response:
-        if api_key and not _authorized(request, api_key):
+        if not bearer_ok(request.headers.get("authorization"), api_key):  # no key: open
             return JSONResponse(
                 {"error": {"message": "missing or wrong bearer token", "code": 401}},
                 status_code=401,
@@ -266,7 +266,7 @@ def build_reward_model_app(
         )
 
     async def models(request: Request) -> Response:
-        if api_key and not _authorized(request, api_key):
+        if not bearer_ok(request.headers.get("authorization"), api_key):  # no key: open
             return _error(401, "missing or wrong bearer token")
         return JSONResponse(
             {
@@ -317,8 +317,3 @@ def _is_id(value: Any) -> bool:
 
 def _is_ids(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(_is_id(x) for x in value)
-
-
-def _authorized(request: Request, api_key: str) -> bool:
-    scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), api_key.encode())

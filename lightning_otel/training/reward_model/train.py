@@ -61,7 +61,8 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
 
 def split_pairs(rows: list[dict[str, Any]], heldout_fraction: float, seed: int) -> tuple[list, list]:
     """Held-out pairs by question, so no question is both trained on and measured."""
-    questions = sorted({json.dumps(row.get("prompt"), sort_keys=True) for row in rows})
+    keys = [json.dumps(row.get("prompt"), sort_keys=True) for row in rows]  # a question, whatever its pairs
+    questions = sorted(set(keys))
     random.Random(seed).shuffle(questions)
     heldout_count = max(1, round(len(questions) * heldout_fraction)) if heldout_fraction > 0 else 0
     if len(questions) - heldout_count < 1:
@@ -69,8 +70,8 @@ def split_pairs(rows: list[dict[str, Any]], heldout_fraction: float, seed: int) 
             f"{len(rows)} pairs over {len(questions)} questions: too few to hold {heldout_fraction:.0%} out"
         )
     heldout = set(questions[:heldout_count])
-    train = [row for row in rows if json.dumps(row.get("prompt"), sort_keys=True) not in heldout]
-    return train, [row for row in rows if json.dumps(row.get("prompt"), sort_keys=True) in heldout]
+    train = [row for row, key in zip(rows, keys, strict=True) if key not in heldout]
+    return train, [row for row, key in zip(rows, keys, strict=True) if key in heldout]
 
 
 def train_reward_model(
