@@ -94,8 +94,9 @@ def autogen(session: nox.Session) -> None:
 
 @nox.session
 def crewai(session: nox.Session) -> None:
-    """CrewAI lane (openai < 3, OpenTelemetry >= 1.45.1): native provider and LiteLLM path, a tool-using agent."""
-    session.install("-e", ".[testing,crewai,litellm]", *TEST_TOOLS)
+    """CrewAI lane (openai < 3, OpenTelemetry >= 1.45.1): native provider and LiteLLM path, a tool-using agent, and
+    the Tinker example's twenty-questions flow (its dry run through Trainer.dev: the trainer extra)."""
+    session.install("-e", ".[testing,crewai,litellm,trainer]", *TEST_TOOLS)
     env = {"AGL_LANE": "crewai", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/crewai", *session.posargs, env=env)
 

@@ -48,6 +48,8 @@ _ROLLOUT_COLUMNS = (
     "resources_version, reward, error, created_ns, updated_ns, end_ns"
 )
 
+_ROLLOUT_COLUMNS_OF_R = ", ".join(f"r.{column}" for column in _ROLLOUT_COLUMNS.split(", "))
+
 _ATTEMPT_FIELDS = (
     "attempt_id",
     "number",
@@ -324,8 +326,13 @@ def get_rollouts(tx: StateTransaction, rollout_ids: Sequence[str]) -> list[dict[
     found: dict[str, dict[str, Any]] = {}
     for chunk in _chunks(rollout_ids):
         marks = ", ".join("?" * len(chunk))
-        for row in tx.execute(f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts WHERE rollout_id IN ({marks})", chunk):
-            found[row[0]] = _rollout_json(row)
+        rows = tx.execute(
+            f"SELECT {_ROLLOUT_COLUMNS_OF_R}, a.runner_id FROM agl_rollouts r LEFT JOIN agl_attempts a "
+            f"ON a.rollout_id = r.rollout_id AND a.attempt_id = r.attempt_id WHERE r.rollout_id IN ({marks})",
+            chunk,
+        )
+        for *row, runner_id in rows:
+            found[row[0]] = {**_rollout_json(row), "runner_id": runner_id}  # the runner of its latest attempt
     return [found[rollout_id] for rollout_id in rollout_ids if rollout_id in found]
 
 
@@ -353,12 +360,12 @@ def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> int:
 
 def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[dict[str, Any]]:
     if status is None:
-        rows = tx.execute(f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts ORDER BY position DESC LIMIT ?", (limit,))
+        rows = tx.execute("SELECT rollout_id FROM agl_rollouts ORDER BY position DESC LIMIT ?", (limit,))
     else:
         rows = tx.execute(
-            f"SELECT {_ROLLOUT_COLUMNS} FROM agl_rollouts WHERE status = ? ORDER BY position LIMIT ?", (status, limit)
+            "SELECT rollout_id FROM agl_rollouts WHERE status = ? ORDER BY position LIMIT ?", (status, limit)
         )
-    return [_rollout_json(row) for row in rows]
+    return get_rollouts(tx, [row[0] for row in rows])  # in that order, each with its latest attempt's runner
 
 
 def status_counts(tx: StateTransaction) -> dict[str, int]:

@@ -56,6 +56,10 @@ if TYPE_CHECKING:
     from lightning_otel.runtime.task_files import load_tasks
     from lightning_otel.runtime.trainer import Trainer
     from lightning_otel.training.sft import SFT, NoDemonstrations, SFTResult, fine_tune
+    from lightning_otel.training.tinker.algorithm import Tinker, TinkerResult
+    from lightning_otel.training.tinker.local_engine import LocalEngine
+    from lightning_otel.training.tinker.remote_engine import RemoteEngine
+    from lightning_otel.training.tinker.types import AdamParams, Datum, SamplingParams
     from lightning_otel.training.verl.algorithm import VERL
 
 # public name -> the module that defines it
@@ -97,6 +101,11 @@ _ROOMS = {
     "lightning_otel.rewards.scoring": ("score_answer", "weighted_reward"),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
+    # the Tinker-shaped backend: torch + transformers + peft (local), the tinker SDK (remote), on first use
+    "lightning_otel.training.tinker.algorithm": ("Tinker", "TinkerResult"),
+    "lightning_otel.training.tinker.local_engine": ("LocalEngine",),
+    "lightning_otel.training.tinker.remote_engine": ("RemoteEngine",),
+    "lightning_otel.training.tinker.types": ("AdamParams", "Datum", "SamplingParams"),
 }
 _LAZY = {name: module for module, names in _ROOMS.items() for name in names}
 
@@ -118,6 +127,7 @@ __all__ = [
     "LLM",
     "SFT",
     "VERL",
+    "AdamParams",
     "AdaptedRollout",
     "AgentServiceError",
     "Algorithm",
@@ -125,15 +135,18 @@ __all__ = [
     "Attempt",
     "Baseline",
     "BatchResult",
+    "Datum",
     "HttpAgent",
     "Instrumentation",
     "LitAgent",
+    "LocalEngine",
     "NamedResources",
     "NoDemonstrations",
     "NothingTrained",
     "PolicyAddressUnavailable",
     "PromptTemplate",
     "ProxyLLM",
+    "RemoteEngine",
     "RewardModelClient",
     "RewardModelError",
     "Rollout",
@@ -142,6 +155,9 @@ __all__ = [
     "RolloutDiagnostics",
     "RolloutIdentity",
     "SFTResult",
+    "SamplingParams",
+    "Tinker",
+    "TinkerResult",
     "TraceToMessages",
     "TraceToTriplet",
     "TracerTraceToTriplet",

@@ -31,7 +31,7 @@ def source_files() -> list[str]:
 
 def test_source_files_cover_every_room():
     files = source_files()
-    for room in ("capture", "adapters", "runtime", "serving", "training/verl/cpu", "cli", "testing"):
+    for room in ("capture", "adapters", "runtime", "serving", "training/verl/cpu", "training/tinker", "cli", "testing"):
         assert f"lightning_otel/{room}/__init__.py" in files
 
 

@@ -132,6 +132,8 @@ class LLMCall:
         self._received: list[tuple[Callable[[LLMCall, Any], None], Any]] = []
         # Set when a nested layer (the OpenAI client under LiteLLM) reads the raw server response for us.
         self.fed_by_inner = False
+        # Set by whoever learns more about the call before it ends (the policy gateway: the weights' version).
+        self.extra_attributes: dict[str, Any] = {}
         attributes: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: operation,
             semconv.GEN_AI_PROVIDER_NAME: provider,
@@ -373,7 +375,7 @@ class LLMCall:
             except Exception:  # a response shape we do not know must never cost the span
                 logger.debug("lightning-otel: could not read an LLM response", exc_info=True)
         self._received = []
-        attributes: dict[str, Any] = {}
+        attributes: dict[str, Any] = dict(self.extra_attributes)
         arrays: dict[str, list[Any]] = {}  # token ids and logprobs: set without per-element validation
         if self.response_id:
             attributes[semconv.GEN_AI_RESPONSE_ID] = self.response_id

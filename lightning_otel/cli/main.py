@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--auth-token", help="the collector's bearer token (or AGL_COLLECTOR_AUTH_TOKEN)")
     runner.add_argument("--otlp-endpoint", help="where to send spans (default: the collector's advertised OTLP port)")
     runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
+    runner.add_argument("--keep-serving", action="store_true",
+                        help="keep running when the training it serves ends (default: exit then)")  # fmt: skip
     runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
     train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
     from lightning_otel.cli.train import add_arguments
@@ -85,6 +87,7 @@ def run_runner(args: argparse.Namespace) -> int:
             auth_token=args.auth_token or os.environ.get("AGL_COLLECTOR_AUTH_TOKEN"),
             otlp_endpoint=args.otlp_endpoint,
             max_rollouts=args.max_rollouts,
+            stop_when_training_ends=not args.keep_serving,
         )
     except CollectorError as exc:
         print(f"lightning-otel runner: {exc}", file=sys.stderr)

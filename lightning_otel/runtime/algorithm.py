@@ -33,12 +33,19 @@ from typing import Any, ClassVar
 
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Triplet
 from lightning_otel.collector.client import Client
-from lightning_otel.collector.queue_schema import FINAL_STATUSES
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.policy_address import write_policy_address
 from lightning_otel.runtime.resources import resources_to_json
 
 log = logging.getLogger("lightning_otel.trainer")
+
+# The resource a training publishes when it ends: runners started on their own stop on it (unless told to keep serving).
+TRAINING_STATE_RESOURCE = "agl.training"
+
+
+class NoRunner(RuntimeError):
+    """No runner claimed any rollout of a batch within `no_runner_timeout_s`: nothing runs the agent."""
 
 
 @dataclass(slots=True)
@@ -72,6 +79,10 @@ class BatchResult:
                 key = (group_of[rollout_id], triplet.agent_name) if by_agent else group_of[rollout_id]
                 grouped.setdefault(key, []).append(triplet)
         return grouped
+
+    def runners(self) -> dict[str, str | None]:
+        """The runner that ran each rollout (its latest attempt's; None: never claimed)."""
+        return {record["rollout_id"]: record.get("runner_id") for record in self.rollouts}
 
     def rewards(self) -> dict[str, float | None]:
         """Final reward per rollout (from the trace; the queue's record when the trace has none)."""
@@ -129,8 +140,14 @@ class TrainingRun:
         span_wait_s: float = 30.0,
         policy_notify_file: Path | None = None,
         run_id: str | None = None,
+        no_runner_warning_s: float = 10.0,
+        no_runner_timeout_s: float | None = None,
     ) -> None:
         self.client = client
+        # A batch none of whose rollouts is claimed: said after `no_runner_warning_s`, an error after the timeout
+        # (runners started elsewhere may be missing, or pointed at another collector).
+        self.no_runner_warning_s = no_runner_warning_s
+        self.no_runner_timeout_s = no_runner_timeout_s
         # Every rollout carries its run, step and agent_match in its metadata: the collector's rollout view
         # (/ui) groups and explains them by these.
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
@@ -197,7 +214,9 @@ class TrainingRun:
 
     def wait(self, batch: RolloutBatch, timeout: float | None = None) -> list[dict[str, Any]]:
         """Until every rollout of the batch is final (or `timeout`); the server wakes us on each completion burst."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        warned = False
         while True:
             self.check_runners()
             step = 1.0 if self.on_progress else 30.0
@@ -211,6 +230,41 @@ class TrainingRun:
                 )
             if answer is None or answer["done"] or (deadline is not None and time.monotonic() >= deadline):
                 return records
+            if records and all(record["status"] == QUEUING for record in records):
+                warned = self._no_runner(batch, time.monotonic() - started, warned)
+
+    def _no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
+        """Nothing of the batch claimed yet: say so once after the warning delay; past the timeout, cancel and stop."""
+        where = getattr(self.client, "url", "the collector")
+        if self.no_runner_timeout_s is not None and waited >= self.no_runner_timeout_s:
+            self.client.cancel(batch.rollout_ids)
+            raise NoRunner(
+                f"no runner claimed any of the {len(batch.rollout_ids)} rollouts queued {waited:.0f} s ago on "
+                f"{where}: start one (`lightning-otel runner --collector {where} --agent module:agent`, or the "
+                "example's `runner` mode)"
+            )
+        if not warned and waited >= self.no_runner_warning_s:
+            log.warning(
+                "no runner has claimed any of the %d rollouts queued %.0f s ago on %s: is a runner running against "
+                "this collector?", len(batch.rollout_ids), waited, where,
+            )  # fmt: skip
+            return True
+        return warned
+
+    def latest_resources(self) -> dict[str, Any]:
+        """The latest published resources (what a new policy joins: a prompt template or settings stay)."""
+        from lightning_otel.collector.client import CollectorError
+        from lightning_otel.runtime.resources import resources_from_json
+
+        try:
+            return resources_from_json(self.client.resources("latest")["resources"])
+        except CollectorError:  # none published yet
+            return {}
+
+    def finish(self, state: str = "finished") -> None:
+        """Publish that this training ended: runners started on their own (`lightning-otel runner`) then stop."""
+        marker = {"run_id": self.run_id, "state": state}
+        publish_resources(self.client, {**self.latest_resources(), TRAINING_STATE_RESOURCE: marker}, None)
 
     def collect(self, batch: RolloutBatch, timeout: float | None = None) -> BatchResult:
         """Wait for the batch, read every succeeded rollout's spans in one call, adapt them."""

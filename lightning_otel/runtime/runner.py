@@ -31,6 +31,7 @@ from lightning_otel.capture.reward import emit_reward, recording_rewards
 from lightning_otel.capture.rollout_context import rollout_context
 from lightning_otel.capture.tracer import get_tracer
 from lightning_otel.collector.client import AsyncClient, CollectorError
+from lightning_otel.runtime.algorithm import TRAINING_STATE_RESOURCE
 from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout_method
 from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
 
@@ -103,8 +104,13 @@ class Runner:
         auth_token: str | None = None,
         claim_wait_s: float = 10.0,
         flush: Callable[[], object] | None = None,
+        stop_when_training_ends: bool = False,
     ) -> None:
         from lightning_otel.capture.setup import flush as flush_spans
+
+        # Started on its own (`lightning-otel runner`): stop when the training it serves publishes its end.
+        self.stop_when_training_ends = stop_when_training_ends
+        self._training_version: int | None = None  # the resources version when this runner started
 
         self.agent = agent
         self.collector_url = collector_url
@@ -150,6 +156,9 @@ class Runner:
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
         self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
         async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
+            if self.stop_when_training_ends:  # an earlier training's end, published before we started, does not count
+                latest = await _latest_resources(client)
+                self._training_version = int(latest["version"]) if latest else 0
             self._reporter = InFlightBatcher(client.complete_many)
             beating = asyncio.create_task(self._heartbeats(client))
             try:
@@ -194,6 +203,9 @@ class Runner:
                     await asyncio.wait([stopping], timeout=1.0)
                     continue
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
+                if not answer["attempts"] and not self._running and await self._training_ended(client):
+                    log.warning("the training this runner served has ended: stopping (--keep-serving to stay)")
+                    return
                 for attempt in answer["attempts"]:
                     self.stats.claimed += 1
                     key = (attempt["rollout_id"], attempt["attempt_id"])
@@ -202,6 +214,17 @@ class Runner:
                     task.add_done_callback(lambda _, key=key: self._running.pop(key, None))
         finally:
             stopping.cancel()
+
+    async def _training_ended(self, client: AsyncClient) -> bool:
+        """A training published its end (`TrainingRun.finish`) after this runner started."""
+        if not self.stop_when_training_ends:
+            return False
+        latest = await _latest_resources(client)
+        if latest is None:
+            return False
+        state = latest["resources"].get(TRAINING_STATE_RESOURCE) or {}
+        started = self._training_version or 0
+        return int(latest["version"]) > started and state.get("state") in ("finished", "failed")
 
     async def _heartbeats(self, client: AsyncClient) -> None:
         while True:
@@ -320,6 +343,13 @@ class Runner:
                 return reward, note
 
 
+async def _latest_resources(client: AsyncClient) -> dict[str, Any] | None:
+    try:
+        return await client.resources("latest")
+    except CollectorError:  # nothing published yet
+        return None
+
+
 def run_runner_process(
     agent: LitAgent,
     collector_url: str,
@@ -330,9 +360,12 @@ def run_runner_process(
     otlp_endpoint: str | None = None,
     max_rollouts: int | None = None,
     capture_content: bool | None = None,
+    stop_when_training_ends: bool = False,
 ) -> RunnerStats:
     """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI.
-    `capture_content`: record message content on LLM spans (None: as the environment says)."""
+    `capture_content`: record message content on LLM spans (None: as the environment says);
+    `stop_when_training_ends`: exit when a training on this collector publishes its end (a runner started on its
+    own: the CLI's default)."""
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import flush as flush_spans
     from lightning_otel.capture.setup import instrument
@@ -343,7 +376,8 @@ def run_runner_process(
             otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
     # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
     instrument(exporter=otlp_http_exporter(otlp_endpoint, auth_token=auth_token), capture_content=capture_content)
-    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token)
+    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
+                    stop_when_training_ends=stop_when_training_ends)  # fmt: skip
 
     async def main() -> RunnerStats:
         loop = asyncio.get_running_loop()

@@ -22,6 +22,10 @@ keeps the spans and the queue, and runners started elsewhere with `lightning-ote
 service started elsewhere can export its spans to it. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
 where the policy's address is written each time it is published, for services that start on their own.
 `span_wait_s` bounds the wait for spans other processes export late (see `TrainingRun.collect`).
+
+With runners started elsewhere, a batch that no runner claims is reported after 10 s and, with
+`no_runner_timeout_s`, ends the training with `NoRunner`; when the training ends, the trainer publishes it on the
+collector and those runners stop (unless started with `--keep-serving`).
 """
 
 from __future__ import annotations
@@ -220,6 +224,7 @@ class Trainer:
         collector_host: str = "127.0.0.1",
         collector_port: int = 0,
         otlp_port: int = 0,
+        no_runner_timeout_s: float | None = None,
     ) -> None:
         n_runners = _renamed("n_workers", n_workers, "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", max_tasks, "max_rollouts", max_rollouts, default=None)
@@ -245,6 +250,7 @@ class Trainer:
         # the embedded collector's address (0: a free port), fixed so services elsewhere can be pointed at it
         self.collector_host, self.collector_port, self.otlp_port = collector_host, collector_port, otlp_port
         self.collector_url: str | None = None
+        self.no_runner_timeout_s = no_runner_timeout_s
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
         needed = self.algorithm.needs_message_content
         self.capture_content = capture_content if capture_content is not None else (True if needed else None)
@@ -351,7 +357,7 @@ class Trainer:
             pool.start()
             stack.callback(pool.stop)
             progress = stack.enter_context(_ProgressDisplay(enabled=self.progress))
-            yield TrainingRun(
+            run = TrainingRun(
                 client,
                 self.adapter,
                 max_attempts=self.max_attempts,
@@ -360,7 +366,16 @@ class Trainer:
                 check_runners=pool.check,
                 span_wait_s=self.span_wait_s,
                 policy_notify_file=self.policy_notify_file,
+                no_runner_timeout_s=self.no_runner_timeout_s,
             )
+            state = "failed"
+            try:
+                yield run
+                state = "finished"
+            finally:
+                if self.collector:  # runners started elsewhere against this collector stop now
+                    with contextlib.suppress(Exception):
+                        run.finish(state)
 
     @contextlib.contextmanager
     def _embedded_collector(self) -> Iterator[str]:

@@ -9,11 +9,14 @@ It answers `/v1/chat/completions` and `/v1/completions` in vLLM's format: top-le
 `token_ids`, and `logprobs` of the sampled tokens (log-softmax of the logits at the request's temperature, which is
 what a trainer recomputes), streaming included. So the gateway, the instrumentors and the adapter see exactly what
 they see in front of vLLM, and CPU runs exercise the same path as GPU ones. One generation at a time (a lock);
-`weight_version` counts updates. Needs torch and transformers (the `[verl]` extra brings both).
+`weight_version` counts updates, and every answer names the version that sampled it (header `x-agl-policy-version`,
+which the policy gateway records on its span). `SamplerReplica` is the same API over any sampler (the Tinker
+backend's sampling clients). Needs torch and transformers (the `[verl]` extra brings both).
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import itertools
 import threading
@@ -28,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from lightning_otel import semconv
 from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
@@ -68,69 +72,21 @@ class Generation:
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str  # "stop" (end token) or "length"
+    version: int = 0  # the weights' version that sampled it
 
 
-class CPUReplica:
-    def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
-                 seed: int = 0) -> None:  # fmt: skip
-        self.model = model.eval()
+class SamplerReplica(abc.ABC):
+    """vLLM's OpenAI-compatible API over a sampler: a subclass implements `generate` (prompt token ids in; sampled
+    ids, their logprobs and the weights' version out) and keeps `weight_version`."""
+
+    def __init__(self, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy") -> None:
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.weight_version = 0
-        self._generator = torch.Generator().manual_seed(seed)
-        self._lock = threading.Lock()
 
-    @torch.no_grad()
+    @abc.abstractmethod
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
-                 top_p: float = 1.0) -> Generation:  # fmt: skip
-        """Sample token by token with a KV cache; each logprob is log-softmax(logits / temperature) of the token."""
-        with self._lock:
-            ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
-            sampled: list[int] = []
-            logprobs: list[float] = []
-            past = None
-            finish = "length"
-            for _ in range(max_tokens):
-                output = self.model(input_ids=ids, past_key_values=past, use_cache=True)
-                past = output.past_key_values
-                logits = output.logits[0, -1].float()
-                if temperature <= 0:
-                    token = int(torch.argmax(logits))
-                    logprob = float(torch.log_softmax(logits, dim=-1)[token])
-                else:
-                    scores = torch.log_softmax(logits / temperature, dim=-1)
-                    token = self._sample(scores, top_p)
-                    logprob = float(scores[token])
-                sampled.append(token)
-                logprobs.append(logprob)
-                if token == self.tokenizer.eos_token_id:
-                    finish = "stop"
-                    break
-                ids = torch.tensor([[token]], dtype=torch.long)
-            return Generation(sampled, logprobs, finish)
-
-    def _sample(self, scores: torch.Tensor, top_p: float) -> int:
-        probs = scores.exp()
-        if top_p < 1.0:
-            ordered, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(ordered, dim=-1) - ordered < top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
-        return int(torch.multinomial(probs / probs.sum(), 1, generator=self._generator))
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
-        """Load new policy weights between requests (a trainer's weight sync); returns the new version.
-
-        Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
-        error: a partial sync would serve a policy the trainer never had."""
-        with self._lock:
-            result = self.model.load_state_dict(state_dict, strict=False)
-            owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
-            missing = [name for name in result.missing_keys if name in owned]
-            if missing or result.unexpected_keys:
-                unexpected = result.unexpected_keys[:5]
-                raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
-            self.weight_version += 1
-            return self.weight_version
+                 top_p: float = 1.0) -> Generation: ...  # fmt: skip
 
     # --- the OpenAI-compatible API ------------------------------------------------------------------------------
     def app(self) -> Starlette:
@@ -188,6 +144,7 @@ class CPUReplica:
             pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
         )
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+        headers = {semconv.POLICY_VERSION_HEADER: str(generation.version)}
         args = (response_id, self.model_name, prompt_ids, [sampled])
         if stream:
             chunks = (
@@ -196,14 +153,76 @@ class CPUReplica:
                 else vllm_format.text_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
             )
             events = itertools.chain(map(vllm_format.sse, chunks), [vllm_format.SSE_DONE])
-            return StreamingResponse(events, media_type="text/event-stream")
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
         build = vllm_format.chat_completion if chat else vllm_format.text_completion
-        return JSONResponse(build(*args, with_ids=with_ids, with_logprobs=with_logprobs))
+        return JSONResponse(build(*args, with_ids=with_ids, with_logprobs=with_logprobs), headers=headers)
+
+
+class CPUReplica(SamplerReplica):
+    def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
+                 seed: int = 0) -> None:  # fmt: skip
+        super().__init__(tokenizer, model_name=model_name)
+        self.model = model.eval()
+        self._generator = torch.Generator().manual_seed(seed)
+        self._lock = threading.Lock()
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                 top_p: float = 1.0) -> Generation:  # fmt: skip
+        """Sample token by token with a KV cache; each logprob is log-softmax(logits / temperature) of the token."""
+        with self._lock:
+            device = next(self.model.parameters()).device  # a replica on a GPU samples there
+            ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+            sampled: list[int] = []
+            logprobs: list[float] = []
+            past = None
+            finish = "length"
+            for _ in range(max_tokens):
+                output = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+                past = output.past_key_values
+                logits = output.logits[0, -1].float().cpu()
+                if temperature <= 0:
+                    token = int(torch.argmax(logits))
+                    logprob = float(torch.log_softmax(logits, dim=-1)[token])
+                else:
+                    scores = torch.log_softmax(logits / temperature, dim=-1)
+                    token = self._sample(scores, top_p)
+                    logprob = float(scores[token])
+                sampled.append(token)
+                logprobs.append(logprob)
+                if token == self.tokenizer.eos_token_id:
+                    finish = "stop"
+                    break
+                ids = torch.tensor([[token]], dtype=torch.long, device=device)
+            return Generation(sampled, logprobs, finish, self.weight_version)
+
+    def _sample(self, scores: torch.Tensor, top_p: float) -> int:
+        probs = scores.exp()
+        if top_p < 1.0:
+            ordered, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(ordered, dim=-1) - ordered < top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
+        return int(torch.multinomial(probs / probs.sum(), 1, generator=self._generator))
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+        """Load new policy weights between requests (a trainer's weight sync); returns the new version.
+
+        Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
+        error: a partial sync would serve a policy the trainer never had."""
+        with self._lock:
+            result = self.model.load_state_dict(state_dict, strict=False)
+            owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
+            missing = [name for name in result.missing_keys if name in owned]
+            if missing or result.unexpected_keys:
+                unexpected = result.unexpected_keys[:5]
+                raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
+            self.weight_version += 1
+            return self.weight_version
 
 
 class ReplicaServer(AppServer):
     """Serve a replica on loopback in a background thread: `with ReplicaServer(replica) as server: server.base_url`."""
 
-    def __init__(self, replica: CPUReplica, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, replica: SamplerReplica, *, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__(replica.app(), host=host, port=port, name="agl-cpu-replica")
         self.replica = replica

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,6 +176,7 @@ class PolicyGateway:
             call.finish(error=exc)
             return openai_error(502, f"replica {url} unreachable: {exc}")
         if upstream.status_code < 400:
+            _record_policy_version(call, upstream)
             call.record_completion(upstream.json())
             call.finish()
             self._count(identity)
@@ -201,6 +203,7 @@ class PolicyGateway:
             await upstream.aclose()
             call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
             return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
+        _record_policy_version(call, upstream)
 
         async def relay() -> AsyncIterator[bytes]:
             complete = False
@@ -217,6 +220,13 @@ class PolicyGateway:
                 self._count(identity)
 
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
+
+
+def _record_policy_version(call: LLMCall, upstream: httpx.Response) -> None:
+    """The weights' version a replica says sampled the answer, on the call's span (which policy made this sample)."""
+    version = upstream.headers.get(semconv.POLICY_VERSION_HEADER, "")
+    if version.isdigit():
+        call.extra_attributes[semconv.AGL_POLICY_VERSION] = int(version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +293,13 @@ def gateway_for_run(
             yield gateway, server
 
 
+def advertised_url(host: str, port: int) -> str:
+    """The gateway's base URL as runners should use it: a wildcard bind address becomes this machine's name."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.getfqdn()
+    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
+
+
 class GatewayServer(AppServer):
     """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
 
@@ -291,4 +308,4 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "collector_tracer", "gateway_for_run"]
+__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "advertised_url", "collector_tracer", "gateway_for_run"]

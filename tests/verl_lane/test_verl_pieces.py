@@ -140,7 +140,7 @@ def test_grpo_per_rollout_counts_a_multi_row_rollout_once_in_its_group() -> None
 def test_the_gateway_is_advertised_by_a_name_runners_can_reach() -> None:
     import socket
 
-    from lightning_otel.training.verl.algorithm import advertised_url
+    from lightning_otel.serving.gateway import advertised_url
 
     assert advertised_url("127.0.0.1", 8080) == "http://127.0.0.1:8080/v1"
     assert advertised_url("0.0.0.0", 8080) == f"http://{socket.getfqdn()}:8080/v1"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -111,7 +110,7 @@ class VERL(Algorithm):
     @contextlib.contextmanager
     def _gateway(self, run: TrainingRun, trainer: Any, config: Any) -> Iterator[Any]:
         """The policy gateway over verl's replicas, published as the policy resource; its spans go to the collector."""
-        from lightning_otel.serving.gateway import gateway_for_run
+        from lightning_otel.serving.gateway import advertised_url, gateway_for_run
 
         rollout = config.actor_rollout_ref.rollout
         replicas = [f"http://{address}/v1" for address in trainer.llm_server_manager.get_addresses()]
@@ -127,16 +126,9 @@ class VERL(Algorithm):
         with served as (gateway, server):
             # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
             policy = ProxyLLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
-            run.update_resources({**_current_resources(run), self.policy_resource: policy})
+            run.update_resources({**run.latest_resources(), self.policy_resource: policy})
             log.info("policy gateway %s over replicas %s", server.base_url, replicas)
             yield gateway
-
-
-def advertised_url(host: str, port: int) -> str:
-    """The gateway's base URL as runners should use it: a wildcard bind address becomes this machine's name."""
-    if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
-    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
 
 
 def _served_model(replica: str) -> str:
@@ -144,17 +136,6 @@ def _served_model(replica: str) -> str:
     import httpx
 
     return str(httpx.get(f"{replica}/models", timeout=60).json()["data"][0]["id"])
-
-
-def _current_resources(run: TrainingRun) -> dict[str, Any]:
-    """The latest published resources (the policy joins them; a prompt template or settings stay)."""
-    from lightning_otel.collector.client import CollectorError
-    from lightning_otel.runtime.resources import resources_from_json
-
-    try:
-        return resources_from_json(run.client.resources("latest")["resources"])
-    except CollectorError:  # none published yet
-        return {}
 
 
 def _no_gpu() -> bool:

@@ -1,0 +1,85 @@
+"""The training-engine interface, shaped like Tinker's `TrainingClient` and `SamplingClient`, and the OpenAI-compatible
+replica that serves an engine's latest sampler to agents.
+
+    engine = LocalEngine("path/to/model", rank=32)                 # or RemoteEngine("Qwen/Qwen3-4B-Instruct-2507")
+    out = engine.forward_backward(datums, "importance_sampling")    # gradients accumulate ...
+    engine.optim_step(AdamParams(learning_rate=1e-4))               # ... until the step
+    sampler = engine.save_weights_and_get_sampler("step-1")         # a versioned snapshot of the new weights
+    sampler.sample(prompt_ids, 4, SamplingParams(max_tokens=32))    # -> [SampledSequence(tokens, logprobs, ...)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from lightning_otel.serving.cpu_replica import ChatTokenizerLike, Generation, SamplerReplica
+from lightning_otel.training.tinker.types import (
+    AdamParams,
+    Datum,
+    ForwardBackwardOutput,
+    OptimStepOutput,
+    SampledSequence,
+    SamplingParams,
+)
+
+
+class Sampler(Protocol):
+    version: int  # which weights: 0 the initial ones, then one more per save
+
+    def sample(self, prompt: Sequence[int], num_samples: int, params: SamplingParams) -> list[SampledSequence]: ...
+
+
+class TrainingEngine(Protocol):
+    chat_tokenizer: ChatTokenizerLike  # renders conversations to the prompt the sampler continues
+    base_model: str
+
+    def forward_backward(
+        self, data: Sequence[Datum], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+    ) -> ForwardBackwardOutput: ...
+
+    def optim_step(self, params: AdamParams) -> OptimStepOutput: ...
+
+    def save_weights_and_get_sampler(self, name: str) -> Sampler: ...
+
+    def save_state(self, name: str) -> str: ...
+
+    def load_state(self, path: str) -> None: ...
+
+
+class EngineSamplerReplica(SamplerReplica):
+    """vLLM's API over an engine's current sampler; `use(sampler)` swaps it between requests (answers name the
+    version that sampled them)."""
+
+    def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy") -> None:
+        super().__init__(tokenizer, model_name=model_name)
+        self.use(sampler)
+
+    def use(self, sampler: Sampler) -> None:
+        self.sampler = sampler  # one reference swap: a request in flight finishes on the sampler it started with
+        self.weight_version = sampler.version
+
+    def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                 top_p: float = 1.0) -> Generation:  # fmt: skip
+        sampler = self.sampler
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+        [sequence] = sampler.sample(list(prompt_ids), 1, params)
+        return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
+
+
+def check_loss_inputs(data: Sequence[Datum], loss_fn: str, required: Mapping[str, Sequence[str]]) -> None:
+    """Every datum carries what the loss reads: a clear error before any compute (or any request)."""
+    if loss_fn not in required:
+        raise ValueError(f"unknown loss_fn {loss_fn!r}: expected one of {', '.join(required)}")
+    for index, datum in enumerate(data):
+        missing = [key for key in required[loss_fn] if key not in datum.loss_fn_inputs]
+        if missing:
+            raise ValueError(f"datum {index} lacks {missing} for loss_fn={loss_fn!r}")
+
+
+def as_datum(datum: Any) -> Datum:
+    """Ours as is; a `tinker.types.Datum` (cookbook code) converted."""
+    if isinstance(datum, Datum):
+        return datum
+    inputs = {key: list(value.data if hasattr(value, "data") else value) for key, value in datum.loss_fn_inputs.items()}
+    return Datum(list(datum.model_input.to_ints()), inputs)

@@ -1,0 +1,207 @@
+"""The local engine: LoRA training of a Hugging Face causal LM with torch + transformers + peft, on this machine's
+device (CUDA when torch sees one, else CPU), with Tinker's semantics.
+
+- `forward_backward(data, loss_fn)` computes every target token's log-probability under the current weights,
+  applies the loss (`losses.py`), sums it and adds the gradients to those already accumulated;
+- `optim_step(AdamParams)` takes one AdamW step with the given settings (they may change per step), clips when
+  `grad_clip_norm > 0`, and clears the gradients;
+- `save_weights_and_get_sampler(name)` snapshots the adapter into a sampler (a frozen copy of the LoRA model, so
+  sampling never sees half-updated weights) with the next version number (in memory: nothing is written);
+- `save_state` / `load_state`: the adapter (a PEFT folder any `PeftModel.from_pretrained` loads) and the optimizer,
+  under `log_dir/checkpoints/name`, to resume or to serve.
+
+LoRA on the attention and MLP projections and, with `train_unembed`, the output layer (as Tinker's
+`create_lora_training_client`). B starts at zero: version 0 samples exactly the base model.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lightning_otel.serving.cpu_replica import CPUReplica, HFChatTokenizer
+from lightning_otel.training.tinker.engine import as_datum, check_loss_inputs
+from lightning_otel.training.tinker.losses import loss_function
+from lightning_otel.training.tinker.types import (
+    LOSS_INPUTS,
+    AdamParams,
+    Datum,
+    ForwardBackwardOutput,
+    OptimStepOutput,
+    SampledSequence,
+    SamplingParams,
+)
+
+log = logging.getLogger("lightning_otel.tinker")
+
+ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+UNEMBED_MODULES = ("lm_head",)
+
+
+class LocalSampler:
+    """A frozen snapshot of the policy that samples token by token (`CPUReplica.generate`: a KV cache, logprobs of
+    the sampled tokens at the request's temperature)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: HFChatTokenizer, version: int, seed: int = 0) -> None:
+        self.version = version
+        self._replica = CPUReplica(model, tokenizer, seed=seed + version)
+
+    def sample(self, prompt: Sequence[int], num_samples: int, params: SamplingParams) -> list[SampledSequence]:
+        if params.seed is not None:
+            self._replica._generator.manual_seed(params.seed)
+        sequences = []
+        for _ in range(num_samples):
+            generation = self._replica.generate(
+                prompt, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
+            )
+            sequences.append(SampledSequence(generation.token_ids, generation.logprobs, generation.finish_reason))
+        return sequences
+
+
+class LocalEngine:
+    """See the module docstring. `model_path`: a Hugging Face model folder (its tokenizer must have a chat
+    template); `log_dir`: where sampler weights and states are saved (none: nothing written)."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        rank: int = 32,
+        alpha: float | None = None,
+        seed: int = 0,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
+        device: str | None = None,
+        micro_batch_size: int = 8,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        targets = (
+            (ATTENTION_MODULES if train_attn else ()) + (MLP_MODULES if train_mlp else ())
+            + (UNEMBED_MODULES if train_unembed else ())
+        )  # fmt: skip
+        if not targets:
+            raise ValueError("nothing to train: train_attn, train_mlp and train_unembed are all False")
+        self.base_model = str(model_path)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.micro_batch_size = micro_batch_size
+        self.seed = seed
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.chat_tokenizer = HFChatTokenizer(AutoTokenizer.from_pretrained(self.base_model))
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        base = AutoModelForCausalLM.from_pretrained(self.base_model, dtype=dtype).to(self.device)
+        present = {name.rsplit(".", 1)[-1] for name, _ in base.named_modules()}
+        modules = [name for name in targets if name in present]
+        if not modules:
+            raise ValueError(f"none of {targets} is a module of {self.base_model}: LoRA has nothing to adapt")
+        torch.manual_seed(seed)
+        config = LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else rank, target_modules=modules,
+                            lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")  # fmt: skip
+        with warnings.catch_warnings():  # peft warns about merging a tied lm_head: the engine never merges
+            warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")
+            self.model = get_peft_model(base, config)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self._optimizer: torch.optim.AdamW | None = None
+        self.version = -1  # the last sampler's; the first save makes version 0 (the base model: B = 0)
+        self.steps = 0
+
+    # --- training ----------------------------------------------------------------------------------------------
+    def forward_backward(
+        self, data: Sequence[Any], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
+    ) -> ForwardBackwardOutput:
+        datums = [as_datum(datum) for datum in data]
+        check_loss_inputs(datums, loss_fn, LOSS_INPUTS)
+        loss = loss_function(loss_fn)
+        config = dict(loss_fn_config or {})
+        self.model.train()
+        outputs: list[dict[str, list[float]]] = []
+        total = 0.0
+        tokens = 0
+        for start in range(0, len(datums), self.micro_batch_size):
+            chunk = datums[start : start + self.micro_batch_size]
+            logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn])
+            chunk_loss = (loss(logp, inputs, config) * mask).sum()
+            chunk_loss.backward()
+            total += float(chunk_loss.detach())
+            tokens += int(mask.sum())
+            for row, datum in enumerate(chunk):
+                outputs.append({"logprobs": logp[row, : len(datum.model_input)].detach().float().cpu().tolist()})
+        return ForwardBackwardOutput(outputs, {"loss:sum": total, "tokens:sum": float(tokens)})
+
+    def _target_logprobs(
+        self, chunk: Sequence[Datum], keys: Sequence[str]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """Right-padded batch -> each target's log-probability [B, T], the loss inputs [B, T], the real-token mask."""
+        width = max(len(datum.model_input) for datum in chunk)
+
+        def padded(rows: list[list[Any]], dtype: torch.dtype) -> torch.Tensor:
+            return torch.tensor([row + [0] * (width - len(row)) for row in rows], dtype=dtype, device=self.device)
+
+        input_ids = padded([datum.model_input for datum in chunk], torch.long)
+        mask = padded([[1] * len(datum.model_input) for datum in chunk], torch.long)
+        targets = padded([list(datum.loss_fn_inputs["target_tokens"]) for datum in chunk], torch.long)
+        inputs = {
+            key: padded([list(datum.loss_fn_inputs[key]) for datum in chunk], torch.float32)
+            for key in keys
+            if key != "target_tokens"
+        }
+        logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return logp, inputs, mask.float()
+
+    def optim_step(self, params: AdamParams) -> OptimStepOutput:
+        if self._optimizer is None:
+            self._optimizer = torch.optim.AdamW(self.trainable, lr=params.learning_rate)
+        for group in self._optimizer.param_groups:  # Tinker takes the settings per step
+            group.update(lr=params.learning_rate, betas=(params.beta1, params.beta2), eps=params.eps,
+                         weight_decay=params.weight_decay)  # fmt: skip
+        limit = params.grad_clip_norm if params.grad_clip_norm > 0 else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.trainable, limit))
+        self._optimizer.step()
+        self._optimizer.zero_grad(set_to_none=True)
+        self.steps += 1
+        return OptimStepOutput({"grad_norm": grad_norm, "learning_rate": params.learning_rate})
+
+    # --- sampling ----------------------------------------------------------------------------------------------
+    def save_weights_and_get_sampler(self, name: str) -> LocalSampler:
+        self.version += 1
+        snapshot = copy.deepcopy(self.model).eval()
+        for parameter in snapshot.parameters():
+            parameter.requires_grad_(False)
+        return LocalSampler(snapshot, self.chat_tokenizer, self.version, seed=self.seed)
+
+    # --- state -------------------------------------------------------------------------------------------------
+    def save_state(self, name: str) -> str:
+        """Adapter + optimizer under `log_dir/checkpoints/name` (a path `load_state` takes)."""
+        if self.log_dir is None:
+            raise ValueError("save_state needs the engine's log_dir")
+        path = self.log_dir / "checkpoints" / name
+        self.model.save_pretrained(str(path), save_embedding_layers=False)  # the base weights never change
+        if self._optimizer is not None:
+            torch.save(self._optimizer.state_dict(), path / "optimizer.pt")
+        (path / "engine_state.json").write_text(json.dumps({"steps": self.steps, "version": self.version}))
+        return str(path)
+
+    def load_state(self, path: str) -> None:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        folder = Path(path)
+        set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")))
+        if (folder / "optimizer.pt").exists():
+            self._optimizer = torch.optim.AdamW(self.trainable)
+            self._optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device))
+        state = json.loads((folder / "engine_state.json").read_text())
+        self.steps, self.version = int(state["steps"]), int(state["version"])

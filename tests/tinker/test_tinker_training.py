@@ -1,0 +1,101 @@
+"""`Tinker` end to end on CPU: runner processes call the policy gateway in front of the local engine's sampler, the
+spans go to a real collector, samples become datums, the engine trains and the next step samples the new weights
+(whose version every LLM span and every rollout carries); a training that cannot learn says so; a training with no
+runner says so; runners started on their own stop when the training ends."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import lightning_otel as agl
+from lightning_otel import semconv
+from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+from lightning_otel.runtime.algorithm import NoRunner, TrainingRun
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = [{"task_id": f"t{i}", "question": f"Question number {i}?"} for i in range(4)]
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[str]:
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
+    with EmbeddedCollector(config) as addresses:
+        yield addresses.query
+
+
+def tinker(model_dir: Path, **options) -> agl.Tinker:
+    engine = agl.LocalEngine(model_dir, rank=4, seed=0)
+    return agl.Tinker(engine, batch_size=2, group_size=4, max_tokens=8, learning_rate=1e-2, logger=(), **options)
+
+
+def test_tinker_trains_on_traces_and_serves_each_new_sampler(tiny_model_dir: Path, collector: str) -> None:
+    steps: list[dict[str, float]] = []
+    algorithm = tinker(tiny_model_dir, max_steps=3, val_every=2, on_step=lambda step, m: steps.append(m))
+    trainer = agl.Trainer(n_runners=2, collector=collector, algorithm=algorithm)
+    result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS, TASKS[:2])
+
+    assert [step["train/datums"] for step in result.steps] == [8.0, 8.0, 8.0]  # 2 tasks x 4 rollouts, one call each
+    assert [step["policy/version"] for step in result.steps] == [0.0, 1.0, 2.0]
+    assert all(step["succeeded"] == 8 and step["train/constant_groups"] == 0 for step in result.steps)
+    assert [step for step, _ in result.validation] == [0, 2, 3]
+    assert steps == result.steps
+
+    client = Client(collector)
+    train = [r for r in client.queued_rollouts(limit=100) if r["mode"] == "train"]
+    assert len(train) == 24 and all(record["runner_id"] for record in train)
+    spans = client.rollouts_spans([r["rollout_id"] for r in train], latest=True)
+    for record in train:
+        calls = [s for s in spans[record["rollout_id"]] if semconv.AGL_RESPONSE_TOKEN_IDS in s["attributes"]]
+        served = [s["attributes"].get(semconv.AGL_POLICY_VERSION) for s in calls]
+        # the gateway's span says which sampler answered; the queue says which policy the rollout was queued under
+        assert record["metadata"]["policy_version"] in served, (record["metadata"], served)
+
+
+def test_a_reward_that_never_varies_trains_nothing_and_says_so(tiny_model_dir: Path, collector: str) -> None:
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=tinker(tiny_model_dir, max_steps=2))
+    with pytest.raises(agl.NothingTrained, match="none trained"):
+        trainer.fit("tests.tinker.agents:constant_agent", TASKS[:2])
+
+
+def test_no_runner_is_said_after_a_delay_and_is_an_error_after_the_timeout(
+    collector: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Client(collector) as client:
+        run = TrainingRun(client, agl.TraceToTriplet(), no_runner_warning_s=0.5, no_runner_timeout_s=2.0,
+                          on_progress=lambda *_: None)  # fmt: skip
+        batch = run.submit(TASKS[:1], n=2)
+        with caplog.at_level(logging.WARNING), pytest.raises(NoRunner, match="no runner claimed any of the 2"):
+            run.collect(batch)
+        assert "no runner has claimed any of the 2 rollouts" in caplog.text
+        assert {r["status"] for r in client.queued_rollouts()} == {"cancelled"}  # nothing left behind
+
+
+def test_a_runner_started_on_its_own_stops_when_the_training_ends(collector: str) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", collector, "--runner-id", "elsewhere",
+         "--agent", "tests.tinker.agents:constant_agent"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        from lightning_otel.testing import OpenAITestServer
+
+        with OpenAITestServer() as server:
+            trainer = agl.Trainer(n_runners=0, collector=collector, algorithm=agl.Baseline(batch_size=2),
+                                  initial_resources={"main_llm": agl.LLM(server.base_url, "agl-tiny")})  # fmt: skip
+            result = trainer.fit("tests.tinker.agents:constant_agent", TASKS[:2])
+        assert set(result.train[0].runners().values()) == {"elsewhere"}  # batch results say who ran each rollout
+        started = time.monotonic()
+        output, _ = runner.communicate(timeout=40)  # no signal: it stops on the training's published end
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 0, output
+    assert "the training this runner served has ended" in output
+    assert time.monotonic() - started < 30
