@@ -58,6 +58,7 @@ def openai3(session: nox.Session) -> None:
         "--ignore=tests/test_packaging.py",
         "--ignore=tests/collector",  # the collector does not use the openai client
         "--ignore=tests/rewards",  # reward models need torch and TRL (the main environment has them)
+        "--ignore=tests/tinker",  # the Tinker backend needs torch, peft and the tinker SDK (main environment)
         *session.posargs,
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
