@@ -367,6 +367,8 @@ class Trainer:
                 span_wait_s=self.span_wait_s,
                 policy_notify_file=self.policy_notify_file,
                 no_runner_timeout_s=self.no_runner_timeout_s,
+                # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
+                no_runner_warning_s=60.0 if self.n_runners else 10.0,
             )
             state = "failed"
             try:

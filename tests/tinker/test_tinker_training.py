@@ -30,14 +30,17 @@ def collector(tmp_path: Path) -> Iterator[str]:
         yield addresses.query
 
 
-def tinker(model_dir: Path, **options) -> agl.Tinker:
-    engine = agl.LocalEngine(model_dir, rank=4, seed=0)
+def tinker(model_dir: Path, log_dir: Path | None = None, **options) -> agl.Tinker:
+    engine = agl.LocalEngine(model_dir, rank=4, seed=0, log_dir=log_dir)
     return agl.Tinker(engine, batch_size=2, group_size=4, max_tokens=8, learning_rate=1e-2, logger=(), **options)
 
 
-def test_tinker_trains_on_traces_and_serves_each_new_sampler(tiny_model_dir: Path, collector: str) -> None:
+def test_tinker_trains_on_traces_and_serves_each_new_sampler(
+    tiny_model_dir: Path, collector: str, tmp_path: Path
+) -> None:
     steps: list[dict[str, float]] = []
-    algorithm = tinker(tiny_model_dir, max_steps=3, val_every=2, on_step=lambda step, m: steps.append(m))
+    algorithm = tinker(tiny_model_dir, tmp_path / "run", max_steps=3, val_every=2, save_every=2,
+                       on_step=lambda step, m: steps.append(m))  # fmt: skip
     trainer = agl.Trainer(n_runners=2, collector=collector, algorithm=algorithm)
     result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS, TASKS[:2])
 
@@ -46,6 +49,13 @@ def test_tinker_trains_on_traces_and_serves_each_new_sampler(tiny_model_dir: Pat
     assert all(step["succeeded"] == 8 and step["train/constant_groups"] == 0 for step in result.steps)
     assert [step for step, _ in result.validation] == [0, 2, 3]
     assert steps == result.steps
+    # checkpoints every 2 steps and at the end: a PEFT adapter on the base model, and the optimizer to resume
+    assert [Path(path).name for path in result.checkpoints] == ["step-2", "step-3"]
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), result.checkpoints[-1])
+    assert (Path(result.checkpoints[-1]) / "optimizer.pt").exists()
 
     client = Client(collector)
     train = [r for r in client.queued_rollouts(limit=100) if r["mode"] == "train"]

@@ -144,7 +144,7 @@ class Tinker(Algorithm):
         replica = EngineSamplerReplica(
             self.engine.save_weights_and_get_sampler("step-0"), self.engine.chat_tokenizer, model_name=self.model_name
         )
-        with self._served(run, replica) as gateway:
+        with contextlib.closing(metrics_log), self._served(run, replica) as gateway:
             if val_tasks:
                 result.validation.append((0, self._validate(run, gateway, val_tasks)))
                 metrics_log.log(0, {"val/reward_mean": result.validation[-1][1]})

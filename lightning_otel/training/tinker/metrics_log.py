@@ -62,6 +62,12 @@ class MetricsLog:
         if self._tracking is not None:
             self._tracking.log(data=dict(metrics), step=step)
 
+    def close(self) -> None:
+        """Flush and close the trackers' runs (wandb's run, tensorboard's writer, verl's file)."""
+        if self._tracking is not None:
+            self._tracking.finish()
+            self._tracking = None
+
 
 def _short(value: float) -> str:
     if math.isnan(value) or value != int(value):
