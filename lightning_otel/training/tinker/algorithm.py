@@ -220,8 +220,8 @@ class Tinker(Algorithm):
     @contextlib.contextmanager
     def _served(self, run: TrainingRun, replica: EngineSamplerReplica) -> Iterator[Any]:
         """The sampler behind a replica server, behind the policy gateway, published as the policy resource."""
-        from lightning_otel.serving.cpu_replica import ReplicaServer
         from lightning_otel.serving.gateway import advertised_url, gateway_for_run
+        from lightning_otel.serving.sampler_api import ReplicaServer
 
         with ReplicaServer(replica) as replica_server, gateway_for_run(
             run, [replica_server.base_url], sampling=self.sampling, validation_sampling=self.validation_sampling,

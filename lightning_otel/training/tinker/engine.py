@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from lightning_otel.serving.cpu_replica import ChatTokenizerLike, Generation, SamplerReplica
+from lightning_otel.serving.sampler_api import ChatTokenizerLike, Generation, SamplerReplica
 from lightning_otel.training.tinker.types import (
     AdamParams,
     Datum,

@@ -23,13 +23,10 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from lightning_otel.serving.cpu_replica import CPUReplica, HFChatTokenizer
+from lightning_otel.serving.sampler_api import HFChatTokenizer
 from lightning_otel.training.tinker.engine import as_datum, check_loss_inputs
-from lightning_otel.training.tinker.losses import loss_function
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -39,6 +36,9 @@ from lightning_otel.training.tinker.types import (
     SampledSequence,
     SamplingParams,
 )
+
+if TYPE_CHECKING:  # torch, transformers and peft are imported when an engine is built: the package face stays light
+    import torch
 
 log = logging.getLogger("lightning_otel.tinker")
 
@@ -52,6 +52,8 @@ class LocalSampler:
     the sampled tokens at the request's temperature)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: HFChatTokenizer, version: int, seed: int = 0) -> None:
+        from lightning_otel.serving.cpu_replica import CPUReplica
+
         self.version = version
         self._replica = CPUReplica(model, tokenizer, seed=seed + version)
 
@@ -85,6 +87,7 @@ class LocalEngine:
         micro_batch_size: int = 8,
         log_dir: str | Path | None = None,
     ) -> None:
+        import torch
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -121,6 +124,8 @@ class LocalEngine:
     def forward_backward(
         self, data: Sequence[Any], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
     ) -> ForwardBackwardOutput:
+        from lightning_otel.training.tinker.losses import loss_function
+
         datums = [as_datum(datum) for datum in data]
         check_loss_inputs(datums, loss_fn, LOSS_INPUTS)
         loss = loss_function(loss_fn)
@@ -144,6 +149,8 @@ class LocalEngine:
         self, chunk: Sequence[Datum], keys: Sequence[str]
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         """Right-padded batch -> each target's log-probability [B, T], the loss inputs [B, T], the real-token mask."""
+        import torch
+
         width = max(len(datum.model_input) for datum in chunk)
 
         def padded(rows: list[list[Any]], dtype: torch.dtype) -> torch.Tensor:
@@ -162,6 +169,8 @@ class LocalEngine:
         return logp, inputs, mask.float()
 
     def optim_step(self, params: AdamParams) -> OptimStepOutput:
+        import torch
+
         if self._optimizer is None:
             self._optimizer = torch.optim.AdamW(self.trainable, lr=params.learning_rate)
         for group in self._optimizer.param_groups:  # Tinker takes the settings per step
@@ -185,6 +194,8 @@ class LocalEngine:
     # --- state -------------------------------------------------------------------------------------------------
     def save_state(self, name: str) -> str:
         """Adapter + optimizer under `log_dir/checkpoints/name` (a path `load_state` takes)."""
+        import torch
+
         if self.log_dir is None:
             raise ValueError("save_state needs the engine's log_dir")
         path = self.log_dir / "checkpoints" / name
@@ -195,6 +206,7 @@ class LocalEngine:
         return str(path)
 
     def load_state(self, path: str) -> None:
+        import torch
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lightning_otel.serving.cpu_replica import HFChatTokenizer
+from lightning_otel.serving.sampler_api import HFChatTokenizer
 from lightning_otel.training.tinker.engine import as_datum, check_loss_inputs
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,

@@ -1,0 +1,155 @@
+"""vLLM's OpenAI-compatible API over any sampler: `SamplerReplica` answers `/v1/chat/completions` and
+`/v1/completions` with top-level `prompt_token_ids`, per choice `token_ids` and the sampled tokens' `logprobs`
+(streaming included), and names the weights' version that sampled each answer (header `x-agl-policy-version`, which
+the policy gateway records on its span). A subclass only generates: `CPUReplica` (an HF model on this machine), the
+Tinker backend's engine samplers. `ReplicaServer` serves one on loopback. Needs no torch.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import itertools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from lightning_otel import semconv
+from lightning_otel.serving import vllm_format
+from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
+
+
+class ChatTokenizerLike(Protocol):
+    eos_token_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str: ...
+
+
+class HFChatTokenizer:
+    """A `transformers` tokenizer seen as a `ChatTokenizerLike` (its own chat template renders conversations)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = tokenizer.eos_token_id
+        self.vocab_size: int = len(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            [dict(message) for message in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+
+@dataclass(slots=True)
+class Generation:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" (end token) or "length"
+    version: int = 0  # the weights' version that sampled it
+
+
+class SamplerReplica(abc.ABC):
+    """vLLM's OpenAI-compatible API over a sampler: a subclass implements `generate` (prompt token ids in; sampled
+    ids, their logprobs and the weights' version out) and keeps `weight_version`."""
+
+    def __init__(self, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy") -> None:
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.weight_version = 0
+
+    @abc.abstractmethod
+    def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                 top_p: float = 1.0) -> Generation: ...  # fmt: skip
+
+    # --- the OpenAI-compatible API ------------------------------------------------------------------------------
+    def app(self) -> Starlette:
+        async def chat(request: Request) -> Response:
+            body = await json_object_body(request)
+            if isinstance(body, Response):
+                return body
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return openai_error(400, "messages must be a non-empty list")
+            prompt_ids = self.tokenizer.encode(self.tokenizer.render_chat(messages))
+            return await self._respond(body, prompt_ids, chat=True)
+
+        async def completions(request: Request) -> Response:
+            body = await json_object_body(request)
+            if isinstance(body, Response):
+                return body
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str):
+                return openai_error(400, "prompt must be a string")
+            return await self._respond(body, self.tokenizer.encode(prompt), chat=False)
+
+        async def models(request: Request) -> Response:
+            return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
+
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+                Route("/v1/completions", completions, methods=["POST"]),
+                Route("/v1/models", models),
+            ]
+        )
+
+    async def _respond(self, body: dict[str, Any], prompt_ids: list[int], *, chat: bool) -> Response:
+        try:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 64)
+            temperature = float(body.get("temperature", 1.0))
+            top_p = float(body.get("top_p", 1.0))
+        except (TypeError, ValueError) as exc:
+            return openai_error(400, f"bad sampling parameter: {exc}")
+        generation = await asyncio.to_thread(
+            self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
+        )
+        with_ids = bool(body.get("return_token_ids"))
+        with_logprobs = body.get("logprobs") not in (None, False)
+        stream = bool(body.get("stream"))
+        eos = self.tokenizer.eos_token_id
+        ids = generation.token_ids
+        sampled = SampledChoice(
+            token_ids=ids,
+            logprobs=generation.logprobs,
+            text=self.tokenizer.decode([t for t in ids if t != eos]),
+            finish_reason=generation.finish_reason,
+            token_texts=[self.tokenizer.decode([t]) for t in ids] if with_logprobs else [],
+            pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
+        )
+        response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+        headers = {semconv.POLICY_VERSION_HEADER: str(generation.version)}
+        args = (response_id, self.model_name, prompt_ids, [sampled])
+        if stream:
+            chunks = (
+                vllm_format.chat_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
+                if chat
+                else vllm_format.text_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
+            )
+            events = itertools.chain(map(vllm_format.sse, chunks), [vllm_format.SSE_DONE])
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        build = vllm_format.chat_completion if chat else vllm_format.text_completion
+        return JSONResponse(build(*args, with_ids=with_ids, with_logprobs=with_logprobs), headers=headers)
+
+
+class ReplicaServer(AppServer):
+    """Serve a replica on loopback in a background thread: `with ReplicaServer(replica) as server: server.base_url`."""
+
+    def __init__(self, replica: SamplerReplica, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(replica.app(), host=host, port=port, name="agl-cpu-replica")
+        self.replica = replica
