@@ -182,24 +182,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def runner(collector: str, args: argparse.Namespace) -> int:
     """`--n-runners` runner processes against the collector; they stop when the training ends."""
-    import multiprocessing
+    from lightning_otel.runtime.runner import run_runner_processes
 
-    if args.n_runners <= 1:
-        _runner_main(collector, args.keep_serving)
-        return 0
-    processes = [multiprocessing.get_context("spawn").Process(target=_runner_main, args=(collector, args.keep_serving))
-                 for _ in range(args.n_runners)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join()
-    return max(process.exitcode or 0 for process in processes)
-
-
-def _runner_main(collector: str, keep_serving: bool) -> None:
-    from lightning_otel.runtime.runner import run_runner_process
-
-    run_runner_process(hello_agent, collector, max_concurrency=8, stop_when_training_ends=not keep_serving)
+    return run_runner_processes(hello_agent, collector, n_runners=args.n_runners, max_concurrency=8,
+                                stop_when_training_ends=not args.keep_serving)  # fmt: skip
 
 
 if __name__ == "__main__":

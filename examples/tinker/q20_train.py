@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
-import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -166,20 +165,10 @@ def algo(args: argparse.Namespace, collector: str) -> int:
 
 
 def runner(args: argparse.Namespace, collector: str) -> int:
-    processes = [multiprocessing.get_context("spawn").Process(target=_runner_main, args=(collector, args.keep_serving))
-                 for _ in range(args.n_runners)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join()
-    return max(process.exitcode or 0 for process in processes)
+    from lightning_otel.runtime.runner import run_runner_processes
 
-
-def _runner_main(collector: str, keep_serving: bool) -> None:
-    from lightning_otel.runtime.runner import run_runner_process
-
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    run_runner_process(q20_rollout, collector, max_concurrency=4, stop_when_training_ends=not keep_serving)
+    return run_runner_processes(q20_rollout, collector, n_runners=args.n_runners, max_concurrency=4,
+                                stop_when_training_ends=not args.keep_serving)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

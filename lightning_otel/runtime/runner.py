@@ -390,3 +390,22 @@ def run_runner_process(
         return asyncio.run(main())
     finally:
         flush_spans()
+
+
+def run_runner_processes(agent: LitAgent, collector_url: str, *, n_runners: int = 1, **options: Any) -> int:
+    """`n_runners` runner processes (`run_runner_process` with `options`) for a script's `runner` command: one runs
+    in this process, more are spawned (`agent` must then be importable by name: defined at a module's top level).
+    Returns the worst exit code."""
+    import multiprocessing
+
+    if n_runners <= 1:
+        run_runner_process(agent, collector_url, **options)
+        return 0
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=run_runner_process, args=(agent, collector_url), kwargs=options)
+                 for _ in range(n_runners)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    return max(process.exitcode or 0 for process in processes)
