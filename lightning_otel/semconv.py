@@ -57,8 +57,9 @@ AGL_RESPONSE_LOGPROBS = "agl.llm.response_logprobs"
 AGL_TOKEN_IDS_COMPLETE = "agl.llm.token_ids_complete"
 # The version of the policy weights that sampled the response (a replica's weight version, a sampler snapshot).
 AGL_POLICY_VERSION = "agl.llm.policy_version"
-# The header a policy replica names that version in; the policy gateway records it on its span.
-POLICY_VERSION_HEADER = "x-agl-policy-version"
+# Where a policy replica of ours names that version: a top-level field of its response (the first chunk of a stream),
+# beside vLLM's `prompt_token_ids`, so the agent's instrumented client and the policy gateway both record it.
+POLICY_VERSION_FIELD = "agl_policy_version"
 # n > 1: choice 0 uses the keys above; choices 1..n-1 use these templates (format with the choice index).
 AGL_CHOICE_COUNT = "agl.llm.choice_count"
 AGL_CHOICE_RESPONSE_TOKEN_IDS = "agl.llm.choice.{index}.response_token_ids"

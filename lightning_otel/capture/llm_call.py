@@ -235,6 +235,9 @@ class LLMCall:
         prompt_ids = field(payload, "prompt_token_ids")
         if prompt_ids is not None and self.prompt_token_ids is None:
             self.prompt_token_ids = list(prompt_ids)
+        version = field(payload, semconv.POLICY_VERSION_FIELD)  # our replicas: which weights sampled this
+        if isinstance(version, int):
+            self.extra_attributes[semconv.AGL_POLICY_VERSION] = version
 
     @staticmethod
     def _logprobs_of(logprobs: Any) -> list[float] | None:

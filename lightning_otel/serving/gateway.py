@@ -176,7 +176,6 @@ class PolicyGateway:
             call.finish(error=exc)
             return openai_error(502, f"replica {url} unreachable: {exc}")
         if upstream.status_code < 400:
-            _record_policy_version(call, upstream)
             call.record_completion(upstream.json())
             call.finish()
             self._count(identity)
@@ -203,7 +202,6 @@ class PolicyGateway:
             await upstream.aclose()
             call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
             return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
-        _record_policy_version(call, upstream)
 
         async def relay() -> AsyncIterator[bytes]:
             complete = False
@@ -220,13 +218,6 @@ class PolicyGateway:
                 self._count(identity)
 
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
-
-
-def _record_policy_version(call: LLMCall, upstream: httpx.Response) -> None:
-    """The weights' version a replica says sampled the answer, on the call's span (which policy made this sample)."""
-    version = upstream.headers.get(semconv.POLICY_VERSION_HEADER, "")
-    if version.isdigit():
-        call.extra_attributes[semconv.AGL_POLICY_VERSION] = int(version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """vLLM's OpenAI-compatible API over any sampler: `SamplerReplica` answers `/v1/chat/completions` and
 `/v1/completions` with top-level `prompt_token_ids`, per choice `token_ids` and the sampled tokens' `logprobs`
-(streaming included), and names the weights' version that sampled each answer (header `x-agl-policy-version`, which
-the policy gateway records on its span). A subclass only generates: `CPUReplica` (an HF model on this machine), the
+(streaming included), and names the weights' version that sampled each answer (`agl_policy_version`, a top-level
+field like vLLM's `prompt_token_ids`: the agent's instrumented client and the policy gateway record it on their
+spans). A subclass only generates: `CPUReplica` (an HF model on this machine), the
 Tinker backend's engine samplers. `ReplicaServer` serves one on loopback. Needs no torch.
 """
 
@@ -133,7 +134,7 @@ class SamplerReplica(abc.ABC):
             pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
         )
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
-        headers = {semconv.POLICY_VERSION_HEADER: str(generation.version)}
+        version = {semconv.POLICY_VERSION_FIELD: generation.version}  # which weights sampled it, in the body
         args = (response_id, self.model_name, prompt_ids, [sampled])
         if stream:
             chunks = (
@@ -141,10 +142,12 @@ class SamplerReplica(abc.ABC):
                 if chat
                 else vllm_format.text_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)
             )
+            first = next(chunks)
+            chunks = itertools.chain([{**first, **version}], chunks)
             events = itertools.chain(map(vllm_format.sse, chunks), [vllm_format.SSE_DONE])
-            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+            return StreamingResponse(events, media_type="text/event-stream")
         build = vllm_format.chat_completion if chat else vllm_format.text_completion
-        return JSONResponse(build(*args, with_ids=with_ids, with_logprobs=with_logprobs), headers=headers)
+        return JSONResponse({**build(*args, with_ids=with_ids, with_logprobs=with_logprobs), **version})
 
 
 class ReplicaServer(AppServer):
