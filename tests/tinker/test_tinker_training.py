@@ -71,7 +71,14 @@ def test_tinker_trains_on_traces_and_serves_each_new_sampler(
 
 def test_a_reward_that_never_varies_trains_nothing_and_says_so(tiny_model_dir: Path, collector: str) -> None:
     trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=tinker(tiny_model_dir, max_steps=2))
-    with pytest.raises(agl.NothingTrained, match="none trained"):
+    said = r"none trained: 16 rollouts \(0 failed\), 16 samples selected, 4 groups whose rewards were all equal"
+    with pytest.raises(agl.NothingTrained, match=said):
+        trainer.fit("tests.tinker.agents:constant_agent", TASKS[:2])
+
+
+def test_checkpoints_need_a_folder_before_any_step(tiny_model_dir: Path, collector: str) -> None:
+    trainer = agl.Trainer(n_runners=0, collector=collector, algorithm=tinker(tiny_model_dir, save_every=1))
+    with pytest.raises(ValueError, match="save_every needs an engine with a log_dir"):
         trainer.fit("tests.tinker.agents:constant_agent", TASKS[:2])
 
 

@@ -134,6 +134,8 @@ class Tinker(Algorithm):
         tasks, val_tasks = list(train_dataset or []), list(val_dataset or [])
         if not tasks:
             raise ValueError("Tinker needs a non-empty train dataset")
+        if self.save_every and getattr(self.engine, "log_dir", "") is None:  # before any step, not at the first save
+            raise ValueError("save_every needs an engine with a log_dir to save its state in")
         batches = self._batches(tasks)
         metrics_log = MetricsLog(
             self.logger, project=self.project_name, experiment=self.experiment_name or run.run_id,
@@ -162,11 +164,13 @@ class Tinker(Algorithm):
                     self.on_step(step, metrics)
         result.train_seconds = time.monotonic() - started
         if not any(step["train/datums"] for step in result.steps):
+            total = {key: sum(int(s[key]) for s in result.steps) for key in (
+                "rollouts", "failed", "train/samples", "train/constant_groups", "calls_without_token_ids")}  # fmt: skip
             raise NothingTrained(
-                f"{len(result.steps)} steps, none trained: every group's rewards were equal or no call was selected "
-                f"(constant groups: {sum(int(s['train/constant_groups']) for s in result.steps)}, samples: "
-                f"{sum(int(s['train/samples']) for s in result.steps)}). Check agent_match with Trainer.dev, and a "
-                "reward that varies between attempts"
+                f"{len(result.steps)} steps, none trained: {total['rollouts']} rollouts ({total['failed']} failed), "
+                f"{total['train/samples']} samples selected, {total['train/constant_groups']} groups whose rewards "
+                f"were all equal, {total['calls_without_token_ids']} calls without token ids. Check agent_match "
+                "with Trainer.dev, and a reward that varies between attempts"
             )
         return result
 
