@@ -19,7 +19,8 @@ def test_console_and_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     log.close()
     assert capsys.readouterr().out == "step 3: reward 0.250  val nan  datums 32\n"
     (line,) = (tmp_path / "metrics.jsonl").read_text().splitlines()
-    assert json.loads(line)["train/loss_sum"] == -1.5 and json.loads(line)["step"] == 3
+    record = json.loads(line)
+    assert (record["run"], record["step"], record["train/loss_sum"]) == ("e", 3, -1.5)
 
 
 def test_verl_trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,6 +37,7 @@ class MetricsLog:
         log_dir: Path | None,
         config: Mapping[str, Any] | None = None,
     ) -> None:
+        self.experiment = experiment
         self.console = "console" in backends
         self.jsonl = (log_dir / "metrics.jsonl") if "jsonl" in backends and log_dir is not None else None
         if "jsonl" in backends and log_dir is None:
@@ -58,7 +59,7 @@ class MetricsLog:
             print(f"step {step}: {shown}", flush=True)
         if self.jsonl is not None:
             with self.jsonl.open("a", encoding="utf-8") as out:
-                out.write(json.dumps({"step": step, **metrics}) + "\n")
+                out.write(json.dumps({"run": self.experiment, "step": step, **metrics}) + "\n")  # runs append
         if self._tracking is not None:
             self._tracking.log(data=dict(metrics), step=step)
 
