@@ -39,6 +39,11 @@ class CPUReplica(SamplerReplica):
         self._generator = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
 
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling stream from `seed` (a request asking for reproducible samples)."""
+        with self._lock:
+            self._generator.manual_seed(seed)
+
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation:  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from lightning_otel.serving.sampler_api import ChatTokenizerLike, Generation, SamplerReplica
 from lightning_otel.training.tinker.types import (
+    LOSS_INPUTS,
     AdamParams,
     Datum,
     ForwardBackwardOutput,
@@ -67,14 +68,17 @@ class EngineSamplerReplica(SamplerReplica):
         return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
 
 
-def check_loss_inputs(data: Sequence[Datum], loss_fn: str, required: Mapping[str, Sequence[str]]) -> None:
-    """Every datum carries what the loss reads: a clear error before any compute (or any request)."""
-    if loss_fn not in required:
-        raise ValueError(f"unknown loss_fn {loss_fn!r}: expected one of {', '.join(required)}")
-    for index, datum in enumerate(data):
-        missing = [key for key in required[loss_fn] if key not in datum.loss_fn_inputs]
+def checked_datums(data: Sequence[Any], loss_fn: str) -> list[Datum]:
+    """The data as our datums (a `tinker.types.Datum` converted), each carrying what the loss reads: a clear error
+    before any compute (or any request)."""
+    if loss_fn not in LOSS_INPUTS:
+        raise ValueError(f"unknown loss_fn {loss_fn!r}: expected one of {', '.join(LOSS_INPUTS)}")
+    datums = [as_datum(datum) for datum in data]
+    for index, datum in enumerate(datums):
+        missing = [key for key in LOSS_INPUTS[loss_fn] if key not in datum.loss_fn_inputs]
         if missing:
             raise ValueError(f"datum {index} lacks {missing} for loss_fn={loss_fn!r}")
+    return datums
 
 
 def as_datum(datum: Any) -> Datum:

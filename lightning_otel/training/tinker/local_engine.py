@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_otel.serving.sampler_api import HFChatTokenizer
-from lightning_otel.training.tinker.engine import as_datum, check_loss_inputs
+from lightning_otel.training.tinker.engine import checked_datums
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -59,7 +59,7 @@ class LocalSampler:
 
     def sample(self, prompt: Sequence[int], num_samples: int, params: SamplingParams) -> list[SampledSequence]:
         if params.seed is not None:
-            self._replica._generator.manual_seed(params.seed)
+            self._replica.reseed(params.seed)
         sequences = []
         for _ in range(num_samples):
             generation = self._replica.generate(
@@ -126,8 +126,7 @@ class LocalEngine:
     ) -> ForwardBackwardOutput:
         from lightning_otel.training.tinker.losses import loss_function
 
-        datums = [as_datum(datum) for datum in data]
-        check_loss_inputs(datums, loss_fn, LOSS_INPUTS)
+        datums = checked_datums(data, loss_fn)
         loss = loss_function(loss_fn)
         config = dict(loss_fn_config or {})
         self.model.train()

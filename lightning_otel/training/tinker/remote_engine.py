@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from lightning_otel.serving.sampler_api import HFChatTokenizer
-from lightning_otel.training.tinker.engine import as_datum, check_loss_inputs
+from lightning_otel.training.tinker.engine import checked_datums
 from lightning_otel.training.tinker.types import (
-    LOSS_INPUTS,
     AdamParams,
     Datum,
     ForwardBackwardOutput,
@@ -123,8 +122,7 @@ class RemoteEngine:
     def forward_backward(
         self, data: Sequence[Any], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None
     ) -> ForwardBackwardOutput:
-        datums = [as_datum(datum) for datum in data]
-        check_loss_inputs(datums, loss_fn, LOSS_INPUTS)  # before the request: a clear error, no billed call
+        datums = checked_datums(data, loss_fn)  # before the request: a clear error, no billed call
         output = _resolved(
             self.training.forward_backward([to_tinker_datum(d) for d in datums], loss_fn, dict(loss_fn_config or {}))
         )
