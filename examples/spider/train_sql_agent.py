@@ -265,11 +265,14 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             config["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] = 2
             config["trainer"]["val_before_train"] = False
         print(f"GRPO with VERL on CPU: {steps} steps of {config['data']['train_batch_size']} tasks x "
-              f"{config['actor_rollout_ref']['rollout']['n']} rollouts, agent_match={args.active_agent!r}; "
+              f"{config['actor_rollout_ref']['rollout']['n']} rollouts, agent_match={args.active_agent!r}, "
+              f"lr {args.lr:g}, negative advantages x{args.negative_advantage_weight:g}; "
               f"validation on {len(val_data)} questions", flush=True)  # fmt: skip
         trainer = agl.Trainer(
             n_runners=args.n_runners,
-            algorithm=agl.VERL(config, device="cpu", on_step=print_step),
+            algorithm=agl.VERL(
+                config, device="cpu", on_step=print_step, negative_advantage_weight=args.negative_advantage_weight
+            ),
             adapter={"agent_match": args.active_agent or None},
             initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", "policy")},
             collector=collector,
@@ -315,9 +318,15 @@ def main() -> None:
     cpu.add_argument("--steps", type=int, default=32, help="GRPO steps")
     cpu.add_argument("--test-freq", type=int, default=16, help="validate every N steps")
     cpu.add_argument("--val-size", type=int, default=500, help="validation questions (from test_dev_500)")
-    cpu.add_argument("--lr", type=float, default=2e-4)
+    cpu.add_argument("--lr", type=float, default=3e-4)
     cpu.add_argument("--tasks", type=int, default=8, help="questions per GRPO step")
-    cpu.add_argument("--rollouts", type=int, default=4, help="rollouts per question (GRPO's group)")
+    cpu.add_argument("--rollouts", type=int, default=8, help="rollouts per question (GRPO's group)")
+    cpu.add_argument(
+        "--negative-advantage-weight",
+        type=float,
+        default=0.0,
+        help="scale of GRPO's negative advantages (1: plain GRPO; 0: reinforce only better-than-group rollouts)",
+    )
     cpu.add_argument("--sft-epochs", type=float, default=9.0)
     cpu.add_argument("--seed", type=int, default=0)
     cpu.add_argument("--policy", help="skip the warm start: GRPO from this model (e.g. runs/cpu/model-sft)")

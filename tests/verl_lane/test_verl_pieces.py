@@ -12,12 +12,18 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
+import lightning_otel as agl
 from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, Triplet
 from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch
 from lightning_otel.training.verl import config_checks
 from lightning_otel.training.verl.batch import BatchShape, NoTrainableRows, Sample, build_batch
 from lightning_otel.training.verl.config import compose_verl_config
-from lightning_otel.training.verl.trainer import mini_batch_plan, rollout_level_grpo, samples_from
+from lightning_otel.training.verl.trainer import (
+    mini_batch_plan,
+    rollout_level_grpo,
+    samples_from,
+    weigh_negative_advantages,
+)
 
 
 def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,6 +141,25 @@ def test_grpo_per_rollout_counts_a_multi_row_rollout_once_in_its_group() -> None
         batch.batch["token_level_rewards"], batch.batch["response_mask"], batch.non_tensor_batch["uid"]
     )
     assert round(float(rows[3, 0]), 2) == -1.5
+
+
+def test_negative_advantages_are_weighed_and_positive_ones_kept() -> None:
+    shape = BatchShape(max_prompt_length=8, max_response_length=4, pad_token_id=0)
+    rewards = {"A": 1.0, "B": 0.0, "C": 0.0}
+    samples = [Sample(triplet(name, "write", name), reward, "g") for name, reward in rewards.items()]
+    batch, _ = build_batch(samples, shape)
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    plain = rollout_level_grpo(batch).batch["advantages"].clone()
+    weighed = weigh_negative_advantages(batch, 0.25).batch["advantages"]
+    assert plain[0, 0] > 0 and plain[1, 0] < 0  # the better rollout up, the worse down
+    assert torch.equal(weighed[0], plain[0])  # better than the group: as GRPO says
+    assert torch.allclose(weighed[1:], plain[1:] * 0.25)  # worse: a quarter of the push down
+    assert torch.equal(weigh_negative_advantages(batch, 0.0).batch["advantages"][1:], torch.zeros_like(plain[1:]))
+
+
+def test_a_negative_advantage_weight_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="negative_advantage_weight"):
+        agl.VERL({}, negative_advantage_weight=-1.0)
 
 
 def test_the_gateway_is_advertised_by_a_name_runners_can_reach() -> None:

@@ -51,7 +51,9 @@ class VERL(Algorithm):
     strings applied last (what `lightning-otel train` passes). `policy_resource`: the resource name the agents read the
     policy endpoint from. `group_by_agent`: GRPO groups per task *and* agent (multi-agent rollouts whose agents are
     rewarded differently). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
-    counted once whatever its number of rows; "row" is verl's own (every row counts). `device`: "cpu" or "cuda";
+    counted once whatever its number of rows; "row" is verl's own (every row counts). `negative_advantage_weight`:
+    multiplies the negative advantages of any estimator (1: the estimator's own update; 0: only rollouts better than
+    their group's mean are reinforced, the setting of examples/spider's tiny CPU policy). `device`: "cpu" or "cuda";
     default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
     and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
     """
@@ -64,6 +66,7 @@ class VERL(Algorithm):
         policy_resource: str = "main_llm",
         group_by_agent: bool = False,
         advantage_per: str = "rollout",
+        negative_advantage_weight: float = 1.0,
         device: str | None = None,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
@@ -72,11 +75,14 @@ class VERL(Algorithm):
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if not 0.0 <= negative_advantage_weight <= 1.0:
+            raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
         self.config = config
         self.overrides = list(overrides)
         self.policy_resource = policy_resource
         self.group_by_agent = group_by_agent
         self.advantage_per = advantage_per
+        self.negative_advantage_weight = negative_advantage_weight
         self.device = device
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
@@ -103,6 +109,7 @@ class VERL(Algorithm):
                     gateway,
                     group_by_agent=self.group_by_agent,
                     advantage_per=self.advantage_per,
+                    negative_advantage_weight=self.negative_advantage_weight,
                     on_step=self.on_step,
                     rollout_timeout_s=self.rollout_timeout_s,
                 )

@@ -107,6 +107,16 @@ def mini_batch_plan(rows: int, target_rows: int, unit: int) -> tuple[int, int]:
     return count, count * unit
 
 
+def weigh_negative_advantages(batch: DataProto, weight: float) -> DataProto:
+    """Multiply the actor's negative advantages by `weight` (the critic's `returns` stay): 1 is the estimator's own
+    update, 0 keeps only the rollouts that did better than their group (positive-sample reinforcement). A small
+    policy trained from a warm start can be pushed off by the many pushes-down of its wrong samples; see the
+    spider example's README for measurements."""
+    advantages = batch.batch["advantages"]
+    batch.batch["advantages"] = torch.where(advantages < 0, advantages * weight, advantages)
+    return batch
+
+
 def rollout_level_grpo(batch: DataProto, *, norm_adv_by_std: bool = True) -> DataProto:
     """GRPO advantages computed over rollouts, not rows: a rollout that gave several rows (several selected calls)
     counts once in its group's mean and std, then every row of it gets its advantage. verl's own GRPO would weigh
@@ -156,6 +166,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         *,
         group_by_agent: bool = False,
         advantage_per: str = "rollout",
+        negative_advantage_weight: float = 1.0,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
     ) -> VERLResult:
@@ -164,7 +175,10 @@ class TraceRayPPOTrainer(RayPPOTrainer):
 
         if advantage_per not in ("rollout", "row"):
             raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
+        if not 0.0 <= negative_advantage_weight <= 1.0:
+            raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
         self.run, self.gateway, self.group_by_agent, self.advantage_per = run, gateway, group_by_agent, advantage_per
+        self.negative_advantage_weight = negative_advantage_weight
         self.rollout_timeout_s = rollout_timeout_s
         config = self.config
         tracker = Tracking(
@@ -376,6 +390,8 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                     norm_adv_by_std_in_grpo=norm_by_std,
                     config=config.algorithm,
                 )
+            if self.negative_advantage_weight != 1.0:
+                batch = weigh_negative_advantages(batch, self.negative_advantage_weight)
         if self.use_critic:
             with marked_timer("update_critic", timing):
                 metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
