@@ -77,7 +77,16 @@ def verl_config(model_path: str, tool_format: str) -> dict[str, Any]:
 
 
 def cpu_config(
-    model_path: Path, work: Path, *, steps: int, test_freq: int, lr: float, seed: int, tasks: int, rollouts: int
+    model_path: Path,
+    work: Path,
+    *,
+    steps: int,
+    test_freq: int,
+    lr: float,
+    seed: int,
+    tasks: int,
+    rollouts: int,
+    temperature: float,
 ) -> dict[str, Any]:
     """GRPO on CPU for the tiny policy: small batches, a high learning rate, validation every `test_freq` steps."""
     return {
@@ -87,7 +96,7 @@ def cpu_config(
             "model": {"path": str(model_path)},
             "rollout": {
                 "n": rollouts,
-                "temperature": 1.0,
+                "temperature": temperature,
                 "log_prob_micro_batch_size_per_gpu": 16,
                 "val_kwargs": {"temperature": 0.0, "do_sample": False, "n": 1},
             },
@@ -258,6 +267,7 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             seed=args.seed,
             tasks=args.tasks,
             rollouts=args.rollouts,
+            temperature=args.temperature,
         )
         if args.ci_fast:
             config["data"].update(train_batch_size=2)
@@ -266,10 +276,13 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             config["trainer"]["val_before_train"] = False
         print(f"GRPO with VERL on CPU: {steps} steps of {config['data']['train_batch_size']} tasks x "
               f"{config['actor_rollout_ref']['rollout']['n']} rollouts, agent_match={args.active_agent!r}, "
-              f"lr {args.lr:g}, negative advantages x{args.negative_advantage_weight:g}; "
+              f"temperature {args.temperature:g}, lr {args.lr:g}, "
+              f"negative advantages x{args.negative_advantage_weight:g}; "
               f"validation on {len(val_data)} questions", flush=True)  # fmt: skip
         trainer = agl.Trainer(
             n_runners=args.n_runners,
+            # a step's rollouts all in flight at once: the CPU replica samples the requests waiting together
+            max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners))),
             algorithm=agl.VERL(
                 config, device="cpu", on_step=print_step, negative_advantage_weight=args.negative_advantage_weight
             ),
@@ -315,12 +328,13 @@ def main() -> None:
     )
     cpu = parser.add_argument_group("cpu profile")
     cpu.add_argument("--workdir", default=str(HERE / "runs" / "cpu"))
-    cpu.add_argument("--steps", type=int, default=32, help="GRPO steps")
-    cpu.add_argument("--test-freq", type=int, default=16, help="validate every N steps")
+    cpu.add_argument("--steps", type=int, default=40, help="GRPO steps")
+    cpu.add_argument("--test-freq", type=int, default=20, help="validate every N steps")
     cpu.add_argument("--val-size", type=int, default=500, help="validation questions (from test_dev_500)")
     cpu.add_argument("--lr", type=float, default=3e-4)
     cpu.add_argument("--tasks", type=int, default=8, help="questions per GRPO step")
     cpu.add_argument("--rollouts", type=int, default=8, help="rollouts per question (GRPO's group)")
+    cpu.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the GRPO rollouts")
     cpu.add_argument(
         "--negative-advantage-weight",
         type=float,

@@ -8,15 +8,23 @@
 It answers `/v1/chat/completions` and `/v1/completions` in vLLM's format: top-level `prompt_token_ids`, per choice
 `token_ids`, and `logprobs` of the sampled tokens (log-softmax of the logits at the request's temperature, which is
 what a trainer recomputes), streaming included. So the gateway, the instrumentors and the adapter see exactly what
-they see in front of vLLM, and CPU runs exercise the same path as GPU ones. One generation at a time (a lock);
-`weight_version` counts updates, and every answer names the version that sampled it (the API is `sampler_api`'s,
-shared with the Tinker backend's samplers). Needs torch and transformers (the `[verl]` extra brings both).
+they see in front of vLLM, and CPU runs exercise the same path as GPU ones.
+
+Requests that arrive while a batch is being sampled wait and go together in the next one (up to `max_batch`, left
+padded, each with its own temperature, top_p and max_tokens), and identical prompts in a batch (a GRPO group's n
+rollouts of one task) are read once, their KV cache shared: a small policy's cost is mostly reading long prompts.
+No timer: an idle replica starts a lone request at once. `weight_version` counts updates, and every answer names the
+version that sampled it (the API is `sampler_api`'s, shared with the Tinker backend's samplers). Needs torch and
+transformers (the `[verl]` extra brings both).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 import torch
 
@@ -31,59 +39,154 @@ from lightning_otel.serving.sampler_api import (  # the API's names, importable 
 __all__ = ["CPUReplica", "ChatTokenizerLike", "Generation", "HFChatTokenizer", "ReplicaServer", "SamplerReplica"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+
+
 class CPUReplica(SamplerReplica):
     def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
-                 seed: int = 0) -> None:  # fmt: skip
+                 seed: int = 0, max_batch: int = 64) -> None:  # fmt: skip
         super().__init__(tokenizer, model_name=model_name)
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model.eval()
+        self.max_batch = max_batch
+        self._vocab_size = int(model.get_input_embeddings().num_embeddings)
         self._generator = torch.Generator().manual_seed(seed)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one batch (or weight update) at a time
+        self._queue_lock = threading.Lock()
+        self._waiting: list[tuple[_Request, Future[Generation]]] = []
+        self._draining = False
 
     def reseed(self, seed: int) -> None:
         """Restart the sampling stream from `seed` (a request asking for reproducible samples)."""
         with self._lock:
             self._generator.manual_seed(seed)
 
-    @torch.no_grad()
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation:  # fmt: skip
-        """Sample token by token with a KV cache; each logprob is log-softmax(logits / temperature) of the token."""
-        with self._lock:
-            device = next(self.model.parameters()).device  # a replica on a GPU samples there
-            ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
-            sampled: list[int] = []
-            logprobs: list[float] = []
-            past = None
-            finish = "length"
-            for _ in range(max_tokens):
-                output = self.model(input_ids=ids, past_key_values=past, use_cache=True)
-                past = output.past_key_values
-                logits = output.logits[0, -1].float().cpu()
-                if temperature <= 0:
-                    token = int(torch.argmax(logits))
-                    logprob = float(torch.log_softmax(logits, dim=-1)[token])
-                else:
-                    scores = torch.log_softmax(logits / temperature, dim=-1)
-                    token = self._sample(scores, top_p)
-                    logprob = float(scores[token])
-                sampled.append(token)
-                logprobs.append(logprob)
-                if token == self.tokenizer.eos_token_id:
-                    finish = "stop"
-                    break
-                ids = torch.tensor([[token]], dtype=torch.long, device=device)
-            return Generation(sampled, logprobs, finish, self.weight_version)
+        """Sample one answer (batched with whatever else is waiting); blocks until it is done."""
+        return self._submit(prompt_ids, max_tokens, temperature, top_p).result()
 
-    def _sample(self, scores: torch.Tensor, top_p: float) -> int:
-        probs = scores.exp()
-        if top_p < 1.0:
-            ordered, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(ordered, dim=-1) - ordered < top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
-        return int(torch.multinomial(probs / probs.sum(), 1, generator=self._generator))
+    async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                        top_p: float = 1.0) -> Generation:  # fmt: skip
+        """`generate` for an event loop: waits without holding a thread, so every open request can join a batch."""
+        return await asyncio.wrap_future(self._submit(prompt_ids, max_tokens, temperature, top_p))
+
+    def generate_many(self, prompts: Sequence[Sequence[int]], *, max_tokens: int = 64, temperature: float = 1.0,
+                      top_p: float = 1.0) -> list[Generation]:  # fmt: skip
+        """Sample an answer to each prompt, together (in batches of `max_batch`), in the prompts' order."""
+        futures = [self._submit(prompt, max_tokens, temperature, top_p) for prompt in prompts]
+        return [future.result() for future in futures]
+
+    def _submit(self, prompt_ids: Sequence[int], max_tokens: int, temperature: float,
+                top_p: float) -> Future[Generation]:  # fmt: skip
+        request = _Request(list(prompt_ids), int(max_tokens), float(temperature), float(top_p))
+        if not request.prompt_ids:
+            raise ValueError("the prompt has no tokens")
+        # checked here, not in the batch: one bad request must not fail the others sampled with it
+        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self._vocab_size:
+            raise ValueError(f"prompt token ids must be in [0, {self._vocab_size}) (the model's vocabulary)")
+        future: Future[Generation] = Future()
+        with self._queue_lock:
+            self._waiting.append((request, future))
+            if self._draining:  # the running drain takes it in a coming batch
+                return future
+            self._draining = True
+        threading.Thread(target=self._drain, name="agl-cpu-replica", daemon=True).start()
+        return future
+
+    def _drain(self) -> None:
+        """Sample batches of waiting requests until none is left (then this thread ends: no idle thread stays).
+        The batch is taken once the replica is free, so requests that came during a weight update go together."""
+        while True:
+            with self._lock:
+                with self._queue_lock:
+                    if not self._waiting:
+                        self._draining = False
+                        return
+                    batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
+                try:
+                    generations = self._sample_batch([request for request, _ in batch])
+                except BaseException as exc:  # each waiting caller gets the error
+                    for _, future in batch:
+                        future.set_exception(exc)
+                    continue
+            for (_, future), generation in zip(batch, generations, strict=True):
+                future.set_result(generation)
+
+    @torch.no_grad()
+    def _sample_batch(self, requests: list[_Request]) -> list[Generation]:
+        """Read each distinct prompt once (left padded), share its KV cache among the rows that asked it, then one
+        forward per token; a row stops at the end token or its max_tokens. Each logprob is
+        log-softmax(logits / temperature) of the token (greedy: temperature 1)."""
+        device = next(self.model.parameters()).device  # a replica on a GPU samples there
+        distinct: dict[tuple[int, ...], int] = {}
+        source = [distinct.setdefault(tuple(request.prompt_ids), len(distinct)) for request in requests]
+        prompts = list(distinct)
+        width = max(map(len, prompts))
+        ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        output = self.model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                            position_ids=positions.to(device), use_cache=True)  # fmt: skip
+        past, logits = output.past_key_values, output.logits[:, -1].float().cpu()
+        if len(prompts) < len(requests):  # rows of one prompt: copies of its cache (what beam search does)
+            rows = torch.tensor(source)
+            past.reorder_cache(rows.to(device))
+            logits, mask, positions = logits[rows], mask[rows], positions[rows]
+        next_position = positions[:, -1] + 1
+        temperatures = torch.tensor([r.temperature for r in requests])
+        top_ps = torch.tensor([r.top_p for r in requests])
+        sampled: list[list[int]] = [[] for _ in requests]
+        logprobs: list[list[float]] = [[] for _ in requests]
+        finish = ["length"] * len(requests)
+        active = [r.max_tokens > 0 for r in requests]
+        while any(active):
+            tokens, token_logprobs = self._pick(logits, temperatures, top_ps)
+            for row, request in enumerate(requests):
+                if not active[row]:
+                    continue
+                sampled[row].append(int(tokens[row]))
+                logprobs[row].append(float(token_logprobs[row]))
+                if tokens[row] == self.tokenizer.eos_token_id:
+                    finish[row], active[row] = "stop", False
+                elif len(sampled[row]) >= request.max_tokens:
+                    active[row] = False
+            if not any(active):
+                break
+            # finished rows keep decoding (cheap at this size); their tokens are not kept
+            mask = torch.cat([mask, torch.ones(len(requests), 1, dtype=mask.dtype)], dim=1)
+            output = self.model(input_ids=tokens[:, None].to(device), attention_mask=mask.to(device),
+                                position_ids=next_position[:, None].to(device), past_key_values=past,
+                                use_cache=True)  # fmt: skip
+            past, logits = output.past_key_values, output.logits[:, -1].float().cpu()
+            next_position = next_position + 1
+        version = self.weight_version
+        return [Generation(sampled[row], logprobs[row], finish[row], version) for row in range(len(requests))]
+
+    def _pick(self, logits: torch.Tensor, temperatures: torch.Tensor,
+              top_ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Per row: argmax where temperature <= 0, else a sample of softmax(logits / T) kept to the top_p nucleus."""
+        greedy = temperatures <= 0
+        scores = torch.log_softmax(logits / torch.where(greedy, 1.0, temperatures)[:, None], dim=-1)
+        tokens = scores.argmax(dim=-1)
+        if not bool(greedy.all()):
+            probs = scores.exp()
+            if bool((top_ps < 1.0).any()):
+                ordered, order = torch.sort(probs, dim=-1, descending=True)
+                keep = (torch.cumsum(ordered, dim=-1) - ordered < top_ps[:, None]) | (top_ps >= 1.0)[:, None]
+                probs = torch.zeros_like(probs).scatter(1, order, ordered * keep)
+            drawn = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, generator=self._generator).squeeze(1)
+            tokens = torch.where(greedy, tokens, drawn)
+        return tokens, scores.gather(1, tokens[:, None]).squeeze(1)
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
-        """Load new policy weights between requests (a trainer's weight sync); returns the new version.
+        """Load new policy weights between batches (a trainer's weight sync); returns the new version.
 
         Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
         error: a partial sync would serve a policy the trainer never had."""

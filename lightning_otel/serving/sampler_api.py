@@ -2,8 +2,9 @@
 `/v1/completions` with top-level `prompt_token_ids`, per choice `token_ids` and the sampled tokens' `logprobs`
 (streaming included), and names the weights' version that sampled each answer (`agl_policy_version`, a top-level
 field like vLLM's `prompt_token_ids`: the agent's instrumented client and the policy gateway record it on their
-spans). A subclass only generates: `CPUReplica` (an HF model on this machine), the
-Tinker backend's engine samplers. `ReplicaServer` serves one on loopback. Needs no torch.
+spans). A subclass only generates (`generate`; `agenerate` too where it can wait without a thread): `CPUReplica`
+(an HF model on this machine), the Tinker backend's engine samplers. `ReplicaServer` serves one on loopback.
+Needs no torch.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ class SamplerReplica(abc.ABC):
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation: ...  # fmt: skip
 
+    async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                        top_p: float = 1.0) -> Generation:  # fmt: skip
+        """`generate` from an event loop (in a worker thread here; a batching sampler overrides it)."""
+        return await asyncio.to_thread(
+            self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
+        )
+
     # --- the OpenAI-compatible API ------------------------------------------------------------------------------
     def app(self) -> Starlette:
         async def chat(request: Request) -> Response:
@@ -117,9 +125,7 @@ class SamplerReplica(abc.ABC):
             top_p = float(body.get("top_p", 1.0))
         except (TypeError, ValueError) as exc:
             return openai_error(400, f"bad sampling parameter: {exc}")
-        generation = await asyncio.to_thread(
-            self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
-        )
+        generation = await self.agenerate(prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         with_ids = bool(body.get("return_token_ids"))
         with_logprobs = body.get("logprobs") not in (None, False)
         stream = bool(body.get("stream"))

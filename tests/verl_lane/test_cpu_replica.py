@@ -81,3 +81,39 @@ def test_behind_the_gateway_an_instrumented_client_gets_the_replicas_ids(
     assert (
         max(abs(a - b) for a, b in zip(client_span.attributes["agl.llm.response_logprobs"], again, strict=True)) < 1e-4
     )
+
+
+def test_concurrent_requests_sample_in_one_batch_each_with_its_own_settings() -> None:
+    """Left padding, per-row temperature and max_tokens, a prompt asked twice: each answer's logprobs are still what a
+    trainer recomputes for that prompt alone, greedy rows answer as they do alone, the batch took one forward a
+    token, and the first read each distinct prompt once."""
+    replica = CPUReplica(tiny_policy(TOKENIZER, seed=3), TOKENIZER, seed=11)
+    prompts = [TOKENIZER.encode(TOKENIZER.render_chat([{"role": "user", "content": "q " * k}])) for k in (1, 5, 12)]
+    alone = replica.generate(prompts[1], max_tokens=10, temperature=0)
+    forwards: list[int] = []  # rows of each forward's input
+    hook = replica.model.register_forward_pre_hook(lambda _, args, kwargs: forwards.append(len(kwargs["input_ids"])),
+                                                   with_kwargs=True)  # fmt: skip
+    try:
+        settings = [(prompts[0], 12, 1.0), (prompts[1], 10, 0.0), (prompts[2], 6, 0.7), (prompts[0], 3, 1.3)]
+        with replica._lock:  # busy (as during a weight update): the requests wait and then go together
+            futures = [replica._submit(p, n, t, 1.0) for p, n, t in settings]
+        generations = [future.result(timeout=60) for future in futures]
+    finally:
+        hook.remove()
+    assert len(forwards) <= 12  # one batch: a forward per token of the longest answer, not one per answer per token
+    assert forwards[0] == 3 and set(forwards[1:]) == {4}  # 3 distinct prompts read, then 4 rows decoded
+    assert generations[1].token_ids == alone.token_ids
+    for (prompt, max_tokens, temperature), generation in zip(settings, generations, strict=True):
+        assert 0 < len(generation.token_ids) <= max_tokens
+        assert generation.finish_reason == ("stop" if generation.token_ids[-1] == TOKENIZER.eos_token_id else "length")
+        again = recomputed_logprobs(replica.model, prompt, generation.token_ids, temperature or 1.0)
+        assert max(abs(a - b) for a, b in zip(generation.logprobs, again, strict=True)) < 1e-4
+
+
+def test_a_bad_prompt_is_refused_alone_and_the_replica_keeps_serving(replica: CPUReplica) -> None:
+    with pytest.raises(ValueError, match="vocabulary"):
+        replica.generate([1, 10**6], max_tokens=4)
+    with pytest.raises(ValueError, match="no tokens"):
+        replica.generate([], max_tokens=4)
+    many = replica.generate_many([TOKENIZER.encode("hello")] * 5, max_tokens=6, temperature=1.0)
+    assert len(many) == 5 and all(0 < len(g.token_ids) <= 6 for g in many)

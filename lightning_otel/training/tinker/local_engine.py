@@ -48,8 +48,8 @@ UNEMBED_MODULES = ("lm_head",)
 
 
 class LocalSampler:
-    """A frozen snapshot of the policy that samples token by token (`CPUReplica.generate`: a KV cache, logprobs of
-    the sampled tokens at the request's temperature)."""
+    """A frozen snapshot of the policy that samples a request's `num_samples` together (`CPUReplica.generate_many`:
+    one batch with a KV cache, logprobs of the sampled tokens at the request's temperature)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: HFChatTokenizer, version: int, seed: int = 0) -> None:
         from lightning_otel.serving.cpu_replica import CPUReplica
@@ -60,13 +60,10 @@ class LocalSampler:
     def sample(self, prompt: Sequence[int], num_samples: int, params: SamplingParams) -> list[SampledSequence]:
         if params.seed is not None:
             self._replica.reseed(params.seed)
-        sequences = []
-        for _ in range(num_samples):
-            generation = self._replica.generate(
-                prompt, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
-            )
-            sequences.append(SampledSequence(generation.token_ids, generation.logprobs, generation.finish_reason))
-        return sequences
+        generations = self._replica.generate_many(
+            [prompt] * num_samples, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
+        )
+        return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
 
 
 class LocalEngine:

@@ -11,7 +11,6 @@ Three pieces, each the counterpart of one vLLM piece in verl 0.9:
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -55,8 +54,7 @@ class HFRolloutServer:
         params = dict(sampling_params)
         limit = min(self.response_length, self.prompt_length + self.response_length - len(prompt_ids))
         max_tokens = int(params.pop("max_tokens", params.pop("max_new_tokens", limit)))
-        generation = await asyncio.to_thread(
-            self.replica.generate,
+        generation = await self.replica.agenerate(
             prompt_ids,
             max_tokens=max(1, min(max_tokens, limit)),
             temperature=float(params.get("temperature", 1.0)),
