@@ -18,7 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 
 # What verl 0.9.1 needs to train on CPU (measured on 2 cores; see the README's training section). The rollout is
 # our `hf` replica (lightning_otel.training.verl.cpu); no CUDA graphs, compilation, fused kernels or remove-padding
-# paths.
+# paths. The actor and reference compute in float32 like the replica: verl's FSDP engine otherwise autocasts to
+# bfloat16, which on a CPU is slower and made the actor's log-probs differ from the sampler's by up to 0.06.
+FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 CPU_DEFAULTS: dict[str, Any] = {
     "trainer": {"device": "cpu", "n_gpus_per_node": 1, "nnodes": 1, "use_v1": False, "logger": ["console"]},
     "data": {"dataloader_num_workers": 0},
@@ -32,9 +34,9 @@ CPU_DEFAULTS: dict[str, Any] = {
         "actor": {
             "strategy": "fsdp2",
             "use_torch_compile": False,
-            "fsdp_config": {"param_offload": False, "optimizer_offload": False},
+            "fsdp_config": {"param_offload": False, "optimizer_offload": False, "mixed_precision": FP32},
         },
-        "ref": {"strategy": "fsdp2", "use_torch_compile": False},
+        "ref": {"strategy": "fsdp2", "use_torch_compile": False, "fsdp_config": {"mixed_precision": FP32}},
         "model": {"use_remove_padding": False, "override_config": {"attn_implementation": "sdpa"}},
     },
     "ray_kwargs": {"ray_init": {"num_cpus": 8, "num_gpus": 1}},
