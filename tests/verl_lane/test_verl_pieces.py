@@ -35,6 +35,8 @@ def test_config_layers_verl_defaults_cpu_defaults_user_keys_then_overrides(monke
     assert config.data.train_batch_size == 5 and list(config.trainer.extra_key) == [1, 2]  # overrides last, typed
     assert config.algorithm.gamma == 1.0  # verl's own defaults underneath
     assert config.reward.num_workers == 0  # the runners generate; no verl agent-loop or reward-loop workers
+    for role in (config.actor_rollout_ref.actor, config.actor_rollout_ref.ref):  # float32 like the CPU sampler
+        assert role.fsdp_config.mixed_precision.param_dtype == "fp32"
     monkeypatch.setattr(config_checks, "engine_installed", lambda name: True)  # as on a GPU machine with vLLM
     gpu = compose_verl_config({"trainer": {"n_gpus_per_node": 4}}, cpu=False)
     assert gpu.actor_rollout_ref.rollout.name == "vllm" and gpu.trainer.device == "cuda"

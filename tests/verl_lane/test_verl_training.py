@@ -68,8 +68,9 @@ def test_two_grpo_steps_train_the_sampled_tokens_and_sync_weights(training: tupl
         metrics = record.metrics
         assert metrics["training/skipped_step"] == 0
         assert metrics["rollout/succeeded"] == metrics["rollout/rollouts"] == 2 * 3  # 2 tasks x n=3
-        # The actor's log-probs of the trained tokens equal the sampler's: the rows are exactly what was sampled.
-        assert metrics["training/rollout_probs_diff_max"] < 1e-3
+        # The actor's log-probs of the trained tokens equal the sampler's: the rows are exactly what was sampled, and
+        # both compute in float32 (verl's default bfloat16 autocast made them differ by up to 0.06 on spider's policy)
+        assert metrics["training/rollout_probs_diff_max"] < 1e-5
         assert math.isfinite(metrics["actor/pg_loss"]) and metrics["actor/grad_norm"] > 0
         assert metrics["rollout/groups"] == 2
     assert all(record["status"] == "succeeded" for record in records) and len(records) == 1 + 12
