@@ -33,8 +33,15 @@ def database_path(data_dir: Path, db_id: str) -> Path:
 class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
     """One rollout: build the graph for the task's database, answer the question, reward = execution match."""
 
-    def __init__(self, max_turns: int = 3, truncate_length: int = 2048, data_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        max_turns: int = 3,
+        truncate_length: int = 2048,
+        data_dir: str | Path | None = None,
+        check_last_turn: bool = True,
+    ) -> None:
         self.max_turns = max_turns  # a turn: write (or rewrite), execute, check
+        self.check_last_turn = check_last_turn  # False: the last turn's check, which changes nothing, is skipped
         self.truncate_length = truncate_length
         self.data_dir = Path(data_dir) if data_dir is not None else None
 
@@ -49,6 +56,7 @@ class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
             model=llm.model,
             sampling_parameters=llm.sampling_parameters,
             api_key=llm.api_key,
+            check_last_turn=self.check_last_turn,
         )
         result = agent.invoke(
             {"question": task["question"]},

@@ -4,9 +4,11 @@
                                                -> rewrite_query -> execute_query -> check_query -> ...
 
 A turn is one write (or rewrite), execute and check; the loop ends when the check is satisfied or after
-`max_turns`. Execution is real (SQLite, read-only, with a deadline), its result is truncated to
-`truncate_length` characters before the checker sees it. This module knows nothing of training: it is the agent
-people already have (lightning-otel traces it from outside; `sql_agent.py` wraps it for training).
+`max_turns`. With `check_last_turn=False` the last turn ends after execution: that check's verdict could only ask
+for a rewrite there is no turn left for (the CPU profile, one turn, saves half its sampling). Execution is real
+(SQLite, read-only, with a deadline), its result is truncated to `truncate_length` characters before the checker
+sees it. This module knows nothing of training: it is the agent people already have (lightning-otel traces it from
+outside; `sql_agent.py` wraps it for training).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def build_langgraph_sql_agent(
     max_turns: int,
     truncate_length: int,
     api_key: str = "dummy",
+    check_last_turn: bool = True,
 ) -> Any:
     """The compiled graph for one database; invoke it with `{"question": ...}`, read `["query"]`."""
     path = database_path.removeprefix("sqlite:///")
@@ -122,6 +125,9 @@ def build_langgraph_sql_agent(
         )
         return {"query": parse_query(reply), "num_turns": state.get("num_turns", 0) + 1}
 
+    def should_check(state: State) -> str:
+        return "check_query" if check_last_turn or state.get("num_turns", 0) < max_turns else END
+
     def should_continue(state: State) -> str:
         feedback = state.get("feedback", "")
         if CORRECT in feedback and INCORRECT not in feedback:
@@ -135,7 +141,7 @@ def build_langgraph_sql_agent(
     builder.add_node(rewrite_query)
     builder.add_edge(START, "write_query")
     builder.add_edge("write_query", "execute_query")
-    builder.add_edge("execute_query", "check_query")
+    builder.add_conditional_edges("execute_query", should_check, {"check_query": "check_query", END: END})
     builder.add_conditional_edges("check_query", should_continue, {END: END, "rewrite_query": "rewrite_query"})
     builder.add_edge("rewrite_query", "execute_query")
     return builder.compile()

@@ -90,7 +90,9 @@ def cpu_config(
 ) -> dict[str, Any]:
     """GRPO on CPU for the tiny policy: small batches, a high learning rate, validation every `test_freq` steps."""
     return {
-        "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
+        # The replica's sampled log-probs equal the float32 actor's (to 5 decimals): use them as the old policy's
+        # instead of recomputing them every step (verl's bypass mode, plain PPO clip).
+        "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False, "rollout_correction": {"bypass_mode": True}},
         "data": {"train_batch_size": tasks, "max_prompt_length": 1024, "max_response_length": 48, "seed": seed},
         "actor_rollout_ref": {
             "model": {"path": str(model_path)},
@@ -328,7 +330,7 @@ def main() -> None:
     )
     cpu = parser.add_argument_group("cpu profile")
     cpu.add_argument("--workdir", default=str(HERE / "runs" / "cpu"))
-    cpu.add_argument("--steps", type=int, default=40, help="GRPO steps")
+    cpu.add_argument("--steps", type=int, default=80, help="GRPO steps")
     cpu.add_argument("--test-freq", type=int, default=20, help="validate every N steps")
     cpu.add_argument("--val-size", type=int, default=500, help="validation questions (from test_dev_500)")
     cpu.add_argument("--lr", type=float, default=3e-4)
@@ -352,7 +354,8 @@ def main() -> None:
         prepare(data_dir)
     truncate_length = args.truncate_length or (256 if args.profile == "cpu" else 2048)  # short prompts on a CPU
     max_turns = args.max_turns or (1 if args.profile == "cpu" else 3)  # cpu: the warm start teaches write_query only
-    agent = LitSQLAgent(max_turns=max_turns, truncate_length=truncate_length, data_dir=data_dir)
+    # cpu: the one turn's check could not lead to a rewrite, so it is not asked for (half the sampling per rollout)
+    agent = LitSQLAgent(max_turns, truncate_length, data_dir, check_last_turn=args.profile != "cpu")
     if args.dev:
         sys.exit(dev(args, agent, data_dir))
     sys.exit(train_cpu(args, agent, data_dir) if args.profile == "cpu" else train_gpu(args, agent, data_dir))

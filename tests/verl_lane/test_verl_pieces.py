@@ -21,6 +21,7 @@ from lightning_otel.training.verl.config import compose_verl_config
 from lightning_otel.training.verl.trainer import (
     mini_batch_plan,
     rollout_level_grpo,
+    rows_with_gradient,
     samples_from,
     weigh_negative_advantages,
 )
@@ -157,6 +158,55 @@ def test_negative_advantages_are_weighed_and_positive_ones_kept() -> None:
     assert torch.equal(weighed[0], plain[0])  # better than the group: as GRPO says
     assert torch.allclose(weighed[1:], plain[1:] * 0.25)  # worse: a quarter of the push down
     assert torch.equal(weigh_negative_advantages(batch, 0.0).batch["advantages"][1:], torch.zeros_like(plain[1:]))
+
+
+def policy_gradient(batch, loss_agg_mode: str, global_batch_size: int) -> torch.Tensor:
+    """The gradient verl's engine takes for `batch` (vanilla clipped loss; the normaliser counted from the rows it
+    is given, `global_batch_size` passed in), with respect to a toy policy's logits."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+
+    torch.manual_seed(0)
+    logits = torch.randn(len(batch), 4, 5)  # the same toy policy whatever rows are passed
+    logits = logits[torch.as_tensor(batch.non_tensor_batch["row"].astype(int))].requires_grad_(True)
+    responses = batch.batch["responses"] % 5
+    log_prob = torch.log_softmax(logits, -1).gather(-1, responses[..., None])[..., 0]
+    mask = batch.batch["response_mask"]
+    info = {"dp_size": 1, "batch_num_tokens": int(mask.sum()), "global_batch_size": global_batch_size}
+    config = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None,
+                               "clip_ratio_c": 3.0, "global_batch_info": info})  # fmt: skip
+    old = log_prob.detach() + 0.3 * torch.sin(torch.arange(log_prob.numel()).view_as(log_prob))  # some clipped
+    loss, _ = compute_policy_loss_vanilla(old, log_prob, batch.batch["advantages"], mask, loss_agg_mode, config)
+    loss.backward()
+    return logits.grad
+
+
+@pytest.mark.parametrize("loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"])
+def test_rows_with_zero_advantage_are_left_out_of_the_update_without_changing_it(loss_agg_mode: str) -> None:
+    import numpy as np
+
+    shape = BatchShape(max_prompt_length=8, max_response_length=4, pad_token_id=0)
+    rewards = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # group g moves, h and k are still
+    groups = ["g"] * 4 + ["h"] * 4 + ["k"] * 4
+    pairs = enumerate(zip(rewards, groups, strict=True))
+    samples = [Sample(triplet(f"r{i}", "write", f"c{i}"), reward, group) for i, (reward, group) in pairs]
+    batch, _ = build_batch(samples, shape)
+    batch.batch["response_mask"][:, 2 + np.arange(12) % 2] = 0  # unequal lengths: the token count matters
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    batch = weigh_negative_advantages(rollout_level_grpo(batch), 0.0)  # 1 of 12 rows moves
+    batch.non_tensor_batch["row"] = np.arange(12, dtype=object)
+    subset, scale = rows_with_gradient(batch, unit=2, loss_agg_mode=loss_agg_mode)
+    assert len(subset) == 2 and int(subset.non_tensor_batch["row"][0]) == 0  # the mover and one still row
+    subset.batch["advantages"] = subset.batch["advantages"] * scale
+    full = policy_gradient(batch, loss_agg_mode, global_batch_size=12)
+    part = policy_gradient(subset, loss_agg_mode, global_batch_size=12)
+    assert full[0].abs().sum() > 0 and full[1:].abs().sum() == 0
+    assert torch.allclose(part[0], full[0], atol=1e-7)  # the same update from a sixth of the rows
+    # All still: one unit is kept, so the optimizer steps as it would; nothing to save: None.
+    batch.batch["advantages"].zero_()
+    assert len(rows_with_gradient(batch, unit=4, loss_agg_mode=loss_agg_mode)[0]) == 4
+    assert rows_with_gradient(batch, unit=12, loss_agg_mode=loss_agg_mode) is None
+    assert rows_with_gradient(batch, unit=2, loss_agg_mode="seq-mean-token-sum-norm") is None
 
 
 def test_a_negative_advantage_weight_outside_zero_to_one_is_refused() -> None:

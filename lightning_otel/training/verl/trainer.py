@@ -117,6 +117,37 @@ def weigh_negative_advantages(batch: DataProto, weight: float) -> DataProto:
     return batch
 
 
+# Loss aggregations whose normaliser we can keep when rows are left out: token-mean divides by the mini-batch's
+# response tokens (the kept advantages are rescaled), the seq-mean ones by `global_batch_size` (passed unchanged).
+_ROW_SKIPPABLE_AGGREGATIONS = ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum")
+
+
+def rows_with_gradient(batch: DataProto, unit: int, loss_agg_mode: str) -> tuple[DataProto, float] | None:
+    """The rows of a one-mini-batch, pure policy-gradient actor update that can move the weights, with the factor
+    their advantages must be multiplied by for the update to stay the same; None when nothing would be saved.
+
+    A row whose advantages are all zero (GRPO groups whose rollouts all scored alike; the pushes-down that a
+    `negative_advantage_weight` of 0 removes) adds nothing to the policy loss but tokens to its normaliser, so it is
+    left out and the others rescaled: the forward and backward passes of still rows are saved, the gradient is the
+    same to float rounding. Rows are kept in whole `unit`s (micro-batch x data-parallel size), filled up with still
+    rows; at least one unit, so the optimizer still steps (momentum, weight decay) as it would have."""
+    if loss_agg_mode not in _ROW_SKIPPABLE_AGGREGATIONS:
+        return None
+    tokens = batch.batch["response_mask"].bool()
+    moving = ((batch.batch["advantages"] != 0) & tokens).any(dim=-1)
+    kept = moving.nonzero().flatten().tolist()
+    size = max(unit, math.ceil(len(kept) / unit) * unit)
+    if size >= len(batch):
+        return None
+    still = (~moving).nonzero().flatten().tolist()
+    kept += still[: size - len(kept)]
+    subset = batch.select_idxs(torch.tensor(sorted(kept)))
+    scale = 1.0
+    if loss_agg_mode == "token-mean":
+        scale = float(subset.batch["response_mask"].sum()) / max(float(tokens.sum()), 1.0)
+    return subset, scale
+
+
 def rollout_level_grpo(batch: DataProto, *, norm_adv_by_std: bool = True) -> DataProto:
     """GRPO advantages computed over rollouts, not rows: a rollout that gave several rows (several selected calls)
     counts once in its group's mean and std, then every row of it gets its advantage. verl's own GRPO would weigh
@@ -310,6 +341,29 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             reasons.append(f"{stats.empty_responses} samples had no sampled response token")
         return reasons or ["no sample survived batching"]
 
+    def _row_unit(self) -> int:
+        """Rows per rank of a mini-batch must split into whole micro-batches (unless verl sizes them by tokens)."""
+        ref = self.config.actor_rollout_ref
+        micro = 1
+        if not ref.actor.use_dynamic_bsz:
+            sizes = [ref.actor.ppo_micro_batch_size_per_gpu, ref.rollout.log_prob_micro_batch_size_per_gpu]
+            if self.use_reference_policy:
+                sizes.append(ref.ref.log_prob_micro_batch_size_per_gpu)
+            micro = math.lcm(*(int(size or 1) for size in sizes))
+        return self._get_dp_size(self.actor_rollout_wg, "actor") * micro
+
+    def _only_policy_gradient(self) -> bool:
+        """True when the actor's loss is the clipped policy gradient alone (no entropy bonus, no KL loss, a loss
+        linear in the advantages, no rejection sampling): a row with zero advantages then contributes nothing."""
+        actor = self.config.actor_rollout_ref.actor
+        if actor.entropy_coeff != 0.0 or actor.use_kl_loss:
+            return False
+        mode = actor.policy_loss.get("loss_mode", "vanilla")
+        if mode == "bypass_mode":
+            corr = actor.policy_loss.get("rollout_correction") or {}
+            return corr.get("loss_type", "ppo_clip") == "ppo_clip" and not corr.get("rollout_rs")
+        return mode == "vanilla"
+
     def _batch(self, samples: list[Sample]) -> tuple[DataProto | None, BatchStats]:
         data = self.config.data
         shape = BatchShape(
@@ -319,14 +373,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         )
         ref = self.config.actor_rollout_ref
         target = int(ref.actor.ppo_mini_batch_size) * int(ref.rollout.n)
-        # Rows per rank of a mini-batch must split into whole micro-batches (unless verl sizes them by tokens).
-        micro = 1
-        if not ref.actor.use_dynamic_bsz:
-            sizes = [ref.actor.ppo_micro_batch_size_per_gpu, ref.rollout.log_prob_micro_batch_size_per_gpu]
-            if self.use_reference_policy:
-                sizes.append(ref.ref.log_prob_micro_batch_size_per_gpu)
-            micro = math.lcm(*(int(size or 1) for size in sizes))
-        unit = self._get_dp_size(self.actor_rollout_wg, "actor") * micro
+        unit = self._row_unit()
         try:
             batch, stats = build_batch(samples, shape, row_multiple=lambda rows: mini_batch_plan(rows, target, unit)[1])
         except NoTrainableRows as empty:  # no samples at all, or every one dropped: counted, not trained
@@ -415,14 +462,23 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         actor = self.config.actor_rollout_ref.actor
         batch.meta_info["multi_turn"] = True
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        mini_batches = max(getattr(self, "_mini_batches", 1), 1)
+        mini_batch_rows = len(batch) // mini_batches
+        global_rows = mini_batch_rows  # the seq-mean losses' normaliser: every row, trained or not
+        if self._only_policy_gradient() and mini_batches == 1:
+            subset = rows_with_gradient(batch, self._row_unit(), str(actor.loss_agg_mode))
+            if subset is not None:
+                batch, scale = subset
+                batch.batch["advantages"] = batch.batch["advantages"] * scale
+                mini_batch_rows = len(batch)
+        rows_updated = len(batch)
         batch_td = left_right_2_no_padding(batch.to_tensordict())
-        mini_batch_rows = len(batch) // max(getattr(self, "_mini_batches", 1), 1)
         tu.assign_non_tensor(
             batch_td,
             calculate_entropy=bool(actor.calculate_entropy or actor.entropy_coeff != 0.0),
             distillation_use_topk=False,
             distillation_only=False,
-            global_batch_size=mini_batch_rows,
+            global_batch_size=global_rows,
             mini_batch_size=mini_batch_rows,
             epochs=actor.ppo_epochs,
             seed=actor.data_loader_seed,
@@ -431,6 +487,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         )
         output = rename_dict(tu.get(self.actor_rollout_wg.update_actor(batch_td), "metrics"), "actor/")
         output["perf/mfu/actor"] = output.pop("actor/mfu")
+        output["actor/rows_updated"] = rows_updated  # rows that went through forward and backward
         return DataProto.from_single_dict(data={}, meta_info={"metrics": output})
 
 

@@ -31,7 +31,7 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def graph(server: OpenAITestServer, db: Path, max_turns: int = 3, truncate_length: int = 2048):
+def graph(server: OpenAITestServer, db: Path, max_turns: int = 3, truncate_length: int = 2048, **options):
     return build_langgraph_sql_agent(
         database_path="sqlite:///" + str(db),
         openai_base_url=server.base_url,
@@ -39,6 +39,7 @@ def graph(server: OpenAITestServer, db: Path, max_turns: int = 3, truncate_lengt
         sampling_parameters={"temperature": 0.0, "max_tokens": 64},
         max_turns=max_turns,
         truncate_length=truncate_length,
+        **options,
     )
 
 
@@ -72,6 +73,18 @@ def test_the_loop_stops_after_max_turns(openai_test_server: OpenAITestServer, db
     state = graph(openai_test_server, db, max_turns=2).invoke({"question": "Which singers are from France?"})
     assert state["num_turns"] == 2
     assert len(openai_test_server.requests) == 4  # write, check, rewrite, check
+
+
+def test_without_the_last_check_the_last_turn_ends_after_execution(
+    openai_test_server: OpenAITestServer, db: Path
+) -> None:
+    openai_test_server.set_replies(lambda body: "SELECT nothing" if "Double check" not in str(body) else INCORRECT)
+    state = graph(openai_test_server, db, max_turns=2, check_last_turn=False).invoke({"question": "Which singers?"})
+    assert state["num_turns"] == 2 and state["execution"].startswith("Error:")  # executed all the same
+    assert len(openai_test_server.requests) == 3  # write, check, rewrite: the second check could change nothing
+    openai_test_server.requests.clear()
+    graph(openai_test_server, db, max_turns=1, check_last_turn=False).invoke({"question": "Which singers?"})
+    assert len(openai_test_server.requests) == 1  # one turn: write and execute only
 
 
 def test_results_are_truncated_and_the_schema_shows_tables_and_rows(db: Path) -> None:
