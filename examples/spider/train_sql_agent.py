@@ -276,6 +276,8 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             config["actor_rollout_ref"]["rollout"]["n"] = 2
             config["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] = 2
             config["trainer"]["val_before_train"] = False
+            # CI measures what bypass mode assumes: the actor's log-probs of the sampled tokens equal the sampler's
+            config["algorithm"]["rollout_correction"]["bypass_mode"] = False
         print(f"GRPO with VERL on CPU: {steps} steps of {config['data']['train_batch_size']} tasks x "
               f"{config['actor_rollout_ref']['rollout']['n']} rollouts, agent_match={args.active_agent!r}, "
               f"temperature {args.temperature:g}, lr {args.lr:g}, "
