@@ -13,7 +13,10 @@ they see in front of vLLM, and CPU runs exercise the same path as GPU ones.
 Requests that arrive while a batch is being sampled wait and go together in the next one (up to `max_batch`, left
 padded, each with its own temperature, top_p and max_tokens), and identical prompts in a batch (a GRPO group's n
 rollouts of one task) are read once, their KV cache shared: a small policy's cost is mostly reading long prompts.
-No timer: an idle replica starts a lone request at once. `weight_version` counts updates, and every answer names the
+No timer: an idle replica starts a lone request at once. Sampling is reproducible whatever the batching: a request
+draws from its own random stream, seeded by the replica's seed, the weight version, the prompt and how many samples
+of that prompt this version drew before (a GRPO group's n rollouts are n streams), so a run's samples do not depend
+on which requests happened to arrive together. `weight_version` counts updates, and every answer names the
 version that sampled it (the API is `sampler_api`'s, shared with the Tinker backend's samplers). Needs torch and
 transformers (the `[verl]` extra brings both).
 """
@@ -21,6 +24,7 @@ transformers (the `[verl]` extra brings both).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -56,16 +60,34 @@ class CPUReplica(SamplerReplica):
         self.model = model.eval()
         self.max_batch = max_batch
         self._vocab_size = int(model.get_input_embeddings().num_embeddings)
-        self._generator = torch.Generator().manual_seed(seed)
+        self._seed = seed
+        self._draws: dict[bytes, int] = {}  # prompt digest -> samples drawn with this weight version and seed
+        self._draw_epoch = 0  # bumped when `_draws` is cleared for size, so streams never repeat
         self._lock = threading.Lock()  # one batch (or weight update) at a time
         self._queue_lock = threading.Lock()
         self._waiting: list[tuple[_Request, Future[Generation]]] = []
         self._draining = False
 
     def reseed(self, seed: int) -> None:
-        """Restart the sampling stream from `seed` (a request asking for reproducible samples)."""
+        """Restart the sampling streams from `seed` (a request asking for reproducible samples)."""
         with self._lock:
-            self._generator.manual_seed(seed)
+            self._seed = seed
+            self._draws.clear()
+            self._draw_epoch = 0
+
+    MAX_TRACKED_PROMPTS = 100_000
+
+    def _stream(self, prompt_ids: Sequence[int]) -> torch.Generator:
+        """The random stream of the next sample of this prompt (called under `_lock`, in request order)."""
+        digest = hashlib.blake2b(repr(tuple(prompt_ids)).encode(), digest_size=16).digest()
+        if digest not in self._draws and len(self._draws) >= self.MAX_TRACKED_PROMPTS:
+            self._draws.clear()  # a long-serving replica: bounded memory, a new epoch keeps streams distinct
+            self._draw_epoch += 1
+        drawn = self._draws.get(digest, 0)
+        self._draws[digest] = drawn + 1
+        key = f"{self._seed}/{self.weight_version}/{self._draw_epoch}/{drawn}".encode()
+        seed = int.from_bytes(hashlib.blake2b(key + digest, digest_size=8).digest(), "little") & (2**63 - 1)
+        return torch.Generator().manual_seed(seed)
 
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation:  # fmt: skip
@@ -140,6 +162,7 @@ class CPUReplica(SamplerReplica):
             past.reorder_cache(rows.to(device))
             logits, mask, positions = logits[rows], mask[rows], positions[rows]
         next_position = positions[:, -1] + 1
+        streams = [self._stream(r.prompt_ids) if r.temperature > 0 else None for r in requests]
         temperatures = torch.tensor([r.temperature for r in requests])
         top_ps = torch.tensor([r.top_p for r in requests])
         sampled: list[list[int]] = [[] for _ in requests]
@@ -147,7 +170,7 @@ class CPUReplica(SamplerReplica):
         finish = ["length"] * len(requests)
         active = [r.max_tokens > 0 for r in requests]
         while any(active):
-            tokens, token_logprobs = self._pick(logits, temperatures, top_ps)
+            tokens, token_logprobs = self._pick(logits, temperatures, top_ps, streams)
             for row, request in enumerate(requests):
                 if not active[row]:
                     continue
@@ -169,9 +192,11 @@ class CPUReplica(SamplerReplica):
         version = self.weight_version
         return [Generation(sampled[row], logprobs[row], finish[row], version) for row in range(len(requests))]
 
-    def _pick(self, logits: torch.Tensor, temperatures: torch.Tensor,
-              top_ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Per row: argmax where temperature <= 0, else a sample of softmax(logits / T) kept to the top_p nucleus."""
+    @staticmethod
+    def _pick(logits: torch.Tensor, temperatures: torch.Tensor, top_ps: torch.Tensor,
+              streams: Sequence[torch.Generator | None]) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Per row: argmax where temperature <= 0, else a sample of softmax(logits / T) kept to the top_p nucleus,
+        drawn by inverse CDF with one uniform from the row's own stream."""
         greedy = temperatures <= 0
         scores = torch.log_softmax(logits / torch.where(greedy, 1.0, temperatures)[:, None], dim=-1)
         tokens = scores.argmax(dim=-1)
@@ -181,8 +206,10 @@ class CPUReplica(SamplerReplica):
                 ordered, order = torch.sort(probs, dim=-1, descending=True)
                 keep = (torch.cumsum(ordered, dim=-1) - ordered < top_ps[:, None]) | (top_ps >= 1.0)[:, None]
                 probs = torch.zeros_like(probs).scatter(1, order, ordered * keep)
-            drawn = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, generator=self._generator).squeeze(1)
-            tokens = torch.where(greedy, tokens, drawn)
+            uniforms = torch.tensor([float(torch.rand((), generator=g)) if g is not None else 0.0 for g in streams])
+            cdf = probs.cumsum(dim=-1)
+            drawn = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True).squeeze(1)
+            tokens = torch.where(greedy, tokens, drawn.clamp(max=probs.shape[-1] - 1))
         return tokens, scores.gather(1, tokens[:, None]).squeeze(1)
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
@@ -198,4 +225,5 @@ class CPUReplica(SamplerReplica):
                 unexpected = result.unexpected_keys[:5]
                 raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
             self.weight_version += 1
+            self._draws.clear()  # the new version's streams are keyed by it
             return self.weight_version

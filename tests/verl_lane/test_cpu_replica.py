@@ -117,3 +117,44 @@ def test_a_bad_prompt_is_refused_alone_and_the_replica_keeps_serving(replica: CP
         replica.generate([], max_tokens=4)
     many = replica.generate_many([TOKENIZER.encode("hello")] * 5, max_tokens=6, temperature=1.0)
     assert len(many) == 5 and all(0 < len(g.token_ids) <= 6 for g in many)
+
+
+def test_samples_do_not_depend_on_which_requests_were_batched_together() -> None:
+    """Each request draws from its own stream (seed, weight version, prompt, how many samples of that prompt came
+    before): the same requests give the same samples batched together or one by one, in another order."""
+    prompts = [TOKENIZER.encode(TOKENIZER.render_chat([{"role": "user", "content": text}])) for text in ("a b", "c")]
+    together = CPUReplica(tiny_policy(TOKENIZER, seed=4), TOKENIZER, seed=5)
+    with together._lock:  # busy: the three requests wait and go in one batch
+        futures = [together._submit(p, 12, 1.0, 1.0) for p in (prompts[0], prompts[1], prompts[0])]
+    batched = [future.result(timeout=60).token_ids for future in futures]
+    alone = CPUReplica(tiny_policy(TOKENIZER, seed=4), TOKENIZER, seed=5)
+    second = alone.generate(prompts[1], max_tokens=12, temperature=1.0).token_ids
+    first = [alone.generate(prompts[0], max_tokens=12, temperature=1.0).token_ids for _ in range(2)]
+    assert [first[0], second, first[1]] == batched
+    assert first[0] != first[1]  # two samples of one prompt are two streams, not one stream twice
+    other_seed = CPUReplica(tiny_policy(TOKENIZER, seed=4), TOKENIZER, seed=6)
+    assert other_seed.generate(prompts[0], max_tokens=12, temperature=1.0).token_ids != first[0]
+
+
+def test_samples_follow_the_models_distribution() -> None:
+    """The inverse-CDF draw from per-request streams samples softmax(logits / T). Tokens cut into ten groups of
+    equal mass, once ranked by probability and once in id order: each group's share of 2,000 first tokens is its
+    mass within 4 standard errors."""
+    replica = CPUReplica(tiny_policy(TOKENIZER, seed=8), TOKENIZER, seed=9, max_batch=500)
+    prompt = TOKENIZER.encode("select the name")
+    temperature = 0.3
+    with torch.no_grad():
+        logits = replica.model(input_ids=torch.tensor([prompt])).logits[0, -1].float()
+    probabilities = torch.softmax(logits / temperature, dim=-1)
+    n = 2000
+    firsts = torch.tensor(
+        [g.token_ids[0] for g in replica.generate_many([prompt] * n, max_tokens=1, temperature=temperature)]
+    )
+    for order in (torch.argsort(probabilities, descending=True), torch.arange(len(probabilities))):
+        group_of = torch.empty_like(order)
+        group_of[order] = (probabilities[order].cumsum(0) * 10).long().clamp(max=9)  # token id -> its mass decile
+        counts = torch.bincount(group_of[firsts], minlength=10).float()
+        masses = torch.zeros(10).index_add_(0, group_of, probabilities)
+        for group in range(10):
+            p, observed = float(masses[group]), float(counts[group]) / n
+            assert abs(observed - p) < 4 * (p * (1 - p) / n) ** 0.5 + 1e-3, (group, p, observed)
