@@ -76,7 +76,7 @@ INCORRECT = "THE QUERY IS INCORRECT."
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """One CA-bundle load per process. Left to itself, each ChatOpenAI builds two httpx clients, each loading
-    certifi's bundle (~25 ms of CPU apiece), and caches them by base URL, which the trainer makes per rollout."""
+    certifi's bundle (~20 ms of CPU apiece), and caches them by base URL, which the trainer makes per rollout."""
     return ssl.create_default_context(cafile=certifi.where())
 
 

@@ -52,6 +52,8 @@ class _Request:
 
 
 class CPUReplica(SamplerReplica):
+    MAX_TRACKED_PROMPTS = 100_000  # per weight version: how many distinct prompts' draw counts are kept
+
     def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
                  seed: int = 0, max_batch: int = 64) -> None:  # fmt: skip
         super().__init__(tokenizer, model_name=model_name)
@@ -74,8 +76,6 @@ class CPUReplica(SamplerReplica):
             self._seed = seed
             self._draws.clear()
             self._draw_epoch = 0
-
-    MAX_TRACKED_PROMPTS = 100_000
 
     def _stream(self, prompt_ids: Sequence[int]) -> torch.Generator:
         """The random stream of the next sample of this prompt (called under `_lock`, in request order)."""
