@@ -34,6 +34,7 @@ from lightning_otel.collector.routes_ui import UI_OPEN_PATHS, ui_routes
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore
 from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.tcp_listener import listening_socket
 from lightning_otel.collector.token_text import TokenText
 
 T = TypeVar("T")
@@ -85,10 +86,7 @@ class _QuietServer(uvicorn.Server):
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = listening_socket(host, port)
     sock.listen(2048)
     sock.setblocking(False)
     return sock

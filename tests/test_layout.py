@@ -19,6 +19,8 @@ SOURCE_ROOTS = {
 # The wire contract: every room may import it; it imports nothing of ours.
 CONTRACT = {"lightning_otel.semconv", "lightning_otel.flat_span", "lightning_otel.version"}
 COLLECTOR_CLIENT = {"lightning_otel.collector.client", "lightning_otel.collector.queue_schema"}
+# how every HTTP server of ours listens (TCP_NODELAY): the collector's, and serving's apps
+TCP_LISTENER = "lightning_otel.collector.tcp_listener"
 
 # room -> the rooms (or single modules) it may import besides itself and the contract. README: "Layout".
 ALLOWED: dict[str, set[str]] = {
@@ -29,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "collector": {"lightning_otel.adapters.triplets"},
     # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
     "runtime": {"capture", "adapters", "collector", "serving"},
-    "serving": {"capture", *COLLECTOR_CLIENT},
+    "serving": {"capture", *COLLECTOR_CLIENT, TCP_LISTENER},
     "training": {"runtime", "serving", "adapters", "capture", "rewards", *COLLECTOR_CLIENT},
     "testing": {"capture", "serving"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer

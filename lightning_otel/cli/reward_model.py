@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
+    from lightning_otel.collector.tcp_listener import listening_socket
     from lightning_otel.rewards.scorer import NotARewardModel, RewardModelScorer
     from lightning_otel.rewards.server import build_reward_model_app
 
@@ -126,5 +127,6 @@ def run(args: argparse.Namespace) -> int:
         "(POST /score, /score-pair, /classify; GET /healthz, /v1/models)",
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server.run(sockets=[listening_socket(args.host, args.port)])
     return 0

@@ -4,11 +4,12 @@ thread (a free port unless one is given), and the request/error shapes they shar
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from lightning_otel.collector.tcp_listener import listening_socket
 
 if TYPE_CHECKING:  # starlette is imported when a server is built: `lightning_otel.testing` imports this module
     from starlette.requests import Request
@@ -39,11 +40,7 @@ class AppServer:
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, name: str = "agl-app-server") -> None:
         self.app = app
         self.name = name
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # TCP_NODELAY: without it Nagle meets delayed ACKs and small replies wait 40 ms.
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socket.bind((host, port))
+        self._socket = listening_socket(host, port)
         self.host, self.port = self._socket.getsockname()[:2]
         self._server: Any = None
         self._thread: threading.Thread | None = None

@@ -1,0 +1,25 @@
+"""The listening sockets of every HTTP server of ours (collector ports, policy gateway, replicas, reward models).
+
+Made with IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto says TCP. And
+TCP_NODELAY on the listener itself, which Linux copies to accepted sockets. Without it, Nagle's algorithm meets the
+client's delayed ACK and every small reply waits ~40 ms (measured: 44 ms per collector request, 1-2 ms with it).
+"""
+
+from __future__ import annotations
+
+import socket
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) (0: a free port), ready for uvicorn's `sockets=` (it listens on it); the
+    error of a busy or forbidden address names it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
