@@ -17,6 +17,7 @@ mean of verl's `timing_s/step` over steps 3..N (start-up and the first steps exc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import statistics
@@ -25,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import lightning_otel
 
 PROMPT = "Say it in CAPITAL LETTERS: {word}"
 WORDS = ["orders", "customers", "revenue", "products", "invoices", "shipments", "refunds", "suppliers"] * 4
@@ -44,8 +47,9 @@ def _client(base_url: str) -> Any:
     return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=5)
 
 
-def _answer(task: dict[str, Any], resources: dict[str, Any], rollout: Any) -> float:
-    import lightning_otel
+@lightning_otel.rollout
+def answer(task: dict[str, Any], resources: dict[str, Any], rollout: Any) -> float:
+    """Our path's agent, at module level so the runner processes can import it (by this file's module name)."""
     from lightning_otel.cli.train_demo import capitals_share
 
     llm = resources["main_llm"]
@@ -75,9 +79,6 @@ def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
 
 
 def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
-    import lightning_otel
-
-    answer = lightning_otel.rollout(_answer)
     overrides = GPU_OVERRIDES if device == "cuda" else []
     trainer = lightning_otel.Trainer(
         n_runners=1,
@@ -95,6 +96,7 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 
     from lightning_otel.training.verl import algorithm as verl_algorithm
     from lightning_otel.training.verl.config import compose_verl_config
+    from lightning_otel.training.verl.verl_internals import cpu_driver
 
     rows = [
         {
@@ -107,8 +109,6 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
     ]
     data = work / "train.parquet"
     pd.DataFrame(rows).to_parquet(data)
-    if device == "cpu":
-        verl_algorithm._prepare_cpu_driver()
     cfg = compose_verl_config(
         config(model, steps, work),
         cpu=device == "cpu",
@@ -130,7 +130,8 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 
     logged: list[dict[str, float]] = []
     tracking.Tracking.log = lambda self, data, step, **kwargs: logged.append(dict(data))  # type: ignore[method-assign]
-    with verl_algorithm._ray_session(cfg, device == "cpu"):
+    cpu = contextlib.nullcontext() if device != "cpu" else cpu_driver(verl_algorithm.CPU_ENV)
+    with cpu, verl_algorithm._ray_session(cfg, device == "cpu"):
         OmegaConf.resolve(cfg)
         roles = BaseTaskRunner()
         _, group_cls = roles.add_actor_rollout_worker(cfg)

@@ -2,7 +2,8 @@
 
 Each module that reaches into a library's private objects (`otel_internals` for opentelemetry-sdk and -api,
 `otlp_exporters` for the OTLP exporters, the OpenAI instrumentor's `openai_wrappers`) checks `is_tested(...)` and
-takes its public-API path on any other release: slower, never wrong.
+takes its public-API path on any other release: slower, never wrong. verl has no public path for what the VERL
+backend does: `training/verl/verl_internals.py` refuses another release with the install line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ TESTED: dict[str, frozenset[str]] = {
     "opentelemetry-exporter-otlp-proto-http": frozenset({"1.45"}),  # its send path moved to `_client` in 1.45
     "opentelemetry-exporter-otlp-proto-grpc": frozenset({"1.44", "1.45"}),
     "openai": frozenset({"2", "3"}),  # request options updated in place (openai builds them for each call)
+    "verl": frozenset({"0.9.1"}),  # training/verl/verl_internals.py: the legacy trainer's pieces, the CPU backend
 }
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import tempfile
@@ -122,18 +121,6 @@ def policy_model(source: str | None) -> Iterator[str]:
         yield str(save_tiny_model(directory))
 
 
-def print_step(step: int, metrics: dict[str, float]) -> None:
-    reward = metrics.get("rollout/reward_mean", math.nan)
-    took = f"{metrics.get('timing_s/step', math.nan):.1f}s"
-    if metrics.get("training/skipped_step"):
-        took = "trained nothing"
-    print(
-        f"step {step}: reward {reward:.4f}  rollouts {metrics.get('rollout/succeeded', 0):.0f}/"
-        f"{metrics.get('rollout/rollouts', 0):.0f}  samples {metrics.get('batch/rows', 0):.0f}  {took}",
-        flush=True,
-    )
-
-
 def run_train(args: argparse.Namespace) -> int:
     import lightning_otel
     from lightning_otel.runtime.agent_loading import load_agent
@@ -173,7 +160,7 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
-            algorithm = lightning_otel.VERL(config, overrides=overrides, on_step=print_step)
+            algorithm = lightning_otel.VERL(config, overrides=overrides)  # one console line a step
             trainer = lightning_otel.Trainer(
                 n_runners=args.runners,
                 algorithm=algorithm,

@@ -305,6 +305,20 @@ class TrainingRun:
             incomplete=incomplete, gateway_calls=gateway_calls,
         )  # fmt: skip
 
+    def late_spans(self, result: BatchResult, wait_s: float = 6.0) -> int:
+        """How many spans of the batch's succeeded rollouts reached the store after `collect` read them, `wait_s`
+        later (an agent service's SDK exports every 5 s by default): late spans, not an uninstrumented client."""
+        succeeded = [r for r in result.rollouts if r["status"] == "succeeded"]
+        if not succeeded:
+            return 0
+        time.sleep(wait_s)
+        for flush in self._span_sources:
+            flush()
+        now = self.client.rollouts_spans(
+            [r["rollout_id"] for r in succeeded], attempt_ids=[r["attempt_id"] for r in succeeded]
+        )
+        return sum(max(0, len(now.get(rid, [])) - len(result.spans.get(rid, []))) for rid in now)
+
     def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
         return self.collect(self.submit(tasks, n=n, mode=mode))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -110,7 +110,8 @@ class DevReporter:
                 f"merge breaks {d.merge_breaks}  final reward {adapted.final_reward}"
             )
 
-    def summary(self, result: BaselineResult) -> None:
+    def summary(self, result: BaselineResult, *, late_spans: Callable[[BatchResult], int] | None = None) -> None:
+        """The run in one line; when nothing was selected, why (`late_spans`: see `why_no_samples`)."""
         batches = result.train + result.val
         records: list[dict[str, Any]] = [record for batch in batches for record in batch.rollouts]
         rewards = [r for batch in batches for r in batch.rewards().values() if r is not None]
@@ -124,5 +125,5 @@ class DevReporter:
         )
         if triplets == 0:
             self.console.print("[bold red]no samples were selected: training these rollouts would train nothing[/]")
-            for reason in why_no_samples(batches, self.adapter.agent_match):
+            for reason in why_no_samples(batches, self.adapter.agent_match, late_spans=late_spans):
                 self.console.print(f"[red]- {reason}[/red]")

@@ -7,7 +7,7 @@ logs `why_no_samples(...)`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lightning_otel.runtime.algorithm import BatchResult
 
@@ -40,8 +40,14 @@ def failure_summary(results: Sequence[BatchResult]) -> str:
     return f"all {len(records)} rollouts ended without success ({counts}); first error: {first_error(results)}"
 
 
-def why_no_samples(results: Sequence[BatchResult], agent_match: str | None) -> list[str]:
-    """What stood between the batches' rollouts and training samples, most fundamental first."""
+def why_no_samples(
+    results: Sequence[BatchResult],
+    agent_match: str | None,
+    *,
+    late_spans: Callable[[BatchResult], int] | None = None,
+) -> list[str]:
+    """What stood between the batches' rollouts and training samples, most fundamental first. `late_spans` (e.g.
+    `TrainingRun.late_spans`) tells rollouts whose spans were still arriving from an uninstrumented client."""
     records = _records(results)
     adapted = [item for result in results for item in result.adapted.values()]
     reasons: list[str] = []
@@ -53,6 +59,16 @@ def why_no_samples(results: Sequence[BatchResult], agent_match: str | None) -> l
     if not adapted:
         return reasons or ["no rollout ran"]
     calls = sum(item.diagnostics.llm_calls for item in adapted)
+    incomplete = sum(len(result.incomplete) for result in results)
+    late = sum(late_spans(result) for result in results) if calls == 0 and late_spans is not None else 0
+    if calls == 0 and (incomplete or late):
+        reasons.append(
+            f"the {len(adapted)} succeeded rollouts had no LLM call when they were read, but their spans were still "
+            f"arriving ({incomplete} read with parents missing, {late} more spans stored since): the agent's process "
+            "exports late (an agent service's SDK sends every 5 s by default). Raise span_wait_s, or flush its spans "
+            "before it answers (lightning_otel.flush())"
+        )
+        return reasons
     if calls == 0:
         reasons.append(
             f"the {len(adapted)} succeeded rollouts recorded no LLM call: is the agent's client instrumented "

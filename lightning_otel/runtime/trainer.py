@@ -305,7 +305,7 @@ class Trainer:
             if gateway:
                 stack.enter_context(self._dev_gateway(run))
             result = baseline.run(run, train_tasks, val_tasks)
-        reporter.summary(result)
+            reporter.summary(result, late_spans=run.late_spans)  # in the session: late spans are looked for
         if all_failed(result.train + result.val):
             raise AllRolloutsFailed(failure_summary(result.train + result.val))
         return result

@@ -1,24 +1,27 @@
-"""Samples read from traces -> the engine's datums, with group-relative advantages.
+"""Samples read from traces -> the engine's datums.
 
-Each `Triplet` (one sample: the prompt's token ids, the response's token ids as the server sampled them, their
-logprobs, a mask that is 0 on tokens an agent inserted between calls) becomes one datum: prompt + response, shifted
-by one; on the response's sampled tokens the sampler's logprob and the rollout's advantage (or weight 1 for
+Each sample (one selected LLM call: the prompt's token ids, the response's token ids as the server sampled them,
+their logprobs, a mask that is 0 on tokens an agent inserted between calls) becomes one datum: prompt + response,
+shifted by one; on the response's sampled tokens the sampler's logprob and the sample's advantage (or weight 1 for
 cross_entropy); 0 everywhere else, so the prompt and observation tokens weigh nothing. Token ids are used as
 captured: nothing is re-tokenized.
 
-Advantages are Tinker's cookbook's: a rollout's reward minus its group's mean reward (a group: the rollouts of one
-task in one batch, optionally per agent); groups whose rewards are all equal teach nothing and are dropped unless
-`keep_constant_groups`.
+Advantages come from the loop's estimator (Tinker's: tinker-cookbook's, a rollout's reward minus its group's mean
+reward). Groups whose rewards are all equal teach nothing and are dropped unless `keep_constant_groups`.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lightning_otel.adapters.triplets import Triplet
+from lightning_otel.training.loop.advantages import GroupAdvantage
+from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.tinker.types import Datum
+
+# tinker-cookbook's advantage: reward - the group's mean over its rollouts; a lone rollout has no baseline (0).
+COOKBOOK_ADVANTAGE = {"per": "rollout", "normalize_by_std": False, "lone": "zero"}
 
 
 @dataclass(slots=True)
@@ -50,6 +53,31 @@ def triplet_datum(triplet: Triplet, *, advantage: float, loss_fn: str) -> Datum:
     )
 
 
+def sample_datums(
+    samples: Sequence[Sample], *, loss_fn: str = "importance_sampling", keep_constant_groups: bool = False
+) -> DatumBatch:
+    """Datums of samples whose advantages (or weights) the estimator set."""
+    batch = DatumBatch()
+    rewards: dict[str, set[float]] = {}
+    for sample in samples:
+        rewards.setdefault(sample.group, set()).add(sample.reward)
+    batch.groups = len(rewards)
+    constant = {group for group, values in rewards.items() if len(values) == 1 and loss_fn != "cross_entropy"}
+    batch.constant_groups = len(constant)
+    for sample in samples:
+        triplet = sample.triplet
+        if (sample.group in constant and not keep_constant_groups) or len(triplet.response_token_ids) == 0:
+            continue
+        if loss_fn == "cross_entropy" and sample.weight == 0:
+            continue
+        if loss_fn != "cross_entropy" and not triplet.response_logprobs:
+            batch.samples_without_logprobs += 1
+            continue
+        batch.datums.append(triplet_datum(triplet, advantage=sample.advantage or 0.0, loss_fn=loss_fn))
+        batch.trained_tokens += sum(triplet.response_mask or [1] * len(triplet.response_token_ids))
+    return batch
+
+
 def group_datums(
     groups: Mapping[object, Sequence[Triplet]],
     rewards: Mapping[str, float | None],
@@ -59,27 +87,15 @@ def group_datums(
 ) -> DatumBatch:
     """Datums of every group (`BatchResult.groups()`): advantage = the rollout's reward - the group's mean over its
     rollouts (each rollout counted once, whatever its number of samples). `rewards`: final reward per rollout."""
-    batch = DatumBatch()
-    for triplets in groups.values():
-        batch.groups += 1
-        rollouts = sorted({t.rollout_id for t in triplets if t.rollout_id is not None})
-        known = {rollout: rewards.get(rollout) for rollout in rollouts}
-        batch.samples_without_reward += sum(1 for t in triplets if known.get(t.rollout_id) is None)
-        scored = {rollout: float(reward) for rollout, reward in known.items() if reward is not None}
-        if not scored:
-            continue
-        mean = statistics.fmean(scored.values())
-        if len(set(scored.values())) == 1 and loss_fn != "cross_entropy":
-            batch.constant_groups += 1
-            if not keep_constant_groups:
-                continue
+    samples, without_reward = [], 0
+    for key, triplets in groups.items():
         for triplet in triplets:
-            if triplet.rollout_id not in scored or len(triplet.response_token_ids) == 0:
-                continue
-            if loss_fn != "cross_entropy" and not triplet.response_logprobs:
-                batch.samples_without_logprobs += 1
-                continue
-            datum = triplet_datum(triplet, advantage=scored[triplet.rollout_id] - mean, loss_fn=loss_fn)
-            batch.datums.append(datum)
-            batch.trained_tokens += sum(triplet.response_mask or [1] * len(triplet.response_token_ids))
+            reward = rewards.get(triplet.rollout_id or "")
+            if reward is None:
+                without_reward += 1
+            else:
+                samples.append(Sample(triplet, float(reward), str(key)))
+    GroupAdvantage(**COOKBOOK_ADVANTAGE).assign(samples)  # type: ignore[arg-type]
+    batch = sample_datums(samples, loss_fn=loss_fn, keep_constant_groups=keep_constant_groups)
+    batch.groups, batch.samples_without_reward = len(groups), without_reward
     return batch

@@ -9,39 +9,40 @@
     trainer.fit(sql_agent, train_tasks, val_tasks)
 
 What happens: verl starts its workers and rollout replicas (vLLM on GPU; our `hf` CPU replica otherwise, through
-verl's plugin points: lightning_otel.training.verl.cpu). A policy gateway in front of the replicas becomes the
-`main_llm` resource every runner sees. Each step, the batch's tasks are queued `rollout.n` times (one group per
-task), the runners' agents call the gateway, their spans reach the collector, `agent_match` selects the calls that
-become rows, and verl's own step code (old log-probs, reference, advantages, actor update, weight sync) learns from
-them.
+verl's plugin points: lightning_otel.training.verl.cpu), and the training loop (`lightning_otel.training.loop`) runs
+with verl as its backend: a policy gateway in front of the replicas becomes the `main_llm` resource every runner
+sees; each step, the batch's tasks are queued `rollout.n` times (one group per task), the runners' agents call the
+gateway, their spans reach the collector, `agent_match` selects the calls that become rows, the loop's estimator
+gives each its advantage (GRPO per rollout by default), and verl's own step code (old log-probs, reference, actor
+update, weight sync) learns from them. verl's config names map to the loop's schedule: `data.train_batch_size`,
+`rollout.n`, `trainer.total_epochs`/`total_training_steps`, `test_freq`, `val_before_train`, `save_freq`,
+`data.shuffle`/`seed`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
-from lightning_otel.runtime.resources import ProxyLLM
+from lightning_otel.training.loop.advantages import AdvantageEstimator, BackendAdvantage, GroupAdvantage
+from lightning_otel.training.loop.loop import TrainingLoop
+from lightning_otel.training.loop.metrics import MetricsLog
+from lightning_otel.training.loop.schedule import Schedule
 
 log = logging.getLogger("lightning_otel.verl")
 
 CPU_BACKEND_MODULE = "lightning_otel.training.verl.cpu"
-# Set in the driver and in every Ray process before verl resolves its platform (it caches the first answer).
+# Set in the driver (for the run only) and in every Ray process before verl resolves its platform (it caches the
+# first answer).
 CPU_ENV = {
     "VERL_PLATFORM": "cpu",
     "VERL_USE_EXTERNAL_MODULES": CPU_BACKEND_MODULE,
     "VERL_ENGINE_DEVICE": "cuda",
     "TORCH_COMPILE_DISABLE": "1",
 }
-
-
-def _task_batch(items: list[Any]) -> list[Any]:
-    """The dataloader's collate: a step's tasks, as they are (runners get each task as given)."""
-    return list(items)
 
 
 class VERL(Algorithm):
@@ -77,6 +78,8 @@ class VERL(Algorithm):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not 0.0 <= negative_advantage_weight <= 1.0:
             raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
+        if advantage_per not in ("rollout", "row"):
+            raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
         self.config = config
         self.overrides = list(overrides)
         self.policy_resource = policy_resource
@@ -87,78 +90,96 @@ class VERL(Algorithm):
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
         self.gateway_host, self.gateway_port = gateway_host, gateway_port
-        self.trainer: Any = None
+        self.backend: Any = None  # the run's VERLBackend (verl's workers), while it runs
 
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any:
         if not train_dataset:
             raise ValueError("VERL needs a non-empty train dataset")
-        cpu = self.device == "cpu" if self.device else _no_gpu()
-        if cpu:
-            _prepare_cpu_driver()
         from lightning_otel.training.verl.config import compose_verl_config
         from lightning_otel.training.verl.config_checks import check_model_path
+        from lightning_otel.training.verl.trainer import VERLBackend, VERLResult
+        from lightning_otel.training.verl.verl_internals import cpu_driver
 
+        cpu = self.device == "cpu" if self.device else _no_gpu()
         config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
         check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
-        with _ray_session(config, cpu):
-            self.trainer = trainer = _build_trainer(config, list(train_dataset), list(val_dataset or []))
-            trainer.init_workers()
-            with self._gateway(run, trainer, config) as gateway:
-                return trainer.fit_traces(
-                    run,
-                    gateway,
-                    group_by_agent=self.group_by_agent,
-                    advantage_per=self.advantage_per,
-                    negative_advantage_weight=self.negative_advantage_weight,
-                    on_step=self.on_step,
-                    rollout_timeout_s=self.rollout_timeout_s,
-                )
+        train_tasks, val_tasks = list(train_dataset), list(val_dataset or [])
+        with contextlib.ExitStack() as stack:
+            if cpu:
+                stack.enter_context(cpu_driver(CPU_ENV))
+            stack.enter_context(_ray_session(config, cpu))
+            own = config.algorithm.adv_estimator == "grpo"
+            self.backend = backend = VERLBackend(
+                config, train_tasks, val_tasks, own_advantages=own,
+                negative_advantage_weight=self.negative_advantage_weight,
+            )  # fmt: skip
+            loop = TrainingLoop(
+                backend,
+                schedule=self.schedule(config, backend.total_steps),
+                estimator=self.estimator(config),
+                sampling=_sampling(config.actor_rollout_ref.rollout, validation=False),
+                validation_sampling=_sampling(config.actor_rollout_ref.rollout, validation=True),
+                group_by_agent=self.group_by_agent,
+                trackers=_trackers(config),
+                on_step=self.on_step,
+                policy_resource=self.policy_resource,
+                rollout_timeout_s=self.rollout_timeout_s,
+                gateway_host=self.gateway_host,
+                gateway_port=self.gateway_port,
+            )
+            result = loop.run(run, train_tasks, val_tasks)
+            return VERLResult(result.steps, result.validations, backend.replica_weight_versions())
 
-    @contextlib.contextmanager
-    def _gateway(self, run: TrainingRun, trainer: Any, config: Any) -> Iterator[Any]:
-        """The policy gateway over verl's replicas, published as the policy resource; its spans go to the collector."""
-        from lightning_otel.serving.gateway import advertised_url, gateway_for_run
+    @staticmethod
+    def schedule(config: Any, total_steps: int) -> Schedule:
+        """verl's names for the loop's schedule (verl's dataloader drops an epoch's last, smaller batch)."""
+        trainer, data = config.trainer, config.data
+        return Schedule(
+            batch_size=int(data.train_batch_size),
+            group_size=int(config.actor_rollout_ref.rollout.n),
+            epochs=int(trainer.total_epochs),
+            max_steps=total_steps,
+            shuffle=bool(data.get("shuffle", True)),
+            seed=int(data.get("seed") or 0),
+            drop_last=True,
+            val_every=max(0, int(trainer.test_freq)),
+            val_at_start=bool(trainer.get("val_before_train", True)),
+            val_group_size=int(config.actor_rollout_ref.rollout.val_kwargs.get("n", 1)),
+            save_every=max(0, int(trainer.save_freq)),
+        )
 
-        rollout = config.actor_rollout_ref.rollout
-        replicas = [f"http://{address}/v1" for address in trainer.llm_server_manager.get_addresses()]
-        sampling = {"temperature": rollout.temperature, "top_p": rollout.top_p, "max_tokens": rollout.response_length}
-        val = rollout.val_kwargs
-        validation = {"temperature": val.temperature, "top_p": val.top_p, "max_tokens": rollout.response_length}
-        model = _served_model(replicas[0])
-        served = gateway_for_run(
-            run, replicas, sampling=sampling, validation_sampling=validation, model=model,
-            host=self.gateway_host, port=self.gateway_port,
-            paused=True,  # until the first step: the replicas get the actor's weights first
-        )  # fmt: skip
-        with served as (gateway, server):
-            # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
-            policy = ProxyLLM(advertised_url(server.host, server.port), model, sampling_parameters=sampling)
-            run.update_resources({**run.latest_resources(), self.policy_resource: policy})
-            log.info("policy gateway %s over replicas %s", server.base_url, replicas)
-            yield gateway
+    def estimator(self, config: Any) -> AdvantageEstimator:
+        """GRPO from the loop (per rollout by default, verl's `norm_adv_by_std_in_grpo`); verl's other estimators
+        (GAE, RLOO, REINFORCE++, ...) are verl's own."""
+        if config.algorithm.adv_estimator != "grpo":
+            return BackendAdvantage()
+        return GroupAdvantage(
+            per=self.advantage_per,  # type: ignore[arg-type]
+            normalize_by_std=bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)),
+            negative_weight=self.negative_advantage_weight,
+        )
 
 
-def _served_model(replica: str) -> str:
-    """The model name a replica serves (vLLM: the model's local path), from its /v1/models."""
-    import httpx
+def _sampling(rollout: Any, *, validation: bool) -> dict[str, Any]:
+    source = rollout.val_kwargs if validation else rollout
+    return {"temperature": source.temperature, "top_p": source.top_p, "max_tokens": rollout.response_length}
 
-    return str(httpx.get(f"{replica}/models", timeout=60).json()["data"][0]["id"])
+
+def _trackers(config: Any) -> MetricsLog:
+    """verl's `trainer.logger` names ("console": one line a step; wandb, tensorboard, file, ...: verl's Tracking)."""
+    from omegaconf import OmegaConf
+
+    trainer = config.trainer
+    return MetricsLog(
+        list(trainer.logger or []), project=trainer.project_name, experiment=trainer.experiment_name,
+        log_dir=None, config=OmegaConf.to_container(config, resolve=True),
+    )  # fmt: skip
 
 
 def _no_gpu() -> bool:
     import torch
 
     return not torch.cuda.is_available()
-
-
-def _prepare_cpu_driver() -> None:
-    """The CPU backend in this process too: verl resolves its platform once, at its first device question."""
-    os.environ.update(CPU_ENV)
-    import verl.plugin.platform.platform_manager as platform_manager
-
-    import lightning_otel.training.verl.cpu  # noqa: F401  (registers the cpu platform and the hf rollout; patches)
-
-    platform_manager._current_platform = None  # a platform resolved before the environment was set is forgotten
 
 
 @contextlib.contextmanager
@@ -182,41 +203,6 @@ def _ray_session(config: Any, cpu: bool) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
-
-
-def _build_trainer(config: Any, train_tasks: list[Any], val_tasks: list[Any]) -> Any:
-    """verl's trainer with its roles and resource pools as `main_ppo` sets them up; datasets are the task lists."""
-    from omegaconf import OmegaConf
-    from verl.trainer.main_ppo_v0 import BaseTaskRunner
-    from verl.trainer.ppo.utils import create_rl_sampler, need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.workers.config import HFModelConfig
-
-    from lightning_otel.training.verl.trainer import TraceRayPPOTrainer
-
-    OmegaConf.resolve(config)
-    roles = BaseTaskRunner()
-    _, worker_group_cls = roles.add_actor_rollout_worker(config)
-    if need_critic(config):
-        roles.add_critic_worker(config)
-    roles.add_reward_model_resource_pool(config)
-    roles.add_teacher_model_resource_pool(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    model_config: HFModelConfig = omega_conf_to_dataclass(config.actor_rollout_ref.model)
-    trainer = TraceRayPPOTrainer(
-        config=config,
-        tokenizer=model_config.tokenizer,
-        processor=model_config.processor,
-        role_worker_mapping=roles.role_worker_mapping,
-        resource_pool_manager=roles.init_resource_pool_mgr(config),
-        ray_worker_group_cls=worker_group_cls,
-        train_dataset=train_tasks,
-        val_dataset=val_tasks or train_tasks[:1],  # verl wants a loader; validation runs only on real val tasks
-        collate_fn=_task_batch,
-        train_sampler=create_rl_sampler(config.data, train_tasks),
-    )
-    trainer.val_tasks = val_tasks
-    return trainer
 
 
 __all__ = ["VERL"]

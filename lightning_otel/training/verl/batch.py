@@ -1,12 +1,14 @@
 """Training samples -> verl's batch (`DataProto`) for GRPO and the other advantage estimators.
 
-    samples = [Sample(triplet, reward=adapted.final_reward, uid=group_id) for ...]
+    samples = [Sample(triplet, reward=adapted.final_reward, group=group_id) for ...]   # the loop's samples
     batch, stats = build_batch(samples, BatchShape(max_prompt_length=1024, max_response_length=512, pad_token_id=0),
                                row_multiple=world_size * mini_batch)
 
 Rows: prompts left-padded to `max_prompt_length`, responses right-padded to `max_response_length`; `response_mask`
 is 1 only on tokens the policy sampled (the triplet's mask: tool results and other inserted tokens are 0); the
 reward sits on the last response token; `rollout_log_probs` are the sampler's logprobs; `uid` groups rows for GRPO.
+When every sample carries its advantage (the loop's estimator), `advantages` (and `returns`) hold it on the sampled
+tokens; otherwise verl's own estimator computes them from the rewards.
 A prompt longer than the limit cannot be trained without changing what the policy saw: the row is dropped and
 counted. A longer response is cut to the limit (the tokens kept are exactly the sampled ones) and counted. The row
 count is padded to `row_multiple` with copies that train nothing (response_mask 0, their own group), instead of
@@ -24,14 +26,7 @@ import torch
 from verl import DataProto
 from verl.utils.model import compute_position_id_with_mask
 
-from lightning_otel.adapters.triplets import Triplet
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    triplet: Triplet
-    reward: float
-    uid: str  # the GRPO group: one task in one step (optionally per agent)
+from lightning_otel.training.loop.samples import Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +113,8 @@ def build_batch(
     response_mask = torch.zeros((count, response_len), dtype=torch.long)
     scores = torch.zeros((count, response_len), dtype=torch.float32)
     rollout_log_probs = torch.zeros((count, response_len), dtype=torch.float32)
+    estimated = all(row["sample"].advantage is not None for row in rows)
+    advantages = torch.zeros((count, response_len), dtype=torch.float32)
     uids, agents, rollout_ids = [], [], []
     for index, row in enumerate(rows):
         prompt, response = row["prompt"], row["response"]
@@ -130,6 +127,8 @@ def build_batch(
         sample: Sample = row["sample"]
         padding = "padding" in row
         scores[index, len(response) - 1] = 0.0 if padding else float(sample.reward)  # reward on the last token
+        if estimated and not padding:
+            advantages[index] = float(sample.advantage) * response_mask[index]  # type: ignore[arg-type]
         uids.append(f"padding-{row['padding']}" if padding else sample.uid)  # a group of its own, masked out
         agents.append(sample.triplet.agent_name or "")
         rollout_ids.append(sample.triplet.rollout_id or "")
@@ -143,6 +142,7 @@ def build_batch(
         "response_mask": response_mask,
         "token_level_scores": scores,
         "rollout_log_probs": rollout_log_probs,
+        **({"advantages": advantages, "returns": advantages.clone()} if estimated else {}),
     }
     non_tensors = {
         "uid": np.array(uids, dtype=object),

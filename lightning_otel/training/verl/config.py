@@ -42,10 +42,10 @@ CPU_DEFAULTS: dict[str, Any] = {
     "ray_kwargs": {"ray_init": {"num_cpus": 8, "num_gpus": 1}},
 }
 
-# On every device: the legacy (non-TransferQueue) trainer path, whose pieces `VERL` drives; no verl agent-loop or
-# reward-loop workers (the runners generate, the traces carry the rewards).
+# On every device: the legacy (non-TransferQueue) trainer's pieces, which the VERL backend drives; no verl agent-loop
+# or reward-loop workers (the runners generate, the traces carry the rewards); one console line a step.
 COMMON_DEFAULTS: dict[str, Any] = {
-    "trainer": {"use_v1": False},
+    "trainer": {"use_v1": False, "logger": ["console"]},  # verl's default adds wandb: opt in to it
     "reward": {"num_workers": 0},
     "actor_rollout_ref": {
         "rollout": {"agent": {"agent_loop_manager_class": "lightning_otel.training.verl.trainer.RunnerGeneration"}}

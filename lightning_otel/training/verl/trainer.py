@@ -1,11 +1,12 @@
-"""One GRPO (or PPO, RLOO, ...) step of verl on samples taken from traces, built from verl's own trainer pieces.
+"""verl as a backend of the training loop: its update after generation, on samples taken from traces.
 
-verl's `RayPPOTrainer.fit` generates with its agent loop: one row per prompt and rollout. Here generation is the
-user's agents running in runners against the policy gateway; their traces, adapted by `agent_match`, give any number
-of rows per rollout (multi-turn, multi-agent). Everything after generation is verl's: old log-probs, reference,
-values, advantages (`compute_advantage`, any `algorithm.adv_estimator`), critic and actor updates, checkpoints,
-weight sync to the rollout replicas, and the tracker (`trainer.logger`: console, wandb, tensorboard, ...).
-Needs the `[verl]` extra.
+verl's own `RayPPOTrainer.fit` generates with its agent loop: one row per prompt and rollout. Here the loop runs the
+user's agents in runners against the policy gateway; their traces, adapted by `agent_match`, give any number of
+rows per rollout (multi-turn, multi-agent), each with the advantage the loop's estimator gave it. `VERLBackend`
+turns them into verl's batch and runs verl's step after generation: old log-probs, reference, values, advantages
+(verl's `compute_advantage` only when the loop leaves them to it: `algorithm.adv_estimator` other than GRPO),
+critic and actor updates; it serves the policy from verl's rollout replicas, syncs their weights (`publish`) and
+saves and loads verl's checkpoints. verl's private names are reached through `verl_internals`. Needs `[verl]`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from verl import DataProto
-from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_throughout_metrics, compute_timing_metrics
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer, apply_kl_penalty, compute_advantage
+from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_timing_metrics
+from verl.trainer.ppo.ray_trainer import apply_kl_penalty, compute_advantage
 from verl.trainer.ppo.utils import Role
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
@@ -28,22 +29,14 @@ from verl.utils.profiler import marked_timer
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import left_right_2_no_padding
 
-from lightning_otel.runtime.algorithm import BatchResult, TrainingRun
-from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
-from lightning_otel.serving.gateway import PolicyGateway
-from lightning_otel.training.verl.batch import BatchShape, BatchStats, NoTrainableRows, Sample, build_batch
+from lightning_otel.training.loop.advantages import group_advantages
+from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
+from lightning_otel.training.loop.loop import StepRecord
+from lightning_otel.training.loop.samples import Sample, samples_from
+from lightning_otel.training.verl import verl_internals
+from lightning_otel.training.verl.batch import BatchShape, BatchStats, NoTrainableRows, build_batch
 
 log = logging.getLogger("lightning_otel.verl")
-
-
-@dataclass(slots=True)
-class StepRecord:
-    step: int
-    metrics: dict[str, float]
-    sample_response_ids: list[str] = field(default_factory=list)  # the LLM calls that became trained rows
-    sample_agents: dict[str, int] = field(default_factory=dict)  # trained rows per agent name
-    rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
-    skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
 
 
 @dataclass(slots=True)
@@ -57,44 +50,6 @@ class VERLResult:
     def rewards(self) -> list[float]:
         """Mean training reward per step (NaN where a step had no reward)."""
         return [record.metrics.get("rollout/reward_mean", math.nan) for record in self.steps]
-
-
-def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[list[Sample], dict[str, float]]:
-    """Training samples of a batch: every selected triplet of a succeeded rollout, with the rollout's outcome reward
-    (its final reward) and the task's group (per agent too with `group_by_agent`). Rollouts without a reward or
-    without usable token ids are counted and left out."""
-    group_of = {record["rollout_id"]: record["group_id"] for record in result.rollouts}
-    rewards = result.rewards()
-    samples: list[Sample] = []
-    without_reward = 0
-    rollout_reward_by_group: dict[str, list[float]] = {}
-    for rollout_id, adapted in result.adapted.items():
-        reward = rewards.get(rollout_id)
-        if reward is None:
-            without_reward += 1
-            continue
-        if not adapted.triplets:
-            continue
-        rollout_reward_by_group.setdefault(group_of[rollout_id], []).append(float(reward))
-        for triplet in adapted.triplets:
-            uid = group_of[rollout_id] + (f"/{triplet.agent_name}" if group_by_agent else "")
-            samples.append(Sample(triplet, float(reward), uid))
-    zero_variance = sum(1 for values in rollout_reward_by_group.values() if len(set(values)) <= 1)
-    batch = result.metrics()
-    trained_rollouts = sum(len(values) for values in rollout_reward_by_group.values())
-    metrics = {f"rollout/{key}": float(value) for key, value in batch.items() if key not in ("wall_s", "wait_s")}
-    metrics["timing_s/gen_wait"] = result.wait_s  # until every rollout was final
-    metrics["timing_s/gen_read_adapt"] = result.wall_s - result.wait_s  # spans in one call, adapted
-    metrics.update(
-        {
-            "rollout/with_samples": float(trained_rollouts),
-            "rollout/without_reward": float(without_reward),
-            "rollout/triplets_per_rollout": len(samples) / trained_rollouts if trained_rollouts else 0.0,
-            "rollout/groups": float(len(rollout_reward_by_group)),
-            "rollout/zero_variance_groups": float(zero_variance),
-        }
-    )
-    return samples, metrics
 
 
 def mini_batch_plan(rows: int, target_rows: int, unit: int) -> tuple[int, int]:
@@ -111,7 +66,7 @@ def weigh_negative_advantages(batch: DataProto, weight: float) -> DataProto:
     """Multiply the actor's negative advantages by `weight` (the critic's `returns` stay): 1 is the estimator's own
     update, 0 keeps only the rollouts that did better than their group (positive-sample reinforcement). A small
     policy trained from a warm start can be pushed off by the many pushes-down of its wrong samples; see the
-    spider example's README for measurements."""
+    spider example's README for measurements. (The loop's `GroupAdvantage` does the same for GRPO.)"""
     advantages = batch.batch["advantages"]
     batch.batch["advantages"] = torch.where(advantages < 0, advantages * weight, advantages)
     return batch
@@ -149,26 +104,14 @@ def rows_with_gradient(batch: DataProto, unit: int, loss_agg_mode: str) -> tuple
 
 
 def rollout_level_grpo(batch: DataProto, *, norm_adv_by_std: bool = True) -> DataProto:
-    """GRPO advantages computed over rollouts, not rows: a rollout that gave several rows (several selected calls)
-    counts once in its group's mean and std, then every row of it gets its advantage. verl's own GRPO would weigh
-    each rollout by its row count (long trajectories pull the baseline). Uses verl's GRPO function on one entry per
-    (group, rollout); sets `advantages` and `returns` on the sampled tokens."""
-    import numpy as np
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
-
-    scores = batch.batch["token_level_rewards"].sum(dim=-1)
+    """GRPO advantages computed over rollouts, not rows, on a built batch (the loop's `GroupAdvantage(per="rollout")`
+    on its rows): a rollout that gave several rows counts once in its group's mean and std, then every row of it
+    gets its advantage. Sets `advantages` and `returns` on the sampled tokens."""
+    scores = batch.batch["token_level_rewards"].sum(dim=-1).tolist()
     keys = list(zip(batch.non_tensor_batch["uid"], batch.non_tensor_batch["rollout_id"], strict=True))
-    position = {key: index for index, key in enumerate(dict.fromkeys(keys))}
-    per_rollout = torch.zeros(len(position), 1)
-    for row, key in enumerate(keys):
-        per_rollout[position[key], 0] = scores[row]  # rows of one rollout share its reward
-    advantages, _ = compute_grpo_outcome_advantage(
-        token_level_rewards=per_rollout,
-        response_mask=torch.ones_like(per_rollout),
-        index=np.array([uid for uid, _ in position], dtype=object),
-        norm_adv_by_std_in_grpo=norm_adv_by_std,
-    )
-    per_row = advantages[[position[key] for key in keys], 0]
+    rewards = dict(zip(keys, scores, strict=True))  # rows of one rollout share its reward
+    advantages = group_advantages(rewards, {key: key[0] for key in rewards}, normalize_by_std=norm_adv_by_std)
+    per_row = torch.tensor([advantages[key] for key in keys], dtype=torch.float32)
     batch.batch["advantages"] = per_row[:, None] * batch.batch["response_mask"]
     batch.batch["returns"] = batch.batch["advantages"]
     return batch
@@ -183,147 +126,82 @@ class RunnerGeneration:
         return cls()
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        raise RuntimeError("with lightning-otel, rollouts are generated by the runners (TraceRayPPOTrainer.fit_traces)")
+        raise RuntimeError("with lightning-otel, rollouts are generated by the runners (the training loop)")
 
 
-class TraceRayPPOTrainer(RayPPOTrainer):
-    """verl's trainer with generation replaced by runners + traces. Build it like `RayPPOTrainer` (datasets are lists
-    of tasks with an identity collate), `init_workers()`, then `fit_traces(run, gateway)`."""
+def _task_batch(items: list[Any]) -> list[Any]:
+    """The dataloader's collate: a step's tasks, as they are (runners get each task as given)."""
+    return list(items)
 
-    def fit_traces(
+
+class VERLBackend(Backend):
+    """verl's workers and replicas for one run (build inside a Ray session). `own_advantages`: the loop's estimator
+    sets every sample's advantage (else verl's `compute_advantage` does, then `negative_advantage_weight` applies)."""
+
+    name = "verl"
+
+    def __init__(
         self,
-        run: TrainingRun,
-        gateway: PolicyGateway,
+        config: Any,
+        train_tasks: list[Any],
+        val_tasks: list[Any],
         *,
-        group_by_agent: bool = False,
-        advantage_per: str = "rollout",
+        own_advantages: bool = True,
         negative_advantage_weight: float = 1.0,
-        on_step: Callable[[int, dict[str, float]], None] | None = None,
-        rollout_timeout_s: float | None = None,
-    ) -> VERLResult:
-        from omegaconf import OmegaConf
-        from verl.utils.tracking import Tracking
+    ) -> None:
+        verl_internals.require_tested_verl()
+        self.config = config
+        self.own_advantages, self.negative_advantage_weight = own_advantages, negative_advantage_weight
+        self.trainer = verl_internals.build_trainer(config, train_tasks, val_tasks, _task_batch)
+        self.trainer.init_workers()
+        self.total_steps = int(self.trainer.total_training_steps)
+        self._mini_batches = 1
 
-        if advantage_per not in ("rollout", "row"):
-            raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
-        if not 0.0 <= negative_advantage_weight <= 1.0:
-            raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
-        self.run, self.gateway, self.group_by_agent, self.advantage_per = run, gateway, group_by_agent, advantage_per
-        self.negative_advantage_weight = negative_advantage_weight
-        self.rollout_timeout_s = rollout_timeout_s
-        config = self.config
-        tracker = Tracking(
-            project_name=config.trainer.project_name,
-            experiment_name=config.trainer.experiment_name,
-            default_backend=config.trainer.logger,
-            config=OmegaConf.to_container(config, resolve=True),
-        )
-        result = VERLResult()
-        self.global_steps = 0
-        self._load_checkpoint()
-        self._sync_weights()  # the replicas serve the actor's weights
-        if self.val_tasks and config.trainer.get("val_before_train", True):
-            val_metrics = self._validate_traces()
-            tracker.log(data=val_metrics, step=self.global_steps)
-            result.validations.append(StepRecord(self.global_steps, val_metrics))
-        first_epoch = self.global_steps // max(len(self.train_dataloader), 1)  # past 0 when resumed from a checkpoint
-        self.global_steps += 1
-        for epoch in range(first_epoch, config.trainer.total_epochs):
-            for tasks in self.train_dataloader:
-                is_last_step = self.global_steps >= self.total_training_steps
-                record = StepRecord(self.global_steps, {})
-                metrics = record.metrics
-                metrics.update(self._train_step(list(tasks), record))
-                if (
-                    self.val_tasks
-                    and config.trainer.test_freq > 0
-                    and (is_last_step or self.global_steps % config.trainer.test_freq == 0)
-                ):
-                    val_metrics = self._validate_traces()
-                    metrics.update(val_metrics)
-                    result.validations.append(StepRecord(self.global_steps, val_metrics))
-                metrics.update({"training/global_step": self.global_steps, "training/epoch": epoch})
-                tracker.log(data=metrics, step=self.global_steps)
-                result.steps.append(record)
-                if on_step is not None:
-                    on_step(self.global_steps, metrics)
-                self.global_steps += 1
-                if is_last_step:
-                    break
-            else:
-                continue
-            break
-        result.replica_weight_versions = self._replica_weight_versions()
-        if result.steps and all(record.skipped_because for record in result.steps):
-            first = result.steps[0]
-            raise NothingTrained(
-                f"no training step of {len(result.steps)} had a trainable sample, so nothing was trained. "
-                f"Step {first.step}: " + "; ".join(first.skipped_because)
-            )
-        return result
+    # --- serving -------------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[PolicyReplicas]:
+        replicas = [f"http://{address}/v1" for address in self.trainer.llm_server_manager.get_addresses()]
+        yield PolicyReplicas(replicas, _served_model(replicas[0]))
 
-    def _sync_weights(self) -> None:
-        """Serve the actor's weights; rollouts queued from now on carry this version (the view's policy version)."""
-        self.checkpoint_manager.update_weights(self.global_steps)
-        self.run.policy_version = self.global_steps
+    def pause_serving(self) -> None:
+        self.trainer.checkpoint_manager.sleep_replicas()
 
-    def _replica_weight_versions(self) -> list[int]:
+    def publish(self, step: int) -> int:
+        """The actor's weights to the replicas (which wake up); rollouts queued from now on carry this version."""
+        self.trainer.checkpoint_manager.update_weights(step)
+        return step
+
+    def save(self, step: int) -> str:
+        return verl_internals.save_checkpoint(self.trainer, step)
+
+    def load(self) -> int:
+        return verl_internals.load_checkpoint(self.trainer)
+
+    def replica_weight_versions(self) -> list[int]:
         import ray
 
         versions = []
-        for replica in self.llm_server_manager.get_replicas():
+        for replica in self.trainer.llm_server_manager.get_replicas():
             for server in replica.servers:
                 with contextlib.suppress(AttributeError):  # only our CPU replica counts its weight syncs
                     versions.append(ray.get(server.weight_version.remote()))
         return versions
 
-    # --- generation: the agents, through the gateway -------------------------------------------------------------
-    def _generate(self, tasks: Sequence[Any], *, mode: str, n: int) -> BatchResult:
-        self.gateway.set_mode(mode)
-        self.gateway.resume()
-        try:
-            return self.run.collect(self.run.submit(tasks, n=n, mode=mode), timeout=self.rollout_timeout_s)
-        finally:
-            self.gateway.pause()  # late calls get 503 + Retry-After until the next step's weights are in
-
-    def _validate_traces(self) -> dict[str, float]:
-        n = int(self.config.actor_rollout_ref.rollout.val_kwargs.get("n", 1))
-        result = self._generate(self.val_tasks, mode="val", n=n)
-        _, metrics = samples_from(result)
-        return {"val/" + key.removeprefix("rollout/"): value for key, value in metrics.items()}
-
-    # --- one training step ---------------------------------------------------------------------------------------
-    def _train_step(self, tasks: list[Any], record: StepRecord) -> dict[str, float]:
-        config = self.config
+    # --- one update ----------------------------------------------------------------------------------------------
+    def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        trainer = self.trainer
+        trainer.global_steps = step
         metrics: dict[str, float] = {}
         timing: dict[str, float] = {}
-        with marked_timer("step", timing):
-            with marked_timer("gen", timing):
-                result = self._generate(tasks, mode="train", n=int(config.actor_rollout_ref.rollout.n))
-                self.checkpoint_manager.sleep_replicas()
-            record.rollout_ids = list(result.batch.rollout_ids)
-            samples, rollout_metrics = samples_from(result, group_by_agent=self.group_by_agent)
-            metrics.update(rollout_metrics)
-            for sample in samples:
-                record.sample_response_ids.extend(sample.triplet.response_ids)
-                name = sample.triplet.agent_name or ""
-                record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
-            batch, stats = self._batch(samples)
-            metrics.update(stats.as_metrics("batch/"))
-            if batch is not None and stats.dropped_long_prompts:  # a skipped step says it among its reasons
-                log.warning("step %d: %s", self.global_steps, self._dropped_prompts(stats))
-            if batch is None:  # nothing to learn from: count it, say why, keep the policy, wake the replicas
-                metrics["training/skipped_step"] = 1.0
-                record.skipped_because = self._why_skipped(result, stats)
-                log.warning("step %d trained nothing: %s", self.global_steps, "; ".join(record.skipped_because))
-                self._sync_weights()
-                return metrics
-            metrics["training/skipped_step"] = 0.0
-            batch = self._learn(batch, metrics, timing)
-        metrics.update(compute_data_metrics(batch=batch, use_critic=self.use_critic))
+        batch, stats = self._batch(samples)
+        metrics.update(stats.as_metrics("batch/"))
+        if batch is None:
+            raise NothingToUpdate(self._why_no_rows(stats), metrics)
+        if stats.dropped_long_prompts:  # a skipped step says it among its reasons
+            log.warning("step %d: %s", step, self._dropped_prompts(stats))
+        batch = self._learn(batch, metrics, timing)
+        metrics.update(compute_data_metrics(batch=batch, use_critic=trainer.use_critic))
         metrics.update(compute_timing_metrics(batch=batch, timing_raw=timing))
-        n_gpus = self.resource_pool_manager.get_n_gpus()
-        metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing, n_gpus=n_gpus))
         return metrics
 
     def _dropped_prompts(self, stats: BatchStats) -> str:
@@ -333,8 +211,8 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             f"{limit} (the longest has {stats.longest_dropped_prompt} tokens); raise data.max_prompt_length"
         )
 
-    def _why_skipped(self, result: BatchResult, stats: BatchStats) -> list[str]:
-        reasons = why_no_samples([result], self.run.adapter.agent_match)
+    def _why_no_rows(self, stats: BatchStats) -> list[str]:
+        reasons = []
         if stats.dropped_long_prompts:
             reasons.append(self._dropped_prompts(stats))
         if stats.empty_responses:
@@ -347,10 +225,10 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         micro = 1
         if not ref.actor.use_dynamic_bsz:
             sizes = [ref.actor.ppo_micro_batch_size_per_gpu, ref.rollout.log_prob_micro_batch_size_per_gpu]
-            if self.use_reference_policy:
+            if self.trainer.use_reference_policy:
                 sizes.append(ref.ref.log_prob_micro_batch_size_per_gpu)
             micro = math.lcm(*(int(size or 1) for size in sizes))
-        return self._get_dp_size(self.actor_rollout_wg, "actor") * micro
+        return verl_internals.data_parallel_size(self.trainer) * micro
 
     def _only_policy_gradient(self) -> bool:
         """True when the actor's loss is the clipped policy gradient alone (no entropy bonus, no KL loss, a loss
@@ -364,12 +242,13 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             return corr.get("loss_type", "ppo_clip") == "ppo_clip" and not corr.get("rollout_rs")
         return mode == "vanilla"
 
-    def _batch(self, samples: list[Sample]) -> tuple[DataProto | None, BatchStats]:
+    def _batch(self, samples: Sequence[Sample]) -> tuple[DataProto | None, BatchStats]:
         data = self.config.data
+        tokenizer = self.trainer.tokenizer
         shape = BatchShape(
             max_prompt_length=int(data.max_prompt_length),
             max_response_length=int(data.max_response_length),
-            pad_token_id=int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0),
+            pad_token_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         )
         ref = self.config.actor_rollout_ref
         target = int(ref.actor.ppo_mini_batch_size) * int(ref.rollout.n)
@@ -383,12 +262,13 @@ class TraceRayPPOTrainer(RayPPOTrainer):
 
     def _learn(self, batch: DataProto, metrics: dict[str, float], timing: dict[str, float]) -> DataProto:
         """verl's step after generation, as in `RayPPOTrainer.fit`; returns the batch with everything computed."""
-        config = self.config
+        config, trainer = self.config, self.trainer
         rollout = config.actor_rollout_ref.rollout
         batch.meta_info["temperature"] = rollout.temperature
         batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
         batch.meta_info["images_seqlens"] = []
         reward_tensor = batch.batch["token_level_scores"]
+        estimated = {key: batch.batch.pop(key) for key in ("advantages", "returns") if key in batch.batch}
         rollout_corr = config.algorithm.get("rollout_correction", None)
         bypass = bool(rollout_corr and rollout_corr.get("bypass_mode", False))
         if bypass:
@@ -398,23 +278,21 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                               policy_loss_config=config.actor_rollout_ref.actor.policy_loss)  # fmt: skip
         else:
             with marked_timer("old_log_prob", timing):
-                old_log_prob, _ = self._compute_old_log_prob(batch)
-                old_log_prob.batch.pop("entropys")
-                batch = batch.union(old_log_prob)
+                batch = batch.union(verl_internals.old_log_prob(trainer, batch))
                 from verl.utils.debug.metrics import calculate_debug_metrics
 
                 # training/rollout_probs_diff_*: the trainer's log-probs of the trained tokens vs the sampler's.
                 metrics.update(calculate_debug_metrics(batch))
-        if self.use_reference_policy:
+        if trainer.use_reference_policy:
             with marked_timer(str(Role.RefPolicy), timing):
-                batch = batch.union(self._compute_ref_log_prob(batch))
-        if self.use_critic:
+                batch = batch.union(verl_internals.ref_log_prob(trainer, batch))
+        if trainer.use_critic:
             with marked_timer("values", timing):
-                batch = batch.union(self._compute_values(batch))
+                batch = batch.union(verl_internals.values(trainer, batch))
         with marked_timer("adv", timing):
             batch.batch["token_level_scores"] = reward_tensor
             if config.algorithm.use_kl_in_reward:
-                batch, kl_metrics = apply_kl_penalty(batch, kl_ctrl=self.kl_ctrl_in_reward,
+                batch, kl_metrics = apply_kl_penalty(batch, kl_ctrl=trainer.kl_ctrl_in_reward,
                                                      kl_penalty=config.algorithm.kl_penalty)  # fmt: skip
                 metrics.update(kl_metrics)
             else:
@@ -424,9 +302,8 @@ class TraceRayPPOTrainer(RayPPOTrainer):
 
                 batch, corr_metrics = compute_rollout_correction_and_add_to_batch(batch, rollout_corr)
                 metrics.update(corr_metrics)
-            norm_by_std = config.algorithm.get("norm_adv_by_std_in_grpo", True)
-            if config.algorithm.adv_estimator == "grpo" and self.advantage_per == "rollout":
-                batch = rollout_level_grpo(batch, norm_adv_by_std=norm_by_std)
+            if estimated and self.own_advantages:
+                batch.batch["advantages"], batch.batch["returns"] = estimated["advantages"], estimated["returns"]
             else:
                 batch = compute_advantage(
                     batch,
@@ -434,26 +311,24 @@ class TraceRayPPOTrainer(RayPPOTrainer):
                     gamma=config.algorithm.gamma,
                     lam=config.algorithm.lam,
                     num_repeat=rollout.n,
-                    norm_adv_by_std_in_grpo=norm_by_std,
+                    norm_adv_by_std_in_grpo=config.algorithm.get("norm_adv_by_std_in_grpo", True),
                     config=config.algorithm,
                 )
-            if self.negative_advantage_weight != 1.0:
-                batch = weigh_negative_advantages(batch, self.negative_advantage_weight)
-        if self.use_critic:
+                if self.negative_advantage_weight != 1.0:
+                    batch = weigh_negative_advantages(batch, self.negative_advantage_weight)
+                moving = (batch.batch["advantages"] != 0) & batch.batch["response_mask"].bool()
+                if not self.trainer.use_critic and not bool(moving.any()):
+                    raise NothingToUpdate(
+                        [f"verl's {config.algorithm.adv_estimator} estimator gave every sample a zero advantage "
+                         "(every group's rewards were equal?): the policy cannot learn from this step"], metrics
+                    )  # fmt: skip
+        if trainer.use_critic:
             with marked_timer("update_critic", timing):
-                metrics.update(reduce_metrics(self._update_critic(batch).meta_info["metrics"]))
-        if config.trainer.critic_warmup > self.global_steps:
-            self._sync_weights()
+                metrics.update(reduce_metrics(verl_internals.update_critic(trainer, batch).meta_info["metrics"]))
+        if config.trainer.critic_warmup > trainer.global_steps:
             return batch
         with marked_timer("update_actor", timing):
             actor_output = self._update_actor(batch)
-        if config.trainer.save_freq > 0 and (
-            self.global_steps >= self.total_training_steps or self.global_steps % config.trainer.save_freq == 0
-        ):
-            with marked_timer("save_checkpoint", timing):
-                self._save_checkpoint()
-        with marked_timer("update_weights", timing):
-            self._sync_weights()
         metrics.update(reduce_metrics(actor_output.meta_info["metrics"]))
         return batch
 
@@ -462,7 +337,7 @@ class TraceRayPPOTrainer(RayPPOTrainer):
         actor = self.config.actor_rollout_ref.actor
         batch.meta_info["multi_turn"] = True
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
-        mini_batches = max(getattr(self, "_mini_batches", 1), 1)
+        mini_batches = max(self._mini_batches, 1)
         mini_batch_rows = len(batch) // mini_batches
         global_rows = mini_batch_rows  # the seq-mean losses' normaliser: every row, trained or not
         if self._only_policy_gradient() and mini_batches == 1:
@@ -485,18 +360,27 @@ class TraceRayPPOTrainer(RayPPOTrainer):
             dataloader_kwargs={"shuffle": actor.shuffle},
             compute_loss=True,
         )
-        output = rename_dict(tu.get(self.actor_rollout_wg.update_actor(batch_td), "metrics"), "actor/")
+        output = rename_dict(tu.get(self.trainer.actor_rollout_wg.update_actor(batch_td), "metrics"), "actor/")
         output["perf/mfu/actor"] = output.pop("actor/mfu")
         output["actor/rows_updated"] = rows_updated  # rows that went through forward and backward
         return DataProto.from_single_dict(data={}, meta_info={"metrics": output})
 
 
+def _served_model(replica: str) -> str:
+    """The model name a replica serves (vLLM: the model's local path), from its /v1/models."""
+    import httpx
+
+    return str(httpx.get(f"{replica}/models", timeout=60).json()["data"][0]["id"])
+
+
 __all__ = [
     "RunnerGeneration",
     "StepRecord",
-    "TraceRayPPOTrainer",
+    "VERLBackend",
     "VERLResult",
     "mini_batch_plan",
     "rollout_level_grpo",
+    "rows_with_gradient",
     "samples_from",
+    "weigh_negative_advantages",
 ]

@@ -1,12 +1,14 @@
 """The CPU backend for verl 0.9.1: real GRPO steps on a machine without a GPU, through verl's own plugin points.
 
-verl imports this module in every one of its processes when it is listed in `VERL_USE_EXTERNAL_MODULES` (the
-`VERL` algorithm sets that, with `VERL_PLATFORM=cpu`, in Ray's runtime environment). Importing it registers:
+`register()` puts into verl's registries:
 - the `cpu` platform (`PlatformRegistry`): device questions answered for CPU, gloo collectives;
 - the `hf` rollout (`RolloutReplicaRegistry` + verl's rollout-class table): `rollout.name=hf` serves the policy
   from an HF model on CPU behind the same OpenAI-compatible API vLLM serves.
-With `VERL_PLATFORM=cpu` it also applies the three adjustments verl's CUDA-minded code needs (see `_patch_for_cpu`).
-Private verl names are used: the `[verl]` extra pins verl==0.9.1 exactly.
+In verl's Ray workers (`VERL_USE_EXTERNAL_MODULES` names this module and `VERL_PLATFORM=cpu` is set when `import
+verl` imports it) importing this module registers both and applies the three corrections verl's CUDA-minded code
+needs (see `_patch_for_cpu`); those processes end with the run. The driver imports it before it sets that
+environment, so it only registers, for the run's duration (`verl_internals.cpu_driver`), and keeps nothing
+afterwards. verl's private names are reached through `verl_internals`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from verl.workers.rollout import base as _rollout_base
-from verl.workers.rollout.replica import RolloutReplicaRegistry
-
-from lightning_otel.training.verl.cpu import platform as _platform  # noqa: F401  (registers "cpu")
+from lightning_otel.training.verl.verl_internals import register_platform, register_rollout
 
 ROLLOUT_NAME = "hf"
 
@@ -30,12 +30,25 @@ def _load_replica() -> type:
     return HFReplica
 
 
-RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
-_rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = "lightning_otel.training.verl.cpu.replica.HFServerAdapter"
+def register() -> Callable[[], None]:
+    """The `cpu` platform and the `hf` rollout in verl's registries; returns the undo."""
+    from lightning_otel.training.verl.cpu.platform import CPUPlatform
+
+    undo_platform = register_platform("cpu", CPUPlatform)
+    undo_rollout = register_rollout(
+        ROLLOUT_NAME, _load_replica, "lightning_otel.training.verl.cpu.replica.HFServerAdapter"
+    )
+
+    def undo() -> None:
+        undo_rollout()
+        undo_platform()
+
+    return undo
 
 
 def _patch_for_cpu() -> None:
-    """What verl assumes of an accelerator, corrected for CPU, before the modules that use it are imported:
+    """What verl assumes of an accelerator, corrected for CPU in a worker process, before the modules that use it are
+    imported:
     1. the process group backend string: verl builds "cpu:gloo,<device>:<backend>", a duplicate on CPU;
     2. FSDP2's CPUOffloadPolicy(pin_memory=True) for the reference model: pinning needs an accelerator;
     3. the training engine lookup is keyed by device: the FSDP engine is registered for "cuda" and runs on CPU."""
@@ -66,5 +79,6 @@ def _patch_for_cpu() -> None:
     os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
 
 
-if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":  # a worker process (see the module docstring)
+    register()
     _patch_for_cpu()

@@ -1,7 +1,8 @@
 """verl's `cpu` platform: what verl asks of an accelerator, answered for a machine without one.
 
 verl 0.9 resolves every device question through its platform registry (`VERL_PLATFORM`); it ships `nvidia`, `npu`
-and `rocm`. This one says "cpu" for the device, gloo for collectives and keeps Ray's `GPU` resource name, so verl's
+and `rocm`. This one (registered by `cpu.register()`) says "cpu" for the device, gloo for collectives and keeps Ray's
+`GPU` resource name, so verl's
 placement (bundles of {CPU, GPU: 1}) runs on logical GPU slots (`ray.init(num_gpus=N)`) with nothing behind them.
 """
 
@@ -14,7 +15,6 @@ from typing import Any
 
 import torch
 from verl.plugin.platform.platform_base import PlatformBase
-from verl.plugin.platform.platform_manager import PlatformRegistry
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
@@ -42,7 +42,6 @@ def _cpu_device_module() -> types.ModuleType:
     return module
 
 
-@PlatformRegistry.register(platform="cpu")
 class CPUPlatform(PlatformBase):
     _device_module = _cpu_device_module()
 

@@ -1,0 +1,74 @@
+"""What a training backend implements under the loop: only what differs between engines.
+
+    class MyBackend(Backend):
+        def update(self, samples, step):        # samples with advantages (or weights) -> the engine's metrics
+            ...
+        def publish(self, step):                # make the current weights servable -> the policy version
+            ...
+
+The loop calls, per step: the runners' rollouts through the policy gateway in front of `serving()`'s replicas,
+`pause_serving()` once they are in, `update(samples, step)` when some sample can move the policy (raise
+`NothingToUpdate` when the backend finds none can), `publish(step)` (after a skipped step too: replicas that rested
+wake up), then `save(step)` on the checkpoint schedule. `load()` before the first step returns the step to resume
+after (0: a fresh start); `finish()` after the last step.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from lightning_otel.training.loop.samples import Sample
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyReplicas:
+    """OpenAI-compatible servers of the policy (vLLM-format token ids), which the gateway forwards to."""
+
+    urls: list[str]
+    model: str
+
+
+class NothingToUpdate(Exception):
+    """Raised by `Backend.update`: none of the samples could be trained (`reasons` say why)."""
+
+    def __init__(self, reasons: Sequence[str], metrics: dict[str, float] | None = None) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = list(reasons)
+        self.metrics = dict(metrics or {})
+
+
+class Backend(abc.ABC):
+    name: ClassVar[str] = "backend"  # in the loop's log lines
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[PolicyReplicas | None]:
+        """The replicas serving the policy while the loop runs (None: nothing is served; the agents call the LLM
+        resources they were given, as SFT's teacher)."""
+        yield None
+
+    def pause_serving(self) -> None:  # noqa: B027  (most backends keep serving: nothing to do)
+        """The step's rollouts are in: replicas may rest until `publish` (verl frees their GPU memory)."""
+
+    @abc.abstractmethod
+    def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        """Train on the step's samples (each with its advantage, or weight); return the engine's metrics."""
+
+    def publish(self, step: int) -> int | None:
+        """Make the current weights servable; return the policy version the replicas now serve."""
+        return None
+
+    def save(self, step: int) -> str | None:
+        """A checkpoint after `step`; where it is."""
+        return None
+
+    def load(self) -> int:
+        """Resume from the latest checkpoint when the backend is configured to: the step it was saved after."""
+        return 0
+
+    def finish(self) -> dict[str, float]:
+        """After the last step; metrics to report."""
+        return {}

@@ -1,0 +1,138 @@
+"""The loop's metric names (one table, every backend) and the trackers they go to.
+
+Every step logs the loop's metrics below, then the backend's own under its prefix (VERL: `actor/`, `critic/`,
+`batch/`, `perf/`, verl's `timing_s/` stages; Tinker: `train/`; SFT: `sft/`). Validation logs `val/` + the `rollout/`
+names (`val/reward_mean`, `val/succeeded`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# name -> meaning. The README's training page shows this table.
+LOOP_METRICS: dict[str, str] = {
+    "rollout/reward_mean": "mean final reward of the step's succeeded rollouts",
+    "rollout/rollouts": "rollouts queued (tasks x group size)",
+    "rollout/succeeded": "rollouts that succeeded",
+    "rollout/failed": "rollouts that failed after their attempts",
+    "rollout/timeout": "rollouts that timed out",
+    "rollout/cancelled": "rollouts cancelled (the step's rollout timeout passed)",
+    "rollout/unfinished": "rollouts not final when the step read them",
+    "rollout/retried": "rollouts that took more than one attempt",
+    "rollout/triplets": "LLM calls agent_match selected, with token ids",
+    "rollout/rollouts_without_triplets": "succeeded rollouts that gave no sample",
+    "rollout/calls_without_token_ids": "selected calls whose server returned no token ids",
+    "rollout/merge_breaks": "trajectory mode: calls that did not extend the previous prompt",
+    "rollout/duplicate_calls": "calls recorded twice (client and gateway), kept once",
+    "rollout/incomplete_rollouts": "rollouts read with spans still missing after span_wait_s",
+    "rollout/gateway_calls": "calls the policy gateway served for the step's rollouts",
+    "rollout/with_samples": "rollouts with a reward and at least one sample",
+    "rollout/without_reward": "succeeded rollouts without a reward",
+    "rollout/triplets_per_rollout": "samples per rollout with samples",
+    "rollout/groups": "groups (tasks, per agent with group_by_agent) with samples",
+    "rollout/zero_variance_groups": "groups whose rollouts all got the same reward (no GRPO signal)",
+    "rollout/runners": "runners that ran the step's rollouts",
+    "training/samples": "samples the estimator saw",
+    "training/samples_with_advantage": "samples with a non-zero advantage (policy-gradient losses)",
+    "training/samples_with_weight": "samples with a non-zero weight (supervised losses)",
+    "training/advantage_abs_mean": "mean |advantage| over the samples",
+    "training/skipped_step": "1: nothing could move the policy, no update ran (the progress line says why)",
+    "training/policy_version": "the policy version that sampled the step's rollouts",
+    "training/global_step": "the step (from 1)",
+    "training/epoch": "the epoch (from 0)",
+    "timing_s/gen": "seconds from queueing the step's rollouts to having their samples",
+    "timing_s/gen_wait": "of which: until every rollout was final",
+    "timing_s/gen_read_adapt": "of which: reading the spans in one call and adapting them",
+    "timing_s/update": "the backend's update (skipped steps: 0)",
+    "timing_s/publish": "making the new weights servable (weight sync, sampler swap)",
+    "timing_s/step": "the whole step (validation and checkpoints excluded)",
+}
+
+# What the console line shows, in this order (every metric goes to the other trackers). Tinker's earlier names too,
+# for metric dicts that still use them.
+CONSOLE_KEYS = {
+    "rollout/reward_mean": "reward",
+    "reward/mean": "reward",
+    "val/reward_mean": "val",
+    "rollout/succeeded": "ok",
+    "succeeded": "ok",
+    "rollout/failed": "failed",
+    "failed": "failed",
+    "rollout/runners": "runners",
+    "runners": "runners",
+    "training/samples": "samples",
+    "training/samples_with_advantage": "with signal",
+    "training/samples_with_weight": "with signal",
+    "train/datums": "datums",
+    "train/tokens": "tokens",
+    "train/constant_groups": "constant groups",
+    "training/policy_version": "policy v",
+    "policy/version": "policy v",
+    "train/grad_norm": "grad norm",
+    "time/rollouts_s": "rollouts s",
+    "time/train_s": "train s",
+    "timing_s/step": "step s",
+}
+OWN_BACKENDS = ("console", "jsonl")
+
+
+def console_line(step: int, metrics: Mapping[str, float], note: str = "") -> str:
+    shown = "  ".join(f"{name} {_short(metrics[key])}" for key, name in CONSOLE_KEYS.items() if key in metrics)
+    return f"step {step}: {shown}" + (f"  ({note})" if note else "")
+
+
+class MetricsLog:
+    """Per-step metrics to the trackers VERL's `trainer.logger` names: "console" (one line a step) and "jsonl"
+    (`log_dir`/metrics.jsonl, every metric) here; any other (wandb, tensorboard, mlflow, swanlab, file, ...)
+    through verl's own `Tracking` when verl is installed."""
+
+    def __init__(
+        self,
+        backends: Sequence[str],
+        *,
+        project: str,
+        experiment: str,
+        log_dir: Path | None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.experiment = experiment
+        self.console = "console" in backends
+        self.jsonl = (log_dir / "metrics.jsonl") if "jsonl" in backends and log_dir is not None else None
+        if "jsonl" in backends and log_dir is None:
+            raise ValueError("logger 'jsonl' needs a log_dir")
+        others = [backend for backend in backends if backend not in OWN_BACKENDS]
+        self._tracking: Any = None
+        if others:
+            try:
+                from verl.utils.tracking import Tracking
+            except ImportError as exc:
+                raise ValueError(f"logger {others} needs verl's Tracking (pip install lightning-otel[verl])") from exc
+            self._tracking = Tracking(project, experiment, default_backend=others, config=dict(config or {}))
+        if self.jsonl is not None:
+            self.jsonl.parent.mkdir(parents=True, exist_ok=True)
+
+    def log(self, step: int, metrics: Mapping[str, float], note: str = "") -> None:
+        """`note`: a few words after the console line (why a step was skipped)."""
+        if self.console:
+            print(console_line(step, metrics, note), flush=True)
+        if self.jsonl is not None:
+            with self.jsonl.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"run": self.experiment, "step": step, **metrics}) + "\n")  # runs append
+        if self._tracking is not None:
+            self._tracking.log(data=dict(metrics), step=step)
+
+    def close(self) -> None:
+        """Flush and close the trackers' runs (wandb's run, tensorboard's writer, verl's file)."""
+        if self._tracking is not None:
+            self._tracking.finish()
+            self._tracking = None
+
+
+def _short(value: float) -> str:
+    if math.isnan(value) or value != int(value):
+        return f"{value:.3f}"
+    return str(int(value))
