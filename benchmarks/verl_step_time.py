@@ -96,7 +96,7 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 
     from lightning_otel.training.verl import algorithm as verl_algorithm
     from lightning_otel.training.verl.config import compose_verl_config
-    from lightning_otel.training.verl.verl_internals import cpu_driver
+    from lightning_otel.training.verl.cpu import cpu_driver
 
     rows = [
         {

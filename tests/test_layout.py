@@ -1,10 +1,13 @@
 """The rooms of `lightning_otel` import each other only in the directions the README's layout map allows, with no
-cycle between modules (lazy imports inside functions count too), and an agent process loads only capture."""
+cycle between modules (lazy imports inside functions count too, and so does a module named by a string to
+`importlib.import_module`/`__import__`), every module of the tree is on the map, and an agent process loads only
+capture. `training/` is five rooms (loop, verl, tinker, sft, reward_model), each with its own row."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +27,7 @@ TCP_LISTENER = "lightning_otel.collector.tcp_listener"
 
 # room -> the rooms (or single modules) it may import besides itself and the contract. README: "Layout".
 ALLOWED: dict[str, set[str]] = {
+    # capture loads the instrumentors by name (the registry's one edge, below), and imports nothing else
     "capture": set(),
     "instrumentors": {"capture"},
     "adapters": set(),
@@ -32,7 +36,14 @@ ALLOWED: dict[str, set[str]] = {
     # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
     "runtime": {"capture", "adapters", "collector", "serving"},
     "serving": {"capture", *COLLECTOR_CLIENT, TCP_LISTENER},
-    "training": {"runtime", "serving", "adapters", "capture", "rewards", *COLLECTOR_CLIENT},
+    "training": set(),  # the package's docstring only
+    # the loop: samples from the runtime's batches, the gateway in front of a backend's replicas
+    "training.loop": {"runtime", "serving", "adapters"},
+    # verl's backend: the loop; the CPU replica (serving); the tested-versions table for verl's internals
+    "training.verl": {"training.loop", "runtime", "serving", "lightning_otel.capture.tested_versions"},
+    "training.tinker": {"training.loop", "runtime", "serving", "adapters"},
+    "training.sft": {"training.loop", "runtime", "adapters"},
+    "training.reward_model": {"rewards"},
     "testing": {"capture", "serving"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
@@ -41,6 +52,10 @@ ALLOWED: dict[str, set[str]] = {
     "_bootstrap": {"auto"},
     "cli": {"*"},
 }
+# Modules loaded by name at run time (a plugin registry), written in the map: source -> the room it loads from.
+# These edges are allowed and left out of the cycle check (the loaded modules import their registry back).
+BY_NAME: dict[str, str] = {"lightning_otel.capture.instrumentor_registry": "instrumentors"}
+TRAINING_ROOMS = ("loop", "verl", "tinker", "sft", "reward_model")
 
 
 def module_files() -> dict[str, Path]:
@@ -57,12 +72,32 @@ def module_files() -> dict[str, Path]:
     return modules
 
 
+def _named_module(node: ast.AST) -> str | None:
+    """The module a call `importlib.import_module("...")` / `import_module(...)` / `__import__("...")` names: a
+    string literal, or an f-string's constant head (`f"lightning_otel.instrumentors.{name}"` names the package)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called not in ("import_module", "__import__"):
+        return None
+    argument = node.args[0]
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return argument.value
+    if isinstance(argument, ast.JoinedStr) and argument.values and isinstance(argument.values[0], ast.Constant):
+        return str(argument.values[0].value).rstrip(".") or None
+    return None
+
+
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """Our modules that `name` imports anywhere in its file (module level, functions, TYPE_CHECKING blocks)."""
+    """Our modules that `name` imports anywhere in its file (module level, functions, TYPE_CHECKING blocks, and
+    modules named to `importlib.import_module`/`__import__`)."""
     is_package = path.name == "__init__.py"
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+        if (named := _named_module(node)) is not None:
+            targets = [named]
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -83,6 +118,8 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
 
 def room_of(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "training":
+        return f"training.{parts[2]}"  # training's rooms: loop, verl, tinker, sft, reward_model
     return parts[1] if len(parts) > 1 else "face"
 
 
@@ -94,7 +131,7 @@ def allowed(source: str, target: str) -> bool:
     if target in CONTRACT:
         return True
     source_room, target_room = room_of(source), room_of(target)
-    if source_room == target_room:
+    if source_room == target_room or BY_NAME.get(source) == target_room:
         return True
     rules = ALLOWED.get(source_room, set())
     return "*" in rules or target_room in rules or target in rules
@@ -118,8 +155,10 @@ def test_no_import_cycles_even_lazy_ones():
     known = set(files)
     graph = {name: imports_of(name, path, known) for name, path in files.items()}
     graph.pop("lightning_otel")  # the face names every room, lazily, by design; nothing imports it back
-    for deps in graph.values():
+    for source, deps in graph.items():
         deps.discard("lightning_otel")
+        if source in BY_NAME:  # a registry loading plugins by name: they import it back, by design
+            deps -= {dep for dep in deps if room_of(dep) == BY_NAME[source]}
     try:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as error:
@@ -168,3 +207,73 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     assert allowed("lightning_otel.capture.probe", "lightning_otel.capture.tracer")
     assert not allowed("lightning_otel.collector.server", "lightning_otel.capture.setup")
     assert not allowed("lightning_otel.semconv", "lightning_otel.capture.setup")
+
+
+def test_the_checker_sees_training_rooms_and_modules_named_by_strings(tmp_path):
+    """Each training room has its own row: tinker may not reach capture or the collector client, reward models may
+    not reach the runtime's trainer; a module named to importlib inside a function is an import too."""
+    known = set(module_files())
+    assert not allowed("lightning_otel.training.tinker.backend", "lightning_otel.capture.setup")
+    assert not allowed("lightning_otel.training.tinker.backend", "lightning_otel.collector.client")
+    assert not allowed("lightning_otel.training.reward_model.train", "lightning_otel.runtime.trainer")
+    assert not allowed("lightning_otel.training.loop.loop", "lightning_otel.training.verl.trainer")
+    assert allowed("lightning_otel.training.verl.trainer", "lightning_otel.training.loop.loop")
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "import importlib\n"
+        "def later(name):\n"
+        "    importlib.import_module('lightning_otel.runtime.trainer')\n"
+        "    __import__('lightning_otel.collector.client')\n"
+        "    importlib.import_module(f'lightning_otel.instrumentors.{name}')\n"
+    )
+    found = imports_of("lightning_otel.training.tinker.probe", source, known)
+    assert found == {
+        "lightning_otel.runtime.trainer",
+        "lightning_otel.collector.client",
+        "lightning_otel.instrumentors",
+    }
+    assert not allowed("lightning_otel.capture.probe", "lightning_otel.instrumentors.openai")
+    assert allowed("lightning_otel.capture.instrumentor_registry", "lightning_otel.instrumentors.openai")
+
+
+LAYOUT_MAP = ROOT / "README.md"  # the "Layout" section's table
+
+
+def map_rows() -> dict[str, str]:
+    """The layout map's rows: the room's path (`lightning_otel/capture/`, `collector/`, `.../sft.py`) -> the
+    modules it names (the row's text)."""
+    text = LAYOUT_MAP.read_text()
+    section = text[text.index("## Layout") :]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            room, holds = line.split("|")[1:3]
+            for path in re.findall(r"`([^`]+)`", room):
+                rows[path] = holds
+    return rows
+
+
+def row_naming(relative: Path, rows: dict[str, str]) -> str | None:
+    """The map's row that names a module file: its own (`.../sft.py`), or its folder's (nearest first), which must
+    list it in backticks (`name`, or `name/` for a package); a package's `__init__` is its folder's row itself."""
+    if relative.as_posix() in rows:
+        return relative.as_posix()
+    for parent in relative.parents:
+        folder = f"{parent.as_posix()}/"
+        if folder not in rows:
+            continue
+        if relative.name == "__init__.py" and parent == relative.parent:
+            return folder
+        short = relative.with_suffix("").name if relative.name != "__init__.py" else relative.parent.name
+        return folder if f"`{short}`" in rows[folder] or f"`{short}/`" in rows[folder] else None
+    return None
+
+
+def test_every_module_of_the_tree_is_on_the_layout_map():
+    rows = map_rows()
+    missing = [
+        f"{name} ({path.relative_to(ROOT)})"
+        for name, path in sorted(module_files().items())
+        if row_naming(path.relative_to(ROOT), rows) is None
+    ]
+    assert not missing, "modules the layout map does not name (README, Layout):\n" + "\n".join(missing)

@@ -8,10 +8,13 @@ LLM calls they made.
     )
     result = trainer.fit(agent, train_dataset)                            # -> SFTResult; the model is in output
 
-Rejection sampling in Agent Lightning's sense: the agent runs against `main_llm` (a stronger teacher, or the
-policy itself), every call `agent_match` selects in a rollout with reward >= `min_reward` becomes one chat example
-(`TraceToMessages`: the call's input messages, its reply as the completion), and TRL's `SFTTrainer` trains on the
-replies only. The examples are kept as JSONL beside the model. `fine_tune(examples, ...)` is the second half on its
+Rejection sampling in Agent Lightning's sense, on the training loop (`lightning_otel.training.loop`) with a
+supervised backend: the agent runs against `main_llm` (a stronger teacher, or the policy itself; the loop serves no
+policy of its own), `tasks_per_batch` tasks a step; every call `agent_match` selects in a rollout with reward >=
+`min_reward` becomes one chat example (`TraceToMessages`: the call's input messages, its reply as the completion;
+weight 1, the others 0), and after the last step TRL's `SFTTrainer` trains on the replies only. A step with no
+rollout at `min_reward` is a skipped step, said so; a run with none raises `NoDemonstrations` (a `NothingTrained`).
+The examples are kept as JSONL beside the model. `fine_tune(examples, ...)` is the second half on its
 own (examples from stored traces, for instance). The runners must record message content: the Trainer turns it on
 for this algorithm. Needs the `[sft]` extra (trl, datasets, torch).
 """
@@ -29,13 +32,19 @@ from typing import Any, ClassVar
 
 from lightning_otel.adapters.messages import TraceToMessages
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+from lightning_otel.runtime.sample_diagnosis import NothingTrained
+from lightning_otel.training.loop.advantages import RewardThreshold
+from lightning_otel.training.loop.backend import Backend
+from lightning_otel.training.loop.loop import TrainingLoop
+from lightning_otel.training.loop.samples import Sample
+from lightning_otel.training.loop.schedule import Schedule
 
 log = logging.getLogger("lightning_otel.sft")
 
 EXAMPLES_FILE = "sft_examples.jsonl"
 
 
-class NoDemonstrations(RuntimeError):
+class NoDemonstrations(NothingTrained):
     """No rollout gave a usable example: nothing to fine-tune on."""
 
 
@@ -170,49 +179,81 @@ class SFT(Algorithm):
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
     ) -> SFTResult:
-        import time
-
         tasks = list(train_dataset or [])
         if not tasks:
             raise NoDemonstrations("SFT needs a train_dataset to run the agent on")
         # The same selection as the trainer's adapter unless this algorithm was given its own.
         match = self.agent_match if self.agent_match is not None else getattr(run.adapter, "agent_match", None)
-        to_messages = TraceToMessages(agent_match=match)
         result = SFTResult(self.output_dir)
-        examples: list[dict[str, Any]] = []
         rewards: list[float] = []
-        for start in range(0, len(tasks), self.tasks_per_batch):
-            batch = run.run_batch(tasks[start : start + self.tasks_per_batch], n=self.n_rollouts, mode="train")
-            result.rollouts += len(batch.rollouts)
-            for rollout_id, reward in batch.rewards().items():
-                if reward is None:
-                    continue
-                rewards.append(float(reward))
-                if reward >= self.min_reward:
-                    result.kept_rollouts += 1
-                    examples.extend(to_messages.adapt(batch.spans.get(rollout_id, [])))
+
+        def step_done(step: int, metrics: dict[str, float]) -> None:
+            result.rollouts += int(metrics["rollout/rollouts"])
+            result.kept_rollouts += int(metrics.get("training/rollouts_kept", 0))
+            result.calls_without_content += int(metrics.get("rollout/calls_without_content", 0))
             if self.on_batch is not None:
-                self.on_batch(result.rollouts, result.kept_rollouts, len(examples))
-        result.examples = len(examples)
-        result.calls_without_content = to_messages.calls_without_content
-        result.teacher_reward_mean = statistics.fmean(rewards) if rewards else math.nan
-        if not examples:
+                self.on_batch(result.rollouts, result.kept_rollouts, len(backend.examples))
+
+        backend = SFTBackend(self.model_path, self.output_dir, self.fine_tune_args, agent_match=match)
+        loop = TrainingLoop(
+            backend,
+            schedule=Schedule(batch_size=self.tasks_per_batch, group_size=self.n_rollouts, val_at_start=False),
+            estimator=RewardThreshold(self.min_reward),
+            on_step=step_done,
+        )
+        try:
+            loop_result = loop.run(run, tasks)
+        except NothingTrained as nothing:
             raise NoDemonstrations(
                 f"{result.rollouts} rollouts, {result.kept_rollouts} with reward >= {self.min_reward}, "
                 f"0 examples ({result.calls_without_content} selected calls had no message content; "
-                f"agent_match={match!r}): nothing to fine-tune on"
-            )
+                f"agent_match={match!r}): nothing to fine-tune on ({nothing})"
+            ) from None
+        rewards = [reward for record in loop_result.steps for reward in record.rewards.values()]
+        result.examples = len(backend.examples)
+        result.teacher_reward_mean = statistics.fmean(rewards) if rewards else math.nan
+        result.losses, result.train_seconds = backend.losses, backend.train_seconds
         if result.calls_without_content:
             log.warning(
                 "%d selected LLM calls had no message content and were left out (runners must record content)",
                 result.calls_without_content,
             )
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / EXAMPLES_FILE).write_text(TraceToMessages.to_jsonl(examples), encoding="utf-8")
-        started = time.monotonic()
-        result.losses = fine_tune(examples, self.model_path, self.output_dir, **self.fine_tune_args)
-        result.train_seconds = time.monotonic() - started
         return result
+
+
+class SFTBackend(Backend):
+    """The loop's supervised backend: each step keeps the chat examples of the samples with weight 1; after the last
+    step they are written as JSONL and the model is fine-tuned on them (`fine_tune`)."""
+
+    name = "sft"
+    learns_from_text = True
+
+    def __init__(
+        self, model_path: Path, output_dir: Path, fine_tune_args: dict[str, Any], *, agent_match: str | None
+    ) -> None:
+        self.model_path, self.output_dir, self.fine_tune_args = model_path, output_dir, fine_tune_args
+        self.agent_match = agent_match
+        self.examples: list[dict[str, Any]] = []
+        self.losses: list[float] = []
+        self.train_seconds = 0.0
+
+    def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        kept = [sample.example for sample in samples if sample.weight and sample.example is not None]
+        self.examples.extend(kept)
+        return {"sft/examples": float(len(kept))}
+
+    def finish(self) -> dict[str, float]:
+        if not self.examples:
+            return {}
+        import time
+
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        (self.output_dir / EXAMPLES_FILE).write_text(TraceToMessages.to_jsonl(self.examples), encoding="utf-8")
+        started = time.monotonic()
+        self.losses = fine_tune(self.examples, self.model_path, self.output_dir, **self.fine_tune_args)
+        self.train_seconds = time.monotonic() - started
+        last = self.losses[-1] if self.losses else math.nan
+        return {"sft/examples": float(len(self.examples)), "sft/last_loss": last}
 
 
 def read_examples(path: str | Path) -> list[dict[str, Any]]:

@@ -65,7 +65,17 @@ class LitAdkAgent(agl.LitAgent[Dict[str, Any]]):
             answer = client.chat.completions.create(
                 model=llm.model, messages=[{"role": "user", "content": f"Answer: {plan.choices[0].message.content}"}]
             )
-        return 1.0 if "SELECT" in (answer.choices[0].message.content or "") else 0.0
+        return sql_credit(answer.choices[0].message.content or "")
+
+
+def sql_credit(text: str) -> float:
+    """1 for a query that says SELECT; otherwise the share of capital letters (SQL keywords are written in
+    capitals): a graded score that a random policy's attempts differ on, so GRPO has a signal from the first step
+    (a 0/1 score gives every group equal rewards, and such a step trains nothing)."""
+    if "SELECT" in text:
+        return 1.0
+    letters = [char for char in text if char.isalpha()]
+    return sum(char.isupper() for char in letters) / len(letters) if letters else 0.0
 
 
 def adk_trainer_block(algorithm: Any) -> agl.Trainer:

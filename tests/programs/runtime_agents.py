@@ -33,11 +33,12 @@ def ask(resources: dict[str, Any], agent_name: str, text: str) -> Any:
 
 @lightning_otel.rollout
 def flaky_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
-    """Raises on its first `fail_attempts` attempts, then makes one call."""
+    """Raises on its first `fail_attempts` attempts, then makes one call; reward 1, or the answer's length in
+    characters for a task marked `graded` (attempts differ: a signal to learn from)."""
     if rollout.attempt_number <= task.get("fail_attempts", 0):
         raise RuntimeError(f"flaky failure on attempt {rollout.attempt_number}")
-    ask(resources, "solo", task["question"])
-    return 1.0
+    reply = ask(resources, "solo", task["question"])
+    return float(len(reply.choices[0].message.content or "")) if task.get("graded") else 1.0
 
 
 @lightning_otel.rollout

@@ -125,7 +125,8 @@ def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy
     config = tiny_config(save_tiny_model(tmp_path / "model"))
     config["trainer"]["val_before_train"] = False
     failing = [{"question": q, "fail_attempts": 9} for q in ("orders", "refunds")]  # step 1: every attempt fails
-    tasks = [*failing, {"question": "customers"}, {"question": "revenue"}]  # step 2: all succeed
+    # step 2: all succeed; "customers" always scores 1 (a group with nothing to learn), "revenue" is graded
+    tasks = [*failing, {"question": "customers"}, {"question": "revenue", "graded": True}]
     trainer = lightning_otel.Trainer(
         n_runners=1,
         algorithm=lightning_otel.VERL(config, device="cpu"),
@@ -141,4 +142,4 @@ def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy
     assert second.skipped_because == []
     assert second.metrics["rollout/succeeded"] == 6 and second.metrics["training/skipped_step"] == 0
     assert second.metrics["training/rollout_probs_diff_max"] < 1e-3
-    assert second.metrics["rollout/zero_variance_groups"] == 2  # the agent always returns 1.0: counted, no crash
+    assert second.metrics["rollout/zero_variance_groups"] == 1  # "customers": counted, its advantages 0

@@ -29,8 +29,9 @@ class AdvantageEstimator(abc.ABC):
     learns_from: ClassVar[Literal["advantage", "weight"]] = "advantage"
 
     @abc.abstractmethod
-    def assign(self, samples: Sequence[Sample]) -> dict[str, float]:
-        """Set each sample's advantage (or weight); return metrics of the estimate."""
+    def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Set each sample's advantage (or weight); return metrics of the estimate. `rewards`: the final reward of
+        every rewarded rollout of the step (those that gave no sample too)."""
 
     def nothing_to_learn(self, samples: Sequence[Sample]) -> str:
         """Why no sample can move the policy (called when none can)."""
@@ -91,7 +92,7 @@ class GroupAdvantage(AdvantageEstimator):
         self.per, self.normalize_by_std, self.negative_weight = per, normalize_by_std, negative_weight
         self.lone, self.epsilon = lone, epsilon
 
-    def assign(self, samples: Sequence[Sample]) -> dict[str, float]:
+    def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
         if self.per == "row":
             keys: list[Hashable] = list(range(len(samples)))
         else:
@@ -128,7 +129,7 @@ class GroupAdvantage(AdvantageEstimator):
 class BackendAdvantage(AdvantageEstimator):
     """The backend's own estimator computes the advantages (e.g. verl's `algorithm.adv_estimator`)."""
 
-    def assign(self, samples: Sequence[Sample]) -> dict[str, float]:
+    def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
         for sample in samples:
             sample.advantage = None
         return {}
@@ -142,10 +143,14 @@ class RewardThreshold(AdvantageEstimator):
     def __init__(self, min_reward: float) -> None:
         self.min_reward = min_reward
 
-    def assign(self, samples: Sequence[Sample]) -> dict[str, float]:
+    def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
         for sample in samples:
             sample.weight = 1.0 if sample.reward >= self.min_reward else 0.0
-        return {"training/samples_with_weight": float(sum(1 for sample in samples if sample.weight))}
+        reached = [reward for reward in (rewards or {}).values() if reward >= self.min_reward]
+        return {
+            "training/samples_with_weight": float(sum(1 for sample in samples if sample.weight)),
+            "training/rollouts_kept": float(len(reached)),
+        }
 
     def nothing_to_learn(self, samples: Sequence[Sample]) -> str:
         best = max((sample.reward for sample in samples), default=math.nan)
@@ -157,7 +162,7 @@ class UniformWeight(AdvantageEstimator):
 
     learns_from: ClassVar[Literal["advantage", "weight"]] = "weight"
 
-    def assign(self, samples: Sequence[Sample]) -> dict[str, float]:
+    def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
         for sample in samples:
             sample.weight = 1.0
         return {"training/samples_with_weight": float(len(samples))}

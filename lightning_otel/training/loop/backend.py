@@ -43,6 +43,10 @@ class NothingToUpdate(Exception):
 
 class Backend(abc.ABC):
     name: ClassVar[str] = "backend"  # in the loop's log lines
+    # True: samples are the calls' chat messages (`Sample.example`; content must be captured), not token ids,
+    # selected by `agent_match` (None: the trainer's adapter's)
+    learns_from_text: ClassVar[bool] = False
+    agent_match: str | None = None
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas | None]:

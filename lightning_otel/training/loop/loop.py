@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightning_otel.runtime.algorithm import BatchResult, TrainingRun
+from lightning_otel.runtime.algorithm import Algorithm, BatchResult, TrainingRun
 from lightning_otel.runtime.resources import ProxyLLM
 from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
 from lightning_otel.training.loop.advantages import AdvantageEstimator, moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.metrics import MetricsLog
-from lightning_otel.training.loop.samples import Sample, samples_from
+from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
 from lightning_otel.training.loop.schedule import Schedule
 
 log = logging.getLogger("lightning_otel.training")
@@ -48,6 +48,7 @@ class StepRecord:
     sample_agents: dict[str, int] = field(default_factory=dict)  # samples per agent name
     rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
     skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
+    rewards: dict[str, float] = field(default_factory=dict)  # final reward of each rewarded rollout
 
 
 @dataclass(slots=True)
@@ -63,8 +64,9 @@ class LoopResult:
         return [record.metrics.get("rollout/reward_mean", math.nan) for record in self.steps]
 
 
-class TrainingLoop:
-    """See the module docstring. `sampling`/`validation_sampling`: what the gateway enforces on every policy call
+class TrainingLoop(Algorithm):
+    """See the module docstring. An `Algorithm`: `Trainer(algorithm=TrainingLoop(MyBackend(), ...))` trains with a
+    backend of your own. `sampling`/`validation_sampling`: what the gateway enforces on every policy call
     (temperature, top_p, max_tokens) while training / validating; `group_by_agent`: groups per task and agent;
     `rollout_timeout_s`: a step's rollouts still running then are cancelled; `gateway_host`/`gateway_port`: where the
     gateway listens ("0.0.0.0" for runners on other machines)."""
@@ -97,9 +99,12 @@ class TrainingLoop:
         self._gateway: Any = None
 
     # --- the run -------------------------------------------------------------------------------------------------
-    def run(self, run: TrainingRun, train_tasks: Sequence[Any], val_tasks: Sequence[Any] = ()) -> LoopResult:
+    def run(
+        self, run: TrainingRun, train_tasks: Sequence[Any] | None, val_tasks: Sequence[Any] | None = None
+    ) -> LoopResult:
+        train_tasks = list(train_tasks or [])
         steps = self.schedule.steps(train_tasks)
-        val_tasks = list(val_tasks)
+        val_tasks = list(val_tasks or [])
         result = LoopResult()
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
@@ -138,13 +143,19 @@ class TrainingLoop:
         batch = self._rollouts(run, tasks, mode="train", n=self.schedule.group_size)
         self.backend.pause_serving()
         generated = time.monotonic()
-        samples, metrics = samples_from(batch, group_by_agent=self.group_by_agent)
-        metrics.update(self.estimator.assign(samples))
-        record = StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids))
+        if self.backend.learns_from_text:
+            match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
+            samples, metrics = message_samples(batch, match, group_by_agent=self.group_by_agent)
+        else:
+            samples, metrics = samples_from(batch, group_by_agent=self.group_by_agent)
+        rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
+        metrics.update(self.estimator.assign(samples, rewards))
+        record = StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards)
         for sample in samples:
-            record.sample_response_ids.extend(sample.triplet.response_ids)
-            name = sample.triplet.agent_name or ""
-            record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
+            if sample.triplet is not None:
+                record.sample_response_ids.extend(sample.triplet.response_ids)
+                name = sample.triplet.agent_name or ""
+                record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
         metrics["training/samples"] = float(len(samples))
         metrics["timing_s/gen"] = generated - began
         update_s = 0.0

@@ -36,9 +36,11 @@ LOOP_METRICS: dict[str, str] = {
     "rollout/groups": "groups (tasks, per agent with group_by_agent) with samples",
     "rollout/zero_variance_groups": "groups whose rollouts all got the same reward (no GRPO signal)",
     "rollout/runners": "runners that ran the step's rollouts",
+    "rollout/calls_without_content": "text backends (SFT): selected calls without message content",
     "training/samples": "samples the estimator saw",
     "training/samples_with_advantage": "samples with a non-zero advantage (policy-gradient losses)",
     "training/samples_with_weight": "samples with a non-zero weight (supervised losses)",
+    "training/rollouts_kept": "rollouts that reached min_reward (SFT)",
     "training/advantage_abs_mean": "mean |advantage| over the samples",
     "training/skipped_step": "1: nothing could move the policy, no update ran (the progress line says why)",
     "training/policy_version": "the policy version that sampled the step's rollouts",
@@ -51,6 +53,8 @@ LOOP_METRICS: dict[str, str] = {
     "timing_s/publish": "making the new weights servable (weight sync, sampler swap)",
     "timing_s/step": "the whole step (validation and checkpoints excluded)",
 }
+# Only where they apply: supervised estimators, text backends.
+SUPERVISED_METRICS = ("training/samples_with_weight", "training/rollouts_kept", "rollout/calls_without_content")
 
 # What the console line shows, in this order (every metric goes to the other trackers). Tinker's earlier names too,
 # for metric dicts that still use them.

@@ -8,6 +8,7 @@ metrics that say what was left out and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lightning_otel.adapters.triplets import Triplet
 from lightning_otel.runtime.algorithm import BatchResult
@@ -15,11 +16,17 @@ from lightning_otel.runtime.algorithm import BatchResult
 
 @dataclass(slots=True)
 class Sample:
-    triplet: Triplet  # the call's exact prompt/response token ids, logprobs, mask, agent, rollout
+    triplet: Triplet | None  # the call's exact prompt/response token ids, logprobs, mask, agent, rollout
     reward: float  # the rollout's final reward
     group: str  # GRPO's group ("uid" in verl): one task in one step, optionally per agent
     advantage: float | None = None  # set by the estimator; None: the backend's own estimator computes it
     weight: float = 1.0  # supervised losses: how much the sample counts (0: not trained)
+    example: dict[str, Any] | None = None  # the call as chat messages, for backends that learn from text (SFT)
+    rollout: str = ""  # the rollout it came from (the triplet's, when there is one)
+
+    def __post_init__(self) -> None:
+        if not self.rollout and self.triplet is not None:
+            self.rollout = self.triplet.rollout_id or ""
 
     @property
     def uid(self) -> str:
@@ -28,7 +35,7 @@ class Sample:
 
     @property
     def rollout_id(self) -> str:
-        return self.triplet.rollout_id or ""
+        return self.rollout
 
 
 def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[list[Sample], dict[str, float]]:
@@ -68,4 +75,25 @@ def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[
             "rollout/runners": float(len(runners)),
         }
     )
+    return samples, metrics
+
+
+def message_samples(
+    result: BatchResult, agent_match: str | None, *, group_by_agent: bool = False
+) -> tuple[list[Sample], dict[str, float]]:
+    """Samples as chat examples (`TraceToMessages`: the call's input messages and its reply; message content must be
+    on the spans) for backends that learn from text; the same selection and metrics as `samples_from`, plus
+    `rollout/calls_without_content`."""
+    from lightning_otel.adapters.messages import TraceToMessages
+
+    _, metrics = samples_from(result, group_by_agent=group_by_agent)
+    to_messages = TraceToMessages(agent_match=agent_match)
+    group_of = {record["rollout_id"]: record["group_id"] for record in result.rollouts}
+    samples = []
+    for rollout_id, reward in result.rewards().items():
+        if reward is None:
+            continue
+        for example in to_messages.adapt(result.spans.get(rollout_id, [])):
+            samples.append(Sample(None, float(reward), group_of[rollout_id], example=example, rollout=rollout_id))
+    metrics["rollout/calls_without_content"] = float(to_messages.calls_without_content)
     return samples, metrics

@@ -97,8 +97,8 @@ class VERL(Algorithm):
             raise ValueError("VERL needs a non-empty train dataset")
         from lightning_otel.training.verl.config import compose_verl_config
         from lightning_otel.training.verl.config_checks import check_model_path
+        from lightning_otel.training.verl.cpu import cpu_driver  # imported before the CPU environment is set
         from lightning_otel.training.verl.trainer import VERLBackend, VERLResult
-        from lightning_otel.training.verl.verl_internals import cpu_driver
 
         cpu = self.device == "cpu" if self.device else _no_gpu()
         config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)

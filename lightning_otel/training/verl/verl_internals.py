@@ -5,14 +5,13 @@ Under the training loop, verl is the engine of the `VERL` backend through the pi
 (`RayPPOTrainer`, still shipped and marked deprecated in 0.9.1): worker groups for the actor, reference and critic,
 their log-prob, value and update calls, the rollout replicas' manager, weight sync and checkpoints. Why these and
 not the v1 trainer's: the README's VERL page (measured). The CPU backend (`cpu/`) registers its platform and rollout
-through verl's plugin points and applies three corrections, undone by the driver when a run ends (`cpu_driver`).
+through verl's plugin points: the registrations below, undone in the driver when a run ends (`cpu.cpu_driver`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from lightning_otel.capture.tested_versions import installed_version, is_tested
@@ -95,31 +94,19 @@ def load_checkpoint(trainer: Any) -> int:
     return int(trainer.global_steps)
 
 
-# --- the CPU backend in the driver process ----------------------------------------------------------------------------
-@contextlib.contextmanager
-def cpu_driver(environment: Mapping[str, str]) -> Iterator[None]:
-    """verl's CPU platform in this process for a run, then everything as it was: the environment variables, the
-    platform verl had resolved (it caches its first answer), and the CPU backend's registrations. Ray's workers get
-    the same environment from the runtime env and keep their corrections (they end with the run)."""
+# --- the CPU backend's registrations ---------------------------------------------------------------------------------
+def resolved_platform() -> Any:
+    """The platform verl resolved in this process (it caches its first answer), None if none yet."""
     import verl.plugin.platform.platform_manager as platform_manager
 
-    from lightning_otel.training.verl import cpu  # before the environment is set: it registers, corrects nothing
+    return platform_manager._current_platform
 
-    saved = {key: os.environ.get(key) for key in environment}
-    resolved = platform_manager._current_platform
-    os.environ.update(environment)
-    registered = cpu.register()
-    platform_manager._current_platform = None  # resolved again, now to "cpu"
-    try:
-        yield
-    finally:
-        registered()
-        platform_manager._current_platform = resolved
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+
+def set_resolved_platform(platform: Any) -> None:
+    """None: verl resolves its platform again on its next device question."""
+    import verl.plugin.platform.platform_manager as platform_manager
+
+    platform_manager._current_platform = platform
 
 
 def register_rollout(name: str, replica_loader: Callable[[], type], rollout_class: str) -> Callable[[], None]:

@@ -7,19 +7,25 @@
 In verl's Ray workers (`VERL_USE_EXTERNAL_MODULES` names this module and `VERL_PLATFORM=cpu` is set when `import
 verl` imports it) importing this module registers both and applies the three corrections verl's CUDA-minded code
 needs (see `_patch_for_cpu`); those processes end with the run. The driver imports it before it sets that
-environment, so it only registers, for the run's duration (`verl_internals.cpu_driver`), and keeps nothing
+environment, so it only registers, for the run's duration (`cpu_driver`), and keeps nothing
 afterwards. verl's private names are reached through `verl_internals`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from lightning_otel.training.verl.verl_internals import register_platform, register_rollout
+from lightning_otel.training.verl.verl_internals import (
+    register_platform,
+    register_rollout,
+    resolved_platform,
+    set_resolved_platform,
+)
 
 ROLLOUT_NAME = "hf"
 
@@ -44,6 +50,28 @@ def register() -> Callable[[], None]:
         undo_platform()
 
     return undo
+
+
+@contextlib.contextmanager
+def cpu_driver(environment: Mapping[str, str]) -> Iterator[None]:
+    """verl's CPU platform in this (the driver's) process for a run, then everything as it was: the environment
+    variables, the platform verl had resolved, and our registrations. Ray's workers get the same environment from
+    the runtime env, import this module with it and keep their corrections (they end with the run)."""
+    saved = {key: os.environ.get(key) for key in environment}
+    resolved = resolved_platform()
+    os.environ.update(environment)
+    registered = register()
+    set_resolved_platform(None)  # resolved again, now to "cpu"
+    try:
+        yield
+    finally:
+        registered()
+        set_resolved_platform(resolved)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _patch_for_cpu() -> None:

@@ -1,0 +1,138 @@
+"""The training loop end to end with a backend of our own (the way a user adds one): runner processes call the
+policy gateway in front of the backend's replica (the test server, vLLM-format token ids), their spans reach a real
+collector, the loop estimates advantages, updates, publishes versions, validates and saves on its schedule, resumes,
+and says loudly when no step could train."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import lightning_otel as agl
+from lightning_otel.collector import CollectorConfig, EmbeddedCollector
+from lightning_otel.testing import OpenAITestServer
+from lightning_otel.training.loop.advantages import GroupAdvantage
+from lightning_otel.training.loop.backend import Backend, PolicyReplicas
+from lightning_otel.training.loop.loop import TrainingLoop
+from lightning_otel.training.loop.metrics import LOOP_METRICS, SUPERVISED_METRICS
+from lightning_otel.training.loop.samples import Sample
+from lightning_otel.training.loop.schedule import Schedule
+
+AGENT = "tests.training.agents:length_agent"
+TASKS = [{"task_id": f"t{i}", "question": f"Question {i}?"} for i in range(4)]
+
+
+class RecordingBackend(Backend):
+    """A replica that answers with 1 to 5 words in turn (rewards vary within a group); updates are recorded, each
+    one a new version; checkpoints are files."""
+
+    name = "recording"
+
+    def __init__(self, folder: Path, *, resume: bool = False) -> None:
+        self.folder, self.resume = folder, resume
+        self.updates: list[tuple[int, list[Sample]]] = []
+        self.version = 0
+        self._dirty = False
+        self._words = itertools.count()
+
+    @contextmanager
+    def serving(self) -> Iterator[PolicyReplicas]:
+        replies = lambda body: " ".join(["word"] * (next(self._words) % 5 + 1))  # noqa: E731
+        with OpenAITestServer(replies) as server:
+            yield PolicyReplicas([server.base_url], "agl-tiny")
+
+    def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        self.updates.append((step, list(samples)))
+        self._dirty = True
+        return {"recording/samples": float(len(samples))}
+
+    def publish(self, step: int) -> int:
+        if self._dirty:
+            self.version, self._dirty = self.version + 1, False
+        return self.version
+
+    def save(self, step: int) -> str:
+        path = self.folder / f"step-{step}.json"
+        path.write_text(json.dumps({"version": self.version}))
+        return str(path)
+
+    def load(self) -> int:
+        saved = sorted(self.folder.glob("step-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+        if not self.resume or not saved:
+            return 0
+        self.version = json.loads(saved[-1].read_text())["version"]
+        return int(saved[-1].stem.split("-")[1])
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[str]:
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
+    with EmbeddedCollector(config) as addresses:
+        yield addresses.query
+
+
+def train(collector: str, backend: Backend, tasks: list[dict], **schedule: int) -> agl.BatchResult:
+    loop = TrainingLoop(
+        backend,
+        schedule=Schedule(batch_size=2, group_size=3, **schedule),
+        estimator=GroupAdvantage(),
+        sampling={"temperature": 1.0, "max_tokens": 16},
+    )
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=loop, progress=False)
+    return trainer.fit(AGENT, tasks, TASKS[:1])
+
+
+def test_each_step_trains_the_grpo_advantages_and_serves_the_next_version(collector: str, tmp_path: Path) -> None:
+    backend = RecordingBackend(tmp_path)
+    result = train(collector, backend, TASKS, max_steps=3, val_every=2, save_every=2)
+    assert [record.step for record in result.steps] == [1, 2, 3]
+    assert [step for step, _ in backend.updates] == [1, 2, 3]
+    for record, (_, samples) in zip(result.steps, backend.updates, strict=True):
+        assert record.skipped_because == [] and record.metrics["training/skipped_step"] == 0
+        assert record.metrics["rollout/rollouts"] == 6 and record.metrics["training/samples"] == 6 == len(samples)
+        assert set(record.metrics) >= set(LOOP_METRICS) - set(SUPERVISED_METRICS)  # the one table, every step
+        by_group: dict[str, list[Sample]] = {}
+        for sample in samples:
+            by_group.setdefault(sample.group, []).append(sample)
+        assert len(by_group) == 2 and all(len(group) == 3 for group in by_group.values())
+        for group in by_group.values():  # GRPO: advantages sum to zero in a group and follow the rewards
+            assert abs(sum(s.advantage for s in group)) < 1e-6
+            ranked = sorted(group, key=lambda s: s.reward)
+            assert ranked[0].advantage <= ranked[-1].advantage
+    # the version each step sampled with: 0 before any update, then one more per update
+    assert [record.metrics["training/policy_version"] for record in result.steps] == [0.0, 1.0, 2.0]
+    assert [record.step for record in result.validations] == [0, 2, 3]
+    assert result.validations[0].metrics["val/rollouts"] == 1
+    assert [Path(path).name for path in result.checkpoints] == ["step-2.json", "step-3.json"]
+
+
+def test_training_resumes_after_the_latest_checkpoint(collector: str, tmp_path: Path) -> None:
+    train(collector, RecordingBackend(tmp_path), TASKS, max_steps=2, save_every=2)
+    backend = RecordingBackend(tmp_path, resume=True)
+    result = train(collector, backend, TASKS, max_steps=4, save_every=2)
+    assert [record.step for record in result.steps] == [3, 4] and [step for step, _ in backend.updates] == [3, 4]
+    assert result.steps[0].metrics["training/policy_version"] == 2.0  # the saved policy's version
+
+
+def test_a_step_whose_rewards_never_vary_is_skipped_and_a_run_of_them_raises(collector: str, tmp_path: Path) -> None:
+    mixed = [{**task, "constant": index < 2} for index, task in enumerate(TASKS)]  # step 1 constant, step 2 not
+    backend = RecordingBackend(tmp_path)
+    result = train(collector, backend, mixed, max_steps=2)
+    first, second = result.steps
+    assert first.metrics["training/skipped_step"] == 1 and second.metrics["training/skipped_step"] == 0
+    assert first.skipped_because[0].startswith("every group's rewards were equal (2 of 2 groups)")
+    assert [step for step, _ in backend.updates] == [2]  # the skipped step never reached the backend
+    assert [record.metrics["training/policy_version"] for record in result.steps] == [0.0, 0.0]
+
+    constant = [{**task, "constant": True} for task in TASKS]
+    said = (
+        r"no training step of 2 had a trainable sample \(none trained: 12 rollouts \(0 failed\), 12 samples "
+        r"selected, 4 groups whose rewards were all equal, 0 calls without token ids\)\. Step 1: every group's"
+    )
+    with pytest.raises(agl.NothingTrained, match=said):
+        train(collector, RecordingBackend(tmp_path / "b"), constant, max_steps=2)
