@@ -27,7 +27,7 @@ from google.adk.models.lite_llm import LiteLlm  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.adk.tools import exit_loop  # noqa: E402
 from google.genai import types  # noqa: E402
-from spider_eval import evaluate_query  # noqa: E402
+from spider_eval import evaluate_query, partial_credit  # noqa: E402
 from sql_tools import parse_query, run_query, table_info  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
@@ -127,11 +127,13 @@ async def answer(agent: LoopAgent, question: str) -> str:
 
 
 class LitAdkAgent(agl.LitAgent[dict[str, Any]]):
-    """One rollout: build the ADK agent from `main_llm`, answer the task's question, reward = execution match."""
+    """One rollout: build the ADK agent from `main_llm`, answer the task's question, reward = execution match
+    (`partial=True`: with partial credit for a query close to the gold one, `spider_eval.partial_credit`)."""
 
-    def __init__(self, max_turns: int = 2, data: str | Path | None = None) -> None:
+    def __init__(self, max_turns: int = 2, data: str | Path | None = None, *, partial: bool = False) -> None:
         self.max_turns = max_turns
         self.data = Path(data) if data is not None else None
+        self.partial = partial
 
     async def rollout_async(self, task: dict[str, Any], resources: agl.NamedResources, rollout: agl.Rollout) -> float:
         llm: agl.LLM = resources["main_llm"]
@@ -139,4 +141,5 @@ class LitAdkAgent(agl.LitAgent[dict[str, Any]]):
         model = litellm_model(llm, llm.get_base_url(rollout.rollout_id, rollout.attempt.attempt_id))
         query = await answer(build_adk_sql_agent(model, database, max_turns=self.max_turns), task["question"])
         # The gold query is read only here, after the agent answered: it never reaches a prompt.
-        return evaluate_query(query, task["query"], database, raise_on_error=False)
+        matched = evaluate_query(query, task["query"], database, raise_on_error=False)
+        return partial_credit(query, task["query"], matched) if self.partial else matched

@@ -120,6 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wandb-run-name")
     parser.add_argument("--external-store-address", help="a running agl-otel-collector's query URL")
     parser.add_argument("--agent-match", default="LitAdkAgent", help="which agents' calls are trained (a regex)")
+    parser.add_argument("--reward", choices=["exact", "partial"], default=None,
+                        help="exact: execution match (the tutorial's); partial: with credit for a query close to the "
+                             "gold one (default on CPU, where a tiny policy never matches exactly)")  # fmt: skip
     parser.add_argument("--n-runners", type=int, default=10)
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--workdir", type=Path, default=HERE / "runs", help="summary.json, the tiny model, the store")
@@ -162,12 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.wandb_project:
         if importlib.util.find_spec("wandb") is None:
             sys.exit("train_adk: --wandb-project needs wandb (pip install wandb)")
-        config["trainer"].update(logger=["console", "wandb"], project_name=args.wandb_project,
+        config["trainer"].update(logger=["wandb"], project_name=args.wandb_project,  # print_step: the console
                                  experiment_name=args.wandb_run_name or "adk")  # fmt: skip
     config["trainer"].setdefault("default_local_dir", str(args.workdir / "checkpoints"))
     config["trainer"].setdefault("total_epochs", 1000)  # bounded by total_training_steps where it is set
+    partial = (args.reward or ("partial" if device == "cpu" else "exact")) == "partial"
     print(f"GRPO with VERL on {device}: {len(train_data)} training tasks, {len(val_data)} validation tasks, "
-          f"{n_runners} runner(s), agent_match={args.agent_match!r}", flush=True)  # fmt: skip
+          f"{n_runners} runner(s), agent_match={args.agent_match!r}, reward "
+          f"{'execution match with partial credit' if partial else 'execution match'}", flush=True)  # fmt: skip
     with store(args.external_store_address, args.workdir) as collector:
         trainer = agl.Trainer(
             n_runners=n_runners,
@@ -184,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             collector=collector,
             progress=False,
         )
-        result = trainer.fit(LitAdkAgent(data=data), train_dataset=train_data, val_dataset=val_data or None)
+        agent = LitAdkAgent(data=data, partial=partial)
+        result = trainer.fit(agent, train_dataset=train_data, val_dataset=val_data or None)
     steps_done = [{"step": r.step, "metrics": r.metrics, "sample_agents": r.sample_agents} for r in result.steps]
     (args.workdir / "summary.json").write_text(json.dumps({"steps": steps_done}, indent=1, default=str))
     print(f"done: {len(steps_done)} GRPO steps; metrics in {args.workdir / 'summary.json'}")

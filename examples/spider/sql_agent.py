@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from spider_eval import evaluate_query
+from spider_eval import evaluate_query, partial_credit
 from sql_graph import build_langgraph_sql_agent
 
 import lightning_otel as agl
@@ -31,7 +31,8 @@ def database_path(data_dir: Path, db_id: str) -> Path:
 
 
 class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
-    """One rollout: build the graph for the task's database, answer the question, reward = execution match."""
+    """One rollout: build the graph for the task's database, answer the question, reward = execution match
+    (`partial=True`: with partial credit for a query close to the gold one, `spider_eval.partial_credit`)."""
 
     def __init__(
         self,
@@ -39,8 +40,11 @@ class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
         truncate_length: int = 2048,
         data_dir: str | Path | None = None,
         check_last_turn: bool = True,
+        *,
+        partial: bool = False,
     ) -> None:
         self.max_turns = max_turns  # a turn: write (or rewrite), execute, check
+        self.partial = partial
         self.check_last_turn = check_last_turn  # False: the last turn's check, which changes nothing, is skipped
         self.truncate_length = truncate_length
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -63,7 +67,8 @@ class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
             {"callbacks": [self.tracer.get_langchain_handler()], "recursion_limit": 100},
         )
         # The gold query is only used here, after the agent answered: it never reaches a prompt.
-        return evaluate_query(result["query"], task["query"], db_path, raise_on_error=False)
+        matched = evaluate_query(result["query"], task["query"], db_path, raise_on_error=False)
+        return partial_credit(result["query"], task["query"], matched) if self.partial else matched
 
 
 def debug_sql_agent() -> None:

@@ -4,7 +4,8 @@
     python train_sql_agent.py llama                   # Llama-3.2-1B-Instruct (export HF_TOKEN first)
     python train_sql_agent.py cpu                     # offline on CPU: tiny model, teacher warm start, then GRPO
     python train_sql_agent.py qwen --dev              # dry run: 10 tasks against $OPENAI_API_BASE, every span printed
-    python train_sql_agent.py cpu --ci-fast           # 2 GRPO steps of a tiny random policy (CI's smoke test)
+    python train_sql_agent.py cpu --ci-fast           # 2 GRPO steps of a tiny random policy (CI's smoke test;
+                                                      # partial credit for near-miss queries, see sql_agent.py)
     python train_sql_agent.py qwen --active-agent write --collector http://127.0.0.1:16686
 
 `--active-agent` is the `agent_match` regex (default "write": write_query and rewrite_query are trained, check_query
@@ -357,7 +358,9 @@ def main() -> None:
     truncate_length = args.truncate_length or (256 if args.profile == "cpu" else 2048)  # short prompts on a CPU
     max_turns = args.max_turns or (1 if args.profile == "cpu" else 3)  # cpu: the warm start teaches write_query only
     # cpu: the one turn's check could not lead to a rewrite, so it is not asked for (half the sampling per rollout)
-    agent = LitSQLAgent(max_turns, truncate_length, data_dir, check_last_turn=args.profile != "cpu")
+    # --ci-fast trains a random policy, which never writes a correct query: partial credit gives its groups a signal
+    agent = LitSQLAgent(max_turns, truncate_length, data_dir, check_last_turn=args.profile != "cpu",
+                        partial=bool(getattr(args, "ci_fast", False)))  # fmt: skip
     if args.dev:
         sys.exit(dev(args, agent, data_dir))
     sys.exit(train_cpu(args, agent, data_dir) if args.profile == "cpu" else train_gpu(args, agent, data_dir))

@@ -185,11 +185,14 @@ def run_train(args: argparse.Namespace) -> int:
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     """The Trainer's collector arguments: a running collector, or where the embedded one listens."""
+    from lightning_otel.collector.server import CollectorConfig
+
+    embedded = CollectorConfig(
+        host=args.collector_host, http_port=args.otlp_port, grpc_port=None, query_port=args.collector_port,
+        store_url=None,  # type: ignore[arg-type]  (the Trainer's default: SQLite in a temporary directory)
+    )  # fmt: skip
     return {
-        "collector": args.collector,
-        "collector_host": args.collector_host,
-        "collector_port": args.collector_port,
-        "otlp_port": args.otlp_port,
+        "collector": args.collector or embedded,
         "policy_notify_file": args.policy_notify_file,
         "span_wait_s": args.span_wait_s,
     }

@@ -15,11 +15,12 @@ DeprecationWarning where ours differ; see the README's "Coming from Agent Lightn
 `capture_content=True` makes the runners record message content on LLM spans (the default: when the algorithm
 needs it, as `SFT` does; otherwise as the environment says).
 
-With no `collector` address the trainer starts an embedded collector (SQLite in a temporary directory, or
-`store_url`) for the run; give `collector="http://host:16686"` to use a running `agl-otel-collector` (its store
-keeps the spans and the queue, and runners started elsewhere with `lightning-otel runner` join the training).
-`collector_host`/`collector_port`/`otlp_port` fix the embedded collector's address (0: a free port), so an agent
-service started elsewhere can export its spans to it. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
+`collector` is a running `agl-otel-collector`'s query URL (`"http://host:16686"`: its store keeps the spans and the
+queue, and runners started elsewhere with `lightning-otel runner` join the training), or the embedded collector's
+`CollectorConfig` (host, ports, store); with neither the trainer starts an embedded collector on free loopback ports
+with SQLite in a temporary directory. The earlier keyword names still set the embedded collector's fields:
+`store_url`, `collector_host`, `collector_port` (its API), `otlp_port` (its OTLP/HTTP port, where agent services
+started elsewhere send spans), `heartbeat_timeout_s`. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
 where the policy's address is written each time it is published, for services that start on their own.
 `span_wait_s` bounds the wait for spans other processes export late (see `TrainingRun.collect`).
 
@@ -42,7 +43,7 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
@@ -60,6 +61,9 @@ from lightning_otel.runtime.lit_agent import LitAgent, check_agent
 from lightning_otel.runtime.policy_address import notify_file_from_env
 from lightning_otel.runtime.resources import LLM, ProxyLLM
 from lightning_otel.runtime.runner_environment import offline_defaults_for_children
+
+if TYPE_CHECKING:
+    from lightning_otel.collector.server import CollectorConfig
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
 
@@ -199,6 +203,16 @@ class RunnerPool:
         self.processes.clear()
 
 
+# The embedded collector's fields, by the Trainer's earlier keyword names (still accepted): CollectorConfig's names.
+COLLECTOR_SHORTHANDS = {
+    "store_url": "store_url",
+    "collector_host": "host",
+    "collector_port": "query_port",
+    "otlp_port": "http_port",
+    "heartbeat_timeout_s": "heartbeat_timeout_s",
+}
+
+
 class Trainer:
     def __init__(
         self,
@@ -206,28 +220,23 @@ class Trainer:
         algorithm: Algorithm | None = None,
         adapter: TraceToTriplet | Mapping[str, Any] | None = None,
         initial_resources: Mapping[str, Any] | None = None,
-        collector: str | None = None,
+        collector: str | CollectorConfig | None = None,
         *,
         max_concurrency: int = 16,
         max_attempts: int = 3,
         rollout_timeout_s: float | None = None,
-        heartbeat_timeout_s: float = 30.0,
-        store_url: str | None = None,
         auth_token: str | None = None,
         progress: bool | None = None,
         max_rollouts: int | None = None,
-        n_workers: int | None = None,
-        max_tasks: int | None = None,
         capture_content: bool | None = None,
         span_wait_s: float = 30.0,
         policy_notify_file: str | Path | None = None,
-        collector_host: str = "127.0.0.1",
-        collector_port: int = 0,
-        otlp_port: int = 0,
         no_runner_timeout_s: float | None = None,
+        **shorthands: Any,
     ) -> None:
-        n_runners = _renamed("n_workers", n_workers, "n_runners", n_runners, default=1)
-        max_rollouts = _renamed("max_tasks", max_tasks, "max_rollouts", max_rollouts, default=None)
+        n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
+        max_rollouts = _renamed("max_tasks", shorthands.pop("max_tasks", None), "max_rollouts", max_rollouts,
+                                default=None)  # fmt: skip
         if max_rollouts is not None and max_rollouts < 1:
             raise ValueError("max_rollouts must be >= 1 (rollouts per runner) or None (no limit)")
         if n_runners < 0:
@@ -237,18 +246,18 @@ class Trainer:
         self.algorithm = algorithm or Baseline()
         self.adapter = TraceToTriplet.from_config(adapter)
         self.initial_resources = dict(initial_resources or {})
-        self.collector = collector
+        self.auth_token = auth_token
+        # A running collector's URL, or the embedded one's config (given, or from the shorthands; SQLite in a
+        # temporary directory and free loopback ports by default).
+        self.collector, self.embedded = _collector_from(collector, shorthands, auth_token)
+        if self.auth_token is None:  # a collector config's token is the client's too
+            self.auth_token = self.embedded.auth_token
         self.max_concurrency = max_concurrency
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
-        self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.store_url = store_url
-        self.auth_token = auth_token
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.span_wait_s = span_wait_s
         self.policy_notify_file = notify_file_from_env(policy_notify_file)
-        # the embedded collector's address (0: a free port), fixed so services elsewhere can be pointed at it
-        self.collector_host, self.collector_port, self.otlp_port = collector_host, collector_port, otlp_port
         self.collector_url: str | None = None
         self.no_runner_timeout_s = no_runner_timeout_s
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
@@ -381,25 +390,39 @@ class Trainer:
 
     @contextlib.contextmanager
     def _embedded_collector(self) -> Iterator[str]:
-        from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+        from dataclasses import replace
+
+        from lightning_otel.collector.server import EmbeddedCollector
 
         with contextlib.ExitStack() as stack:
-            store_url = self.store_url
-            if store_url is None:
+            config = self.embedded
+            if config.store_url is None:  # a store for this run only
                 directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="agl-trainer-"))
-                store_url = f"sqlite:///{Path(directory) / 'collector.sqlite3'}"
-            config = CollectorConfig(
-                host=self.collector_host,
-                http_port=self.otlp_port,
-                grpc_port=None,
-                query_port=self.collector_port,
-                store_url=store_url,
-                auth_token=self.auth_token,
-                heartbeat_timeout_s=self.heartbeat_timeout_s,
-            )
+                config = replace(config, store_url=f"sqlite:///{Path(directory) / 'collector.sqlite3'}")
             addresses = stack.enter_context(EmbeddedCollector(config))
             log.info("embedded collector: %s", " ".join(addresses.lines()))
             yield addresses.query
+
+
+def _collector_from(
+    collector: str | CollectorConfig | None, shorthands: dict[str, Any], auth_token: str | None
+) -> tuple[str | None, CollectorConfig]:
+    """(a running collector's URL or None, the embedded collector's config). Shorthands are `COLLECTOR_SHORTHANDS`."""
+    from dataclasses import replace
+
+    from lightning_otel.collector.server import CollectorConfig
+
+    unknown = set(shorthands) - set(COLLECTOR_SHORTHANDS)
+    if unknown:
+        raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(unknown)}")
+    fields = {COLLECTOR_SHORTHANDS[name]: value for name, value in shorthands.items() if value is not None}
+    if isinstance(collector, CollectorConfig):
+        if fields:
+            raise TypeError(f"Trainer got collector=CollectorConfig(...) and {sorted(shorthands)}: set them in it")
+        return None, collector
+    embedded = CollectorConfig(host="127.0.0.1", http_port=0, grpc_port=None, query_port=0, store_url=None,  # type: ignore[arg-type]
+                               auth_token=auth_token)  # fmt: skip
+    return collector, replace(embedded, **fields)
 
 
 def _renamed(old: str, old_value: Any, new: str, new_value: Any, *, default: Any) -> Any:

@@ -61,6 +61,10 @@ class Backend(abc.ABC):
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         """Train on the step's samples (each with its advantage, or weight); return the engine's metrics."""
 
+    def idle_metrics(self) -> dict[str, float]:
+        """The backend's metrics for a step it did not train (zeros), so every step logs the same names."""
+        return {}
+
     def publish(self, step: int) -> int | None:
         """Make the current weights servable; return the policy version the replicas now serve."""
         return None

@@ -159,6 +159,7 @@ class TrainingLoop(Algorithm):
         metrics["training/samples"] = float(len(samples))
         metrics["timing_s/gen"] = generated - began
         update_s = 0.0
+        metrics.update(self.backend.idle_metrics())  # replaced by the update's own when it runs
         if samples and moves_policy(samples, self.estimator.learns_from):
             began_update = time.monotonic()
             try:

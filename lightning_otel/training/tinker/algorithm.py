@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,6 @@ EARLIER_NAMES = {
 def with_earlier_names(metrics: Mapping[str, float]) -> dict[str, float]:
     named = {earlier: metrics[name] for earlier, name in EARLIER_NAMES.items() if name in metrics}
     named["failed"] = sum(metrics.get(f"rollout/{key}", 0.0) for key in ("failed", "timeout", "cancelled"))
-    named["train/datums"] = 0.0  # a skipped step trained no datum (a trained one says how many)
     return {**named, **metrics}
 
 
@@ -87,10 +86,30 @@ class TinkerResult:
         }
 
 
+# Tinker's earlier keywords for the schedule's fields (still accepted), and its defaults for them.
+SCHEDULE_SHORTHANDS = {
+    "batch_size": "batch_size", "group_size": "group_size", "n_epochs": "epochs", "max_steps": "max_steps",
+    "val_every": "val_every", "save_every": "save_every",
+}  # fmt: skip
+DEFAULT_SCHEDULE = Schedule(batch_size=8, group_size=4, val_every=5)
+
+
+def _schedule(schedule: Schedule | None, shorthands: dict[str, Any]) -> Schedule:
+    unknown = set(shorthands) - set(SCHEDULE_SHORTHANDS)
+    if unknown:
+        raise TypeError(f"Tinker() got unexpected keyword arguments {sorted(unknown)}")
+    if schedule is not None and shorthands:
+        raise TypeError(f"Tinker got schedule=Schedule(...) and {sorted(shorthands)}: set them in the schedule")
+    fields = {SCHEDULE_SHORTHANDS[name]: value for name, value in shorthands.items()}
+    return schedule or replace(DEFAULT_SCHEDULE, **fields)
+
+
 class Tinker(Algorithm):
     """See the module docstring.
 
-    `batch_size` tasks per step, each run `group_size` times; `max_steps` (default: `n_epochs` over the train set);
+    `schedule`: the loop's `Schedule` (tasks per step, group size, steps, validation and checkpoint intervals); its
+    fields by their earlier names still work: `batch_size` tasks per step (8), each run `group_size` times (4);
+    `max_steps` (default: `n_epochs` over the train set);
     `loss_fn`: "importance_sampling" (default), "ppo" (with `loss_fn_config` clip thresholds) or "cross_entropy";
     `adam`: the optimizer settings (or just `learning_rate`); `max_tokens`/`temperature`: the sampling enforced on
     every policy call while training (`val_temperature` during validation); `val_every` steps (and at step 0 and the
@@ -105,10 +124,7 @@ class Tinker(Algorithm):
         self,
         engine: TrainingEngine,
         *,
-        batch_size: int = 8,
-        group_size: int = 4,
-        n_epochs: int = 1,
-        max_steps: int | None = None,
+        schedule: Schedule | None = None,
         loss_fn: str = "importance_sampling",
         loss_fn_config: Mapping[str, float] | None = None,
         learning_rate: float | None = None,
@@ -116,8 +132,6 @@ class Tinker(Algorithm):
         max_tokens: int = 64,
         temperature: float = 1.0,
         val_temperature: float = 0.0,
-        val_every: int = 5,
-        save_every: int = 0,
         resume: bool = False,
         keep_constant_groups: bool = False,
         group_by_agent: bool = False,
@@ -131,16 +145,14 @@ class Tinker(Algorithm):
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         gateway_host: str = "127.0.0.1",
         gateway_port: int = 0,
+        **shorthands: Any,
     ) -> None:
         if loss_fn not in LOSS_INPUTS:
             raise ValueError(f"loss_fn must be one of {', '.join(LOSS_INPUTS)}, got {loss_fn!r}")
         if adam is not None and learning_rate is not None:
             raise ValueError("pass learning_rate or adam, not both")
         self.engine = engine
-        self.schedule = Schedule(
-            batch_size=batch_size, group_size=group_size, epochs=n_epochs, max_steps=max_steps, val_every=val_every,
-            save_every=save_every,
-        )  # fmt: skip
+        self.schedule = _schedule(schedule, shorthands)
         self.loss_fn, self.loss_fn_config = loss_fn, dict(loss_fn_config or {})
         self.adam = adam or AdamParams(learning_rate=learning_rate if learning_rate is not None else 1e-4)
         self.sampling = {"temperature": temperature, "top_p": 1.0, "max_tokens": max_tokens}

@@ -48,6 +48,9 @@ class TinkerBackend(Backend):
         with ReplicaServer(self.replica) as server:
             yield PolicyReplicas([server.base_url], self.model_name)
 
+    def idle_metrics(self) -> dict[str, float]:
+        return {"train/datums": 0.0, "train/tokens": 0.0}
+
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         built = sample_datums(samples, loss_fn=self.loss_fn, keep_constant_groups=self.keep_constant_groups)
         metrics = {

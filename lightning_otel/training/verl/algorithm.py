@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -100,11 +101,13 @@ class VERL(Algorithm):
         from lightning_otel.training.verl.cpu import cpu_driver  # imported before the CPU environment is set
         from lightning_otel.training.verl.trainer import VERLBackend, VERLResult
 
-        cpu = self.device == "cpu" if self.device else _no_gpu()
-        config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
-        check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
-        train_tasks, val_tasks = list(train_dataset), list(val_dataset or [])
         with contextlib.ExitStack() as stack:
+            # verl (importing its engines) and Ray (starting) set environment variables in this process: undone
+            stack.enter_context(_environment_kept())
+            cpu = self.device == "cpu" if self.device else _no_gpu()
+            config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
+            check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
+            train_tasks, val_tasks = list(train_dataset), list(val_dataset or [])
             if cpu:
                 stack.enter_context(cpu_driver(CPU_ENV))
             stack.enter_context(_ray_session(config, cpu))
@@ -174,6 +177,18 @@ def _trackers(config: Any) -> MetricsLog:
         list(trainer.logger or []), project=trainer.project_name, experiment=trainer.experiment_name,
         log_dir=None, config=OmegaConf.to_container(config, resolve=True),
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """The process's environment variables as they were before the run, whatever the run's libraries set."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)
 
 
 def _no_gpu() -> bool:

@@ -188,6 +188,9 @@ class VERLBackend(Backend):
         return versions
 
     # --- one update ----------------------------------------------------------------------------------------------
+    def idle_metrics(self) -> dict[str, float]:
+        return BatchStats().as_metrics("batch/")
+
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         trainer = self.trainer
         trainer.global_steps = step
