@@ -91,12 +91,11 @@ def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
     return [record.metrics for record in result.steps]
 
 
-def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+def verl_own_config(model: Path, steps: int, work: Path, device: str, extra: list[str]) -> Any:
+    """verl's own run of the same task: a parquet of the prompts, verl's agent loop and reward loop."""
     import pandas as pd
 
-    from lightning_otel.training.verl import algorithm as verl_algorithm
     from lightning_otel.training.verl.config import compose_verl_config
-    from lightning_otel.training.verl.cpu import cpu_driver
 
     rows = [
         {
@@ -109,7 +108,7 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
     ]
     data = work / "train.parquet"
     pd.DataFrame(rows).to_parquet(data)
-    cfg = compose_verl_config(
+    return compose_verl_config(
         config(model, steps, work),
         cpu=device == "cpu",
         overrides=[
@@ -120,8 +119,37 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
             "actor_rollout_ref.rollout.agent.agent_loop_manager_class=null",
             f"reward.custom_reward_function.path={Path(__file__).resolve()}",
             "reward.custom_reward_function.name=compute_score",
+            *extra,
         ],
     )
+
+
+def run_verl_v1(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+    """verl's v1 trainer (`trainer.use_v1=True`: TransferQueue, its agent loop) on the same task; needs the
+    `TransferQueue` package. Its trainer runs in a Ray actor: metrics come back through verl's `file` logger."""
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    from lightning_otel.training.verl import algorithm as verl_algorithm
+    from lightning_otel.training.verl.cpu import cpu_driver
+
+    logged = work / "v1-metrics.jsonl"
+    cfg = verl_own_config(model, steps, work, device, [
+        "trainer.use_v1=true", "trainer.logger=[file]",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={logged}",
+    ])  # fmt: skip
+    cpu = contextlib.nullcontext() if device != "cpu" else cpu_driver(verl_algorithm.CPU_ENV)
+    with cpu, verl_algorithm._ray_session(cfg, device == "cpu"):
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    lines = [json.loads(line)["data"] for line in logged.read_text().splitlines() if line.strip()]
+    return [metrics for metrics in lines if "timing_s/step" in metrics]
+
+
+def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+    from lightning_otel.training.verl import algorithm as verl_algorithm
+    from lightning_otel.training.verl.cpu import cpu_driver
+
+    cfg = verl_own_config(model, steps, work, device, [])
     import verl.utils.tracking as tracking
     from omegaconf import OmegaConf
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
@@ -151,16 +179,25 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 
 
 def child(path: str, steps: int, model: str, work: str, out: str, device: str) -> None:
-    runs = {"ours": run_ours, "verl": run_verl}
+    runs = {"ours": run_ours, "verl": run_verl, "verl-v1": run_verl_v1}
     metrics = runs[path](Path(model), steps, Path(work), device)
-    keep = ("timing_s/step", "timing_s/gen", "timing_s/update_actor", "critic/score/mean", "perf/throughput")
+    keep = ("timing_s/step", "timing_s/gen", "timing_s/update_actor", "critic/score/mean")
     Path(out).write_text(json.dumps([{k: float(m[k]) for k in keep if k in m} for m in metrics]))
+
+
+LABELS = {
+    "verl": "verl's own agent loop (single_turn_agent)",
+    "verl-v1": "verl's own, v1 trainer (TransferQueue)",
+    "ours": "ours: runner + gateway + traces",
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    paths_help = "which paths to run, comma-separated: verl, verl-v1 (needs TransferQueue), ours"
+    parser.add_argument("--paths", default="verl,ours", help=paths_help)
     parser.add_argument("--child", nargs=4, metavar=("PATH", "MODEL", "WORK", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -168,31 +205,37 @@ def main() -> None:
         return
     from lightning_otel.testing.tiny_model import save_tiny_model
 
+    paths = [path for path in args.paths.split(",") if path]
+    unknown = set(paths) - set(LABELS)
+    if unknown:
+        parser.error(f"unknown paths {sorted(unknown)}: choose from {', '.join(LABELS)}")
     work = Path(tempfile.mkdtemp(prefix="agl-verl-bench-"))
     model = save_tiny_model(work / "model", hidden_size=256 if args.device == "cuda" else 64)
     results: dict[str, list[dict[str, float]]] = {}
-    for path in ("verl", "ours"):
-        out = work / f"{path}.json"
+    for path in paths:
+        out, log = work / f"{path}.json", work / f"{path}.log"
         flags = ["--steps", str(args.steps), "--device", args.device]
         command = [sys.executable, __file__, *flags, "--child", path, str(model), str(work), str(out)]
-        subprocess.run(command, check=True, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with log.open("w") as output:
+            done = subprocess.run(command, cwd=work, stdout=output, stderr=subprocess.STDOUT, check=False)
+        if done.returncode != 0:
+            sys.exit(f"the {path} run failed (exit {done.returncode}): see {log}")
         results[path] = json.loads(out.read_text())
     print(f"GRPO on {args.device}, tiny Qwen2, 4 tasks x n=4, 12 response tokens; means over steps 3..{args.steps}")
-    print(f"{'path':44} {'s/step':>7} {'gen s':>7} {'update s':>9} {'tokens/s':>9}")
-    labels = {"verl": "verl's own agent loop (single_turn_agent)", "ours": "ours: runner + gateway + traces"}
+    print(f"{'path':44} {'s/step':>7} {'gen s':>7} {'update s':>9}")
     means = {}
-    for path, label in labels.items():
+    for path in paths:
         steps = results[path][2:]
-        means[path] = row = {key: statistics.fmean(m[key] for m in steps) for key in steps[0]}
-        print(
-            f"{label:44} {row['timing_s/step']:7.2f} {row['timing_s/gen']:7.2f} {row['timing_s/update_actor']:9.2f}"
-            f" {row.get('perf/throughput', float('nan')):9.0f}"
-        )
-    for path in labels:
+        means[path] = row = {key: statistics.fmean(m[key] for m in steps if key in m) for key in steps[0]}
+        print(f"{LABELS[path]:44} {row['timing_s/step']:7.2f} {row['timing_s/gen']:7.2f} "
+              f"{row['timing_s/update_actor']:9.2f}")  # fmt: skip
+    for path in paths:
         rewards = " ".join(f"{m.get('critic/score/mean', float('nan')):.3f}" for m in results[path])
         print(f"reward per step, {path}: {rewards}")
-    ratio = means["ours"]["timing_s/step"] / means["verl"]["timing_s/step"]
-    print(f"ratio ours/verl: {ratio:.2f}x seconds per step")
+    for path in paths:
+        if path != "ours" and "ours" in means:
+            ratio = means["ours"]["timing_s/step"] / means[path]["timing_s/step"]
+            print(f"ratio ours/{path}: {ratio:.2f}x seconds per step")
 
 
 if __name__ == "__main__":

@@ -87,3 +87,22 @@ def test_without_the_wait_the_late_agent_names_are_missed(late_service) -> None:
     metrics = batch.metrics()
     assert metrics["succeeded"] == 3 and metrics["triplets"] == 0
     assert metrics["incomplete_rollouts"] == 3  # reported, not silent
+
+
+def test_a_dry_run_that_reads_no_call_tells_late_spans_from_an_uninstrumented_client(
+    late_service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the gateway, the service's own spans are the only LLM spans; read at once (no wait), none is there
+    yet. The diagnosis looks again a few seconds later and says they were late, not that the client is bare."""
+    url, otlp_port = late_service
+    with OpenAITestServer() as policy:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, adapter={"agent_match": "^solver$"}, otlp_port=otlp_port, span_wait_s=0, progress=False,
+            initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
+        )  # fmt: skip
+        tasks = [{"id": "t0", "question": "what is 1 + 1?"}]
+        (batch,) = trainer.dev(lightning_otel.HttpAgent(url), tasks, print_spans=False).train
+    assert batch.metrics()["triplets"] == 0
+    said = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "had no LLM call when they were read, but their spans were still arriving" in said
+    assert "is the agent's client instrumented" not in said
