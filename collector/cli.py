@@ -16,8 +16,10 @@ import asyncio
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from lightning_otel.collector.sqlite_store import default_sqlite_url
+from lightning_otel.collector.tcp_listener import port_number, port_or_off
 
 DEFAULT_JAEGER_UI = "http://127.0.0.1:16686"
 
@@ -36,28 +38,47 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"AGL_COLLECTOR_{name}={value!r} must be an integer") from None
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An argument parser whose errors are one line naming the argument and the problem (exit 2), not the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
+
+
+def store_url(text: str) -> str:
+    """`--store`: a URL as it is; a plain path is a SQLite file (relative to here: sqlite:/// plus a relative path
+    would name an absolute one)."""
+    if "://" in text:
+        return text
+    from pathlib import Path
+
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
 def serve_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="agl-otel-collector",
         description="Durable OTLP collector for lightning-otel: receives spans over OTLP/HTTP and gRPC, stores "
         "them in SQLite or PostgreSQL, serves rollouts to the trainer and traces to Jaeger UIs. "
         "`agl-otel-collector link ROLLOUT_ID` prints Jaeger links for a rollout.",
     )
     parser.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--http-port", type=int, default=_env_int("HTTP_PORT", 4318), help="OTLP/HTTP port")
+    parser.add_argument("--http-port", type=port_number, default=_env_int("HTTP_PORT", 4318), help="OTLP/HTTP port")
     parser.add_argument(
-        "--grpc-port", type=int, default=_env_int("GRPC_PORT", 4317), help="OTLP/gRPC port (-1 turns gRPC off)"
+        "--grpc-port", type=port_or_off, default=_env_int("GRPC_PORT", 4317), help="OTLP/gRPC port (-1 turns gRPC off)"
     )
     parser.add_argument(
         "--query-port",
-        type=int,
+        type=port_number,
         default=_env_int("QUERY_PORT", 16686),
         help="query API port (rollouts, Jaeger APIs, /healthz, /metrics)",
     )
     parser.add_argument(
         "--store",
+        type=store_url,
         default=_env("STORE") or default_sqlite_url(),
-        help="sqlite:///path (add ?synchronous=full for power-loss durability) or postgresql://...",
+        help="a SQLite file's path, sqlite:///ABSOLUTE/PATH (add ?synchronous=full for power-loss durability) or "
+        "postgresql://...",
     )
     parser.add_argument(
         "--auth-token",
@@ -100,7 +121,7 @@ def serve_parser() -> argparse.ArgumentParser:
 
 
 def link_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="agl-otel-collector link", description="Print a Jaeger UI link for every trace of a rollout."
     )
     parser.add_argument("rollout_id")
@@ -195,8 +216,12 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         asyncio.run(_serve(args))
-    except (OSError, ValueError, TransientStoreError) as exc:  # a port in use, a bad store URL, no database
-        raise SystemExit(f"agl-otel-collector: {exc}") from None
+    except (OSError, ValueError) as exc:  # the input: a port in use or out of range, a bad store URL
+        print(f"agl-otel-collector: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except TransientStoreError as exc:  # the store: no database there, a file that is not one
+        print(f"agl-otel-collector: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,10 @@ def build_grpc_server(
         ]
     )
     server.add_generic_rpc_handlers((TraceService(ingestor, auth_token).handler(),))
-    port = server.add_insecure_port(address)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpcio raises when the address is taken or unavailable
+        raise OSError(f"cannot listen on {address} (OTLP/gRPC): address in use or not available ({exc})") from None
     if port == 0:
-        raise OSError(f"cannot listen for gRPC on {address}")
+        raise OSError(f"cannot listen on {address} (OTLP/gRPC): address in use or not available")
     return server, port

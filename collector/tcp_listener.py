@@ -23,3 +23,22 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     return sock
+
+
+def port_number(text: str, *, allow_off: bool = False) -> int:
+    """A port from the command line (argparse `type=`): 0-65535 (0: a free one), or -1 (off) where allowed."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not (0 <= port <= 65535 or (allow_off and port == -1)):
+        allowed = "-1 (off) or 0-65535" if allow_off else "0-65535 (0: a free port)"
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use {allowed}")
+    return port
+
+
+def port_or_off(text: str) -> int:
+    """`port_number`, with -1 for "off"."""
+    return port_number(text, allow_off=True)

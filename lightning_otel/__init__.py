@@ -16,9 +16,15 @@ public name is written once, in `_ROOMS` (name -> the module that defines it).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from lightning_otel.version import __version__
+
+# LiteLLM fetches its model cost map from GitHub when it is imported unless this is set: offline that is ~6 s and
+# four warnings per process, for a map whose bundled copy is all a training needs. Set before any agent imports
+# LiteLLM (`import lightning_otel` comes first); a value of the user's own wins.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # public name -> the module that defines it
 _ROOMS = {
@@ -48,6 +54,8 @@ _ROOMS = {
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.runtime.runner": ("run_runner_processes",),  # a script's `runner` command
+    "lightning_otel.runtime.output": ("quiet",),  # our lines on the terminal, other libraries' in a log file
     "lightning_otel.runtime.http_agent": ("AgentServiceError", "HttpAgent"),
     "lightning_otel.runtime.task_files": ("load_tasks",),
     "lightning_otel.runtime.policy_address": (

@@ -1,7 +1,7 @@
-"""The rooms of `lightning_otel` import each other only in the directions the README's layout map allows, with no
-cycle between modules (lazy imports inside functions count too, and so does a module named by a string to
-`importlib.import_module`/`__import__`), every module of the tree is on the map, and an agent process loads only
-capture. `training/` is five rooms (loop, verl, tinker, sft, reward_model), each with its own row."""
+"""The rooms of `lightning_otel` import each other only in the directions the layout map (docs/architecture.md)
+allows, with no cycle between modules (lazy imports inside functions count too, and so does a module named by a
+string to `importlib.import_module`/`__import__`), every module of the tree is on the map, and an agent process
+loads only capture. `training/` is five rooms (loop, verl, tinker, sft, reward_model), each with its own row."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ COLLECTOR_CLIENT = {"lightning_otel.collector.client", "lightning_otel.collector
 # how every HTTP server of ours listens (TCP_NODELAY): the collector's, and serving's apps
 TCP_LISTENER = "lightning_otel.collector.tcp_listener"
 
-# room -> the rooms (or single modules) it may import besides itself and the contract. README: "Layout".
+# room -> the rooms (or single modules) it may import besides itself and the contract: docs/architecture.md.
 ALLOWED: dict[str, set[str]] = {
     # capture loads the instrumentors by name (the registry's one edge, below), and imports nothing else
     "capture": set(),
@@ -236,16 +236,14 @@ def test_the_checker_sees_training_rooms_and_modules_named_by_strings(tmp_path):
     assert allowed("lightning_otel.capture.instrumentor_registry", "lightning_otel.instrumentors.openai")
 
 
-LAYOUT_MAP = ROOT / "README.md"  # the "Layout" section's table
+LAYOUT_MAP = ROOT / "docs" / "architecture.md"  # the rooms table
 
 
 def map_rows() -> dict[str, str]:
     """The layout map's rows: the room's path (`lightning_otel/capture/`, `collector/`, `.../sft.py`) -> the
     modules it names (the row's text)."""
-    text = LAYOUT_MAP.read_text()
-    section = text[text.index("## Layout") :]
     rows = {}
-    for line in section.splitlines():
+    for line in LAYOUT_MAP.read_text().splitlines():
         if line.startswith("| `"):
             room, holds = line.split("|")[1:3]
             for path in re.findall(r"`([^`]+)`", room):
@@ -276,4 +274,4 @@ def test_every_module_of_the_tree_is_on_the_layout_map():
         for name, path in sorted(module_files().items())
         if row_naming(path.relative_to(ROOT), rows) is None
     ]
-    assert not missing, "modules the layout map does not name (README, Layout):\n" + "\n".join(missing)
+    assert not missing, "modules the layout map does not name (docs/architecture.md):\n" + "\n".join(missing)

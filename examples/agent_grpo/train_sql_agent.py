@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
@@ -65,8 +64,7 @@ def tiny_policy(directory: Path, tasks: list[dict[str, Any]]) -> Path:
     """A tiny random model with a BPE trained on the agent's own text, so prompts stay short on CPU."""
     from medical_data import INSTRUCTIONS
 
-    from lightning_otel.testing.tiny_model import save_tiny_model
-    from lightning_otel.testing.tokenizer import train_tokenizer
+    from lightning_otel.testing import save_tiny_model, train_tokenizer
 
     lines = [INSTRUCTIONS, "run_sql query SELECT FROM WHERE name"] + [t["question"] for t in tasks]
     tokenizer = train_tokenizer(lines + [t["answer"] for t in tasks], vocab_size=1024, space_after_words=True)
@@ -113,16 +111,6 @@ def start_runners(python: str, trainer: agl.Trainer, count: int, stop: threading
     return [subprocess.Popen([*command, "--runner-id", f"agent-env-{index}"], cwd=HERE) for index in range(count)]
 
 
-def print_step(step: int, metrics: dict[str, float]) -> None:
-    value = metrics.get
-    print(
-        f"  step {step:3d}  reward {value('rollout/reward_mean', math.nan):.3f}  samples "
-        f"{value('rollout/triplets', 0):3.0f}  gateway calls {value('rollout/gateway_calls', 0):3.0f}  "
-        f"{value('timing_s/step', math.nan):5.1f}s",
-        flush=True,
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci-fast", action="store_true", help="2 GRPO steps on 4 questions, no validation")
@@ -142,9 +130,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runner-python", help="run the agent's runners with this Python (another environment)")
     parser.add_argument("--agent-match", default=f"^{'MedicalSQLAgent'}$")
     parser.add_argument("--steps", type=int, help="GRPO steps (default: one epoch)")
-    parser.add_argument("--logger", default="", help="verl trackers, e.g. console,wandb,swanlab (default: none)")
+    parser.add_argument("--logger", default="console", help="trackers, e.g. console,wandb,swanlab (default: console)")
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--workdir", type=Path, default=HERE / "runs")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="other libraries' output here (default: train.log in --workdir)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -188,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     trainer = agl.Trainer(
         n_runners=0 if args.runner_python else args.n_runners,
-        algorithm=agl.VERL(config, device=device, on_step=print_step),
+        algorithm=agl.VERL(config, device=device),
         adapter={"agent_match": args.agent_match},
         initial_resources={
             "main_llm": agl.LLM("http://unused.invalid/v1", model),  # VERL serves the policy through its gateway
@@ -206,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
             target=lambda: runners.extend(start_runners(args.runner_python, trainer, count, stop)), daemon=True
         ).start()
     try:
-        result = trainer.fit(AGENT, train_dataset=train_data, val_dataset=val_data or None)
+        if not args.verbose:
+            print(f"other libraries' output (Ray, verl, the runners): {args.workdir / 'train.log'}", flush=True)
+        with agl.quiet(args.workdir / "train.log", verbose=args.verbose):
+            result = trainer.fit(AGENT, train_dataset=train_data, val_dataset=val_data or None)
     except agl.NothingTrained as exc:
         print(f"train_sql_agent: FAILED: {exc}", file=sys.stderr)
         return 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,14 +51,13 @@ def cpu_config(model: Path, tasks_per_step: int) -> dict[str, Any]:
             "rollout": {"n": 2, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 8},
             "actor": {"ppo_mini_batch_size": tasks_per_step, "ppo_micro_batch_size_per_gpu": 8, "optim": {"lr": 1e-4}},
         },
-        "trainer": {"val_before_train": False, "test_freq": -1, "save_freq": -1, "logger": []},
+        "trainer": {"val_before_train": False, "test_freq": -1, "save_freq": -1, "logger": ["console"]},
     }
 
 
 def tiny_policy(directory: Path, tasks: list[dict[str, Any]]) -> Path:
     """A tiny random Llama-shaped model with a BPE trained on the service's prompts (short prompts on CPU)."""
-    from lightning_otel.testing.tiny_model import save_tiny_model
-    from lightning_otel.testing.tokenizer import train_tokenizer
+    from lightning_otel.testing import save_tiny_model, train_tokenizer
 
     lines = [AGENT_INSTRUCTIONS] + [text for task in tasks for text in (task["question"], f"#### {task['answer']}")]
     tokenizer = train_tokenizer(lines, vocab_size=1024, space_after_words=True)
@@ -72,18 +70,6 @@ def on_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def print_step(step: int, metrics: dict[str, float]) -> None:
-    value = metrics.get
-    line = (
-        f"  step {step:3d}  reward {value('rollout/reward_mean', math.nan):.3f}"
-        f"  samples {value('rollout/triplets', 0):3.0f}  gateway calls {value('rollout/gateway_calls', 0):3.0f}"
-        f"  incomplete {value('rollout/incomplete_rollouts', 0):.0f}  {value('timing_s/step', math.nan):5.1f}s"
-    )
-    if "val/reward_mean" in metrics:
-        line += f"  | validation {metrics['val/reward_mean']:.3f}"
-    print(line, flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--span-wait-s", type=float, default=30.0, help="bound on waiting for the service's spans")
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--workdir", type=Path, default=HERE / "runs", help="summary.json, the tiny model")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="other libraries' output here (default: train.log in --workdir)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -146,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
           f"service {args.agent_url}, agent_match={args.agent_match!r}", flush=True)  # fmt: skip
     trainer = agl.Trainer(
         n_runners=args.n_runners,
-        algorithm=agl.VERL(config, device=device, on_step=print_step, gateway_host=args.gateway_host),
+        algorithm=agl.VERL(config, device=device, gateway_host=args.gateway_host),
         adapter={"agent_match": args.agent_match},
         initial_resources={"main_llm": agl.LLM("http://unused.invalid/v1", model)},  # VERL serves the policy
         collector=args.external_store_address,
@@ -158,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         progress=False,
     )
     try:
-        result = trainer.fit(agl.HttpAgent(args.agent_url), train_dataset=train_data, val_dataset=val_data or None)
+        if not args.verbose:
+            print(f"other libraries' output (Ray, verl, the runners): {args.workdir / 'train.log'}", flush=True)
+        with agl.quiet(args.workdir / "train.log", verbose=args.verbose):
+            agent = agl.HttpAgent(args.agent_url)
+            result = trainer.fit(agent, train_dataset=train_data, val_dataset=val_data or None)
     except agl.NothingTrained as exc:
         print(f"train_agent_service: FAILED: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import importlib.util
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -59,14 +58,13 @@ def cpu_config(model: Path, tasks_per_step: int) -> dict[str, Any]:
             "rollout": {"n": 2, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 8},
             "actor": {"ppo_mini_batch_size": tasks_per_step, "ppo_micro_batch_size_per_gpu": 8, "optim": {"lr": 1e-4}},
         },
-        "trainer": {"val_before_train": False, "test_freq": -1, "save_freq": -1, "logger": []},  # print_step logs
+        "trainer": {"val_before_train": False, "test_freq": -1, "save_freq": -1, "logger": ["console"]},
     }
 
 
 def tiny_policy(directory: Path, tasks: list[dict[str, Any]], data: Path) -> Path:
     """A tiny random Llama-shaped model with a BPE trained on the agent's own prompts (short prompts on CPU)."""
-    from lightning_otel.testing.tiny_model import save_tiny_model
-    from lightning_otel.testing.tokenizer import train_tokenizer
+    from lightning_otel.testing import save_tiny_model, train_tokenizer
 
     schemas = {db_id: table_info(database_path(data, db_id)) for db_id in {task["db_id"] for task in tasks}}
     lines = [WRITER_INSTRUCTION.format(schema=schema) for schema in schemas.values()]
@@ -81,7 +79,7 @@ def store(address: str | None, workdir: Path) -> Iterator[str]:
     if address:
         yield address
         return
-    from lightning_otel.collector.server import EmbeddedCollector
+    from lightning_otel.collector import EmbeddedCollector
 
     with EmbeddedCollector.on_sqlite_file(workdir / "collector.sqlite3", fresh=True) as addresses:
         yield addresses.query
@@ -93,16 +91,6 @@ def on_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def print_step(step: int, metrics: dict[str, float]) -> None:
-    line = (
-        f"  step {step:3d}  reward {metrics.get('rollout/reward_mean', math.nan):.3f}  "
-        f"samples {metrics.get('batch/rows', 0):3.0f}  {metrics.get('timing_s/step', math.nan):5.1f}s"
-    )
-    if "val/reward_mean" in metrics:
-        line += f"  | validation {metrics['val/reward_mean']:.3f}"
-    print(line, flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -126,6 +114,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n-runners", type=int, default=10)
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--workdir", type=Path, default=HERE / "runs", help="summary.json, the tiny model, the store")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="other libraries' output here (default: train.log in --workdir)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -165,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.wandb_project:
         if importlib.util.find_spec("wandb") is None:
             sys.exit("train_adk: --wandb-project needs wandb (pip install wandb)")
-        config["trainer"].update(logger=["wandb"], project_name=args.wandb_project,  # print_step: the console
+        config["trainer"].update(logger=["console", "wandb"], project_name=args.wandb_project,
                                  experiment_name=args.wandb_run_name or "adk")  # fmt: skip
     config["trainer"].setdefault("default_local_dir", str(args.workdir / "checkpoints"))
     config["trainer"].setdefault("total_epochs", 1000)  # bounded by total_training_steps where it is set
@@ -176,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     with store(args.external_store_address, args.workdir) as collector:
         trainer = agl.Trainer(
             n_runners=n_runners,
-            algorithm=agl.VERL(config, device=device, on_step=print_step),
+            algorithm=agl.VERL(config, device=device),
             adapter={"agent_match": args.agent_match},
             initial_resources={
                 "main_llm": agl.LLM(
@@ -190,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             progress=False,
         )
         agent = LitAdkAgent(data=data, partial=partial)
-        result = trainer.fit(agent, train_dataset=train_data, val_dataset=val_data or None)
+        if not args.verbose:
+            print(f"other libraries' output (Ray, verl, ADK, the runners): {args.workdir / 'train.log'}", flush=True)
+        with agl.quiet(args.workdir / "train.log", verbose=args.verbose):
+            result = trainer.fit(agent, train_dataset=train_data, val_dataset=val_data or None)
     steps_done = [{"step": r.step, "metrics": r.metrics, "sample_agents": r.sample_agents} for r in result.steps]
     (args.workdir / "summary.json").write_text(json.dumps({"steps": steps_done}, indent=1, default=str))
     print(f"done: {len(steps_done)} GRPO steps; metrics in {args.workdir / 'summary.json'}")

@@ -117,7 +117,7 @@ def cpu_config(
             "val_before_train": True,
             "test_freq": test_freq,
             "save_freq": -1,
-            "logger": [],
+            "logger": ["console"],  # the training loop's line (a progress bar on a terminal) a step
             "project_name": "lightning-otel-spider",
             "experiment_name": "cpu",
             "default_local_dir": str(work / "checkpoints"),
@@ -135,22 +135,12 @@ def collector_address(url: str | None, work: Path) -> Iterator[str]:
     if url:
         yield url
         return
-    from lightning_otel.collector.server import EmbeddedCollector
+    from lightning_otel.collector import EmbeddedCollector
 
     store = work / "collector.sqlite3"
     with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:
         print(f"embedded agl-otel-collector: store {store}, query API {addresses.query}")
         yield addresses.query
-
-
-def print_step(step: int, metrics: dict[str, float]) -> None:
-    line = (
-        f"  step {step:3d}  train reward {metrics.get('rollout/reward_mean', math.nan):.3f}  "
-        f"rows {metrics.get('batch/rows', 0):3.0f}  {metrics.get('timing_s/step', math.nan):5.1f}s"
-    )
-    if "val/reward_mean" in metrics:
-        line += f"  | validation accuracy {metrics['val/reward_mean']:.3f}"
-    print(line, flush=True)
 
 
 def binomial_se(accuracy: float, n: int) -> float:
@@ -187,7 +177,7 @@ def train_gpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
     model, tool_format = GPU_MODELS[args.profile]
     trainer = agl.Trainer(
         n_runners=args.n_runners,
-        algorithm=agl.VERL(verl_config(model, tool_format), on_step=print_step),
+        algorithm=agl.VERL(verl_config(model, tool_format)),
         adapter={"agent_match": args.active_agent or None},
         initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", model)},
         collector=args.collector,
@@ -231,6 +221,8 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
     val_data = load_split(data_dir, "test_dev_500.parquet")[: args.val_size]
     initial = build_policy(work / "model-init", train_data, data_dir, hidden_size=128, layers=4, seed=args.seed)
     print(f"policy: a tiny random Llama-shaped model (hidden 128, 4 layers), a BPE trained on the prompts: {initial}")
+    if not args.verbose:
+        print(f"other libraries' output (Ray, verl, torch, the runners): {work / 'train.log'}  (-v shows it here)")
     with collector_address(args.collector, work) as collector:
         if args.ci_fast:
             policy, steps, test_freq = initial, 2, -1
@@ -241,23 +233,24 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
         else:
             print(f"warm start: the agent answers {len(train_data)} training questions with the teacher; "
                   "SFT on the calls of the rollouts that scored 1", flush=True)  # fmt: skip
-            sft = teacher_warm_start(
-                agent,
-                train_data,
-                initial,
-                work / "model-sft",
-                teacher_url=args.teacher_url,
-                teacher_model=args.teacher_model,
-                collector=collector,
-                n_runners=args.n_runners,
-                fine_tune={
-                    "epochs": args.sft_epochs,
-                    "learning_rate": 3e-3,
-                    "batch_size": 16,
-                    "seed": args.seed,
-                    "trl_args": {"lr_scheduler_type": "cosine", "warmup_steps": 0.05},  # a share of the steps
-                },
-            )
+            with agl.quiet(work / "train.log", verbose=args.verbose):
+                sft = teacher_warm_start(
+                    agent,
+                    train_data,
+                    initial,
+                    work / "model-sft",
+                    teacher_url=args.teacher_url,
+                    teacher_model=args.teacher_model,
+                    collector=collector,
+                    n_runners=args.n_runners,
+                    fine_tune={
+                        "epochs": args.sft_epochs,
+                        "learning_rate": 3e-3,
+                        "batch_size": 16,
+                        "seed": args.seed,
+                        "trl_args": {"lr_scheduler_type": "cosine", "warmup_steps": 0.05},  # a share of the steps
+                    },
+                )
             print(f"  teacher accuracy {sft.teacher_reward_mean:.3f}; {sft.examples} examples; loss "
                   f"{sft.losses[0]:.2f} -> {sft.losses[-1]:.2f} in {sft.train_seconds:.0f}s", flush=True)  # fmt: skip
             policy, steps, test_freq = work / "model-sft", args.steps, args.test_freq
@@ -288,15 +281,14 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             n_runners=args.n_runners,
             # a step's rollouts all in flight at once: the CPU replica samples the requests waiting together
             max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners))),
-            algorithm=agl.VERL(
-                config, device="cpu", on_step=print_step, negative_advantage_weight=args.negative_advantage_weight
-            ),
+            algorithm=agl.VERL(config, device="cpu", negative_advantage_weight=args.negative_advantage_weight),
             adapter={"agent_match": args.active_agent or None},
             initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", "policy")},
             collector=collector,
             progress=False,
         )
-        result = trainer.fit(agent, train_data, val_data or None)
+        with agl.quiet(work / "train.log", verbose=args.verbose):  # Ray, verl, torch: into the log
+            result = trainer.fit(agent, train_data, val_data or None)
     steps_done = [{"step": r.step, "metrics": r.metrics, "sample_agents": r.sample_agents} for r in result.steps]
     summary: dict[str, Any] = {"steps": steps_done, "seconds": 0.0}
     if val_data:
@@ -333,6 +325,8 @@ def main() -> None:
     )
     cpu = parser.add_argument_group("cpu profile")
     cpu.add_argument("--workdir", default=str(HERE / "runs" / "cpu"))
+    parser.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here (default: the "
+                        "work directory's train.log)")  # fmt: skip
     cpu.add_argument("--steps", type=int, default=120, help="GRPO steps")
     cpu.add_argument("--test-freq", type=int, default=30, help="validate every N steps")
     cpu.add_argument("--val-size", type=int, default=500, help="validation questions (from test_dev_500)")

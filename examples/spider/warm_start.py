@@ -40,8 +40,7 @@ def build_policy(
     directory: Path, tasks: Sequence[dict[str, Any]], data_dir: Path, *, hidden_size: int, layers: int, seed: int
 ) -> Path:
     """A tiny random Qwen2 with a tokenizer trained on the task's own text, saved as an HF model directory."""
-    from lightning_otel.testing.tiny_model import save_tiny_model
-    from lightning_otel.testing.tokenizer import train_tokenizer
+    from lightning_otel.testing import save_tiny_model, train_tokenizer
 
     tokenizer = train_tokenizer(tokenizer_corpus(tasks, data_dir), vocab_size=2048, space_after_words=True)
     # Llama, not Qwen2: transformers would load a qwen2 directory's tokenizer with Qwen2's pre-tokenizer, not ours.

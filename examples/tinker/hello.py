@@ -1,7 +1,7 @@
 """Hello: teach a policy to introduce itself with a target identity, with the Tinker-shaped backend.
 
     python hello.py oneclick                      # collector, algorithm and runners in one command
-    agl-otel-collector --query-port 4747 --http-port 4748 --grpc-port -1 --store sqlite:///logs/hello/store.sqlite3
+    agl-otel-collector --query-port 4747 --http-port 4748 --grpc-port -1 --store logs/hello/store.sqlite3
     python hello.py algo --port 4747              # the algorithm, against that collector
     python hello.py runner --port 4747            # a runner (start more at any time, in other terminals)
 
@@ -72,7 +72,7 @@ def engine_for(args: argparse.Namespace) -> Any:
         return agl.RemoteEngine(args.model or "Qwen/Qwen3-4B-Instruct-2507", rank=args.rank)
     model = Path(args.model) if args.model else args.workdir / "model"
     if not args.model and not (model / "config.json").exists():
-        from lightning_otel.testing.tiny_model import save_tiny_model
+        from lightning_otel.testing import save_tiny_model
 
         save_tiny_model(model, seed=args.seed)  # offline: a tiny random Qwen2 and the offline tokenizer
     return agl.LocalEngine(model, rank=args.rank, seed=args.seed, log_dir=args.workdir)
@@ -104,10 +104,29 @@ def report(result: agl.TinkerResult, started: float, workdir: Path, window: int,
         f"{len(rewards)} steps in {time.monotonic() - started:.0f} s"
     )
     plot(rewards, result.validation, workdir / "reward_curve.png")
-    if rise_required and not metrics["reward/last_steps"] > metrics["reward/first_steps"]:
-        print("the reward did not rise: see the per-step metrics in", workdir / "metrics.jsonl", file=sys.stderr)
+    rise, noise = rise_and_noise(rewards, window)
+    print(f"rise {rise:+.3f} = {rise / noise if noise else math.inf:+.1f} x its noise ({noise:.3f}: the standard error "
+          f"of the two windows' means); a rise counts beyond {RISE_BEYOND_NOISE:g} x")  # fmt: skip
+    if rise_required and not rise > RISE_BEYOND_NOISE * noise:
+        print("the reward did not rise beyond its noise: see the per-step metrics in", workdir / "metrics.jsonl",
+              file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+RISE_BEYOND_NOISE = 2.0  # standard errors of the difference of the two windows' means
+
+
+def rise_and_noise(rewards: list[float], window: int) -> tuple[float, float]:
+    """The last window's mean reward minus the first's, and that difference's standard error (each window's per-step
+    rewards' sample variance over its steps, added)."""
+    import statistics
+
+    head, tail = rewards[:window], rewards[-window:]
+    rise = statistics.fmean(tail) - statistics.fmean(head)
+    if len(head) < 2 or len(tail) < 2:
+        return rise, math.nan
+    return rise, math.sqrt(statistics.variance(head) / len(head) + statistics.variance(tail) / len(tail))
 
 
 def plot(rewards: list[float], validation: list[tuple[int, float]], path: Path) -> None:
@@ -151,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="a Hugging Face model folder (default: a tiny random Qwen2 built offline)")
     parser.add_argument("--remote", action="store_true", help="train on the hosted Tinker service (TINKER_API_KEY)")
     parser.add_argument("--workdir", type=Path, default=HERE / "logs" / "hello")
+    parser.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in train.log")
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 3 if args.ci else 40
@@ -169,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         collector=None if args.mode == "oneclick" else collector,
         no_runner_timeout_s=None if args.mode == "oneclick" else 600,
     )
-    result = trainer.fit(hello_agent, train, val)
+    if not args.verbose:
+        print(f"other libraries' output (torch, the runners): {args.workdir / 'train.log'}  (-v shows it here)")
+    with agl.quiet(args.workdir / "train.log", verbose=args.verbose):
+        result = trainer.fit(hello_agent, train, val)
     rose = report(result, started, args.workdir, window=min(5, max(1, args.steps // 3)), rise_required=not args.ci)
     if args.ci:  # a rise over 3 steps is noise: what must hold is that every step trained
         untrained = [index for index, step in enumerate(result.steps, 1) if not step["train/datums"]]
@@ -182,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def runner(collector: str, args: argparse.Namespace) -> int:
     """`--n-runners` runner processes against the collector; they stop when the training ends."""
-    from lightning_otel.runtime.runner import run_runner_processes
+    from lightning_otel import run_runner_processes
 
     return run_runner_processes(hello_agent, collector, n_runners=args.n_runners, max_concurrency=8,
                                 stop_when_training_ends=not args.keep_serving)  # fmt: skip

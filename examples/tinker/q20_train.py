@@ -139,7 +139,7 @@ def algorithm(args: argparse.Namespace) -> agl.Algorithm:
 def local_model(args: argparse.Namespace) -> str:
     if args.model != "tiny":
         return args.model
-    from lightning_otel.testing.tiny_model import save_tiny_model
+    from lightning_otel.testing import save_tiny_model
 
     folder = args.workdir / "tiny-model"
     if not (folder / "config.json").exists():
@@ -159,13 +159,14 @@ def algo(args: argparse.Namespace, collector: str) -> int:
             initial_resources={"answerer_llm": answerer_resource(args, stack), "q20_max_turns": args.max_turns},
             no_runner_timeout_s=args.no_runner_timeout,
         )
-        trainer.fit("q20_train:q20_rollout", load_tasks("train", search=args.search),
-                    load_tasks("test", search=args.search))  # fmt: skip
+        with agl.quiet(args.workdir / "train.log", verbose=args.verbose):  # torch and the like: into the log
+            trainer.fit("q20_train:q20_rollout", load_tasks("train", search=args.search),
+                        load_tasks("test", search=args.search))  # fmt: skip
     return 0
 
 
 def runner(args: argparse.Namespace, collector: str) -> int:
-    from lightning_otel.runtime.runner import run_runner_processes
+    from lightning_otel import run_runner_processes
 
     return run_runner_processes(q20_rollout, collector, n_runners=args.n_runners, max_concurrency=4,
                                 stop_when_training_ends=not args.keep_serving)  # fmt: skip
@@ -193,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-runner-timeout", type=float, default=600.0, help="algo: seconds without any runner")
     parser.add_argument("--verbose", action="store_true", help="dryrun: print every span")
     parser.add_argument("--workdir", type=Path, default=HERE / "logs" / "q20")
+    parser.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in train.log")
     args = parser.parse_args(argv)
     if args.max_turns is None:
         args.max_turns = 3 if args.mode == "dryrun" else 20

@@ -1,23 +1,27 @@
-"""`lightning-otel`: the project's command line (`demo`, `test-server`, `runner`, `train`, `reward-model`)."""
+"""`lightning-otel`: the project's command line (`demo`, `ui`, `test-server`, `runner`, `train`, `reward-model`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from lightning_otel.collector.cli import OneLineErrors
+from lightning_otel.collector.tcp_listener import port_number
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lightning-otel", description="Train the agents you already have.")
+    parser = OneLineErrors(prog="lightning-otel", description="Train the agents you already have.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a tiny model with VERL on CPU from its agents' traces")
-    demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 3 minutes on 2 cores)")
+    demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 2 minutes on 2 cores)")
     demo.add_argument("--workdir", default="agl-demo", help="model, collector store and reward curve (agl-demo/)")
     demo.add_argument("--trace-only", action="store_true", help="no training: trace a two-agent program and show "
                       "what a trainer receives (needs no torch)")  # fmt: skip
     demo.add_argument("--endpoint", help="--trace-only: export the spans over OTLP to this base URL instead")
+    demo.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in demo.log")
     server = commands.add_parser("test-server", help="run the OpenAI-compatible test server (vLLM token ids)")
     server.add_argument("--host", default="127.0.0.1")
-    server.add_argument("--port", type=int, default=8000)
+    server.add_argument("--port", type=port_number, default=8000)
     server.add_argument("--strict", action="store_true", help="reject vLLM-only fields like api.openai.com")
     runner = commands.add_parser(
         "runner", help="run rollouts of a training from anywhere: claim them from its collector, run the agent"
@@ -32,6 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--keep-serving", action="store_true",
                         help="keep running when the training it serves ends (default: exit then)")  # fmt: skip
     runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
+    tiny = commands.add_parser("tiny-model", help="build a tiny random model offline (a Hugging Face folder)")
+    tiny.add_argument("path", help="the folder to write (config, weights, tokenizer)")
+    tiny.add_argument("--hidden-size", type=int, default=64)
+    tiny.add_argument("--layers", type=int, default=2)
+    tiny.add_argument("--seed", type=int, default=0)
+    ui = commands.add_parser("ui", help="serve the rollout view (/ui) over a store a run left")
+    from lightning_otel.cli import ui as ui_cli
+
+    ui_cli.add_arguments(ui)
     train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
     from lightning_otel.cli.train import add_arguments
 
@@ -57,7 +70,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
         return run_demo()
     from lightning_otel.cli.train_demo import run_train_demo
 
-    return run_train_demo(steps=args.steps, workdir=args.workdir)
+    return run_train_demo(steps=args.steps, workdir=args.workdir, verbose=args.verbose)
 
 
 def run_runner(args: argparse.Namespace) -> int:
@@ -101,6 +114,8 @@ def run_runner(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from lightning_otel.cli import ui as ui_cli
+
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         sys.exit(run_demo_command(args))
@@ -110,6 +125,14 @@ def main(argv: list[str] | None = None) -> None:
         from lightning_otel.cli.train import run_train
 
         sys.exit(run_train(args))
+    if args.command == "tiny-model":
+        from lightning_otel.testing import save_tiny_model
+
+        path = save_tiny_model(args.path, hidden_size=args.hidden_size, layers=args.layers, seed=args.seed)
+        print(f"a tiny random model (hidden size {args.hidden_size}, {args.layers} layers) in {path}")
+        sys.exit(0)
+    if args.command == "ui":
+        sys.exit(ui_cli.run(args))
     if args.command == "reward-model":
         from lightning_otel.cli.reward_model import run
 

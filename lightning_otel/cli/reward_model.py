@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from lightning_otel.collector.tcp_listener import port_number
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     steps = parser.add_subparsers(dest="step", required=True)
@@ -37,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--model", required=True, type=Path, help="a trained reward model folder")
     serve.add_argument("--name", help="the served model name (default: the folder's name)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8010)
+    serve.add_argument("--port", type=port_number, default=8010)
     serve.add_argument(
         "--api-key",
         default=os.environ.get("AGL_REWARD_MODEL_API_KEY"),

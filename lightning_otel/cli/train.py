@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
+
+from lightning_otel.collector.tcp_listener import port_number
 
 # `--ci-fast`: the smallest run that is still real: 2 GRPO steps of a tiny model, every stage of the pipeline.
 CI_FAST_OVERRIDES = [
@@ -32,11 +35,21 @@ CI_FAST_OVERRIDES = [
 ]
 
 
+def regex(text: str) -> str:
+    """argparse `type=`: a regular expression that compiles (`--agent-match`)."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
+
 def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
     train.add_argument("--train", required=True, help="tasks: .jsonl (one JSON object per line), a JSON list, .parquet")
     train.add_argument("--val", help="validation tasks, same format")
-    train.add_argument("--agent-match", default=None, help="regex on gen_ai.agent.name selecting the trained calls")
+    train.add_argument("--agent-match", type=regex, default=None,
+                       help="regex on gen_ai.agent.name selecting the trained calls")  # fmt: skip
     train.add_argument("--runners", type=int, default=2, help="runner processes (default 2)")
     train.add_argument("--collector", help="a running agl-otel-collector's query URL (default: an embedded one)")
     train.add_argument("--model", help="the policy: an HF model directory or hub name verl can load")
@@ -49,14 +62,17 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
     gateway_help = "--dev: a policy gateway in front of main_llm, as in training (agents not instrumented)"
     train.add_argument("--gateway", action="store_true", help=gateway_help)
-    train.add_argument("--collector-port", type=int, default=0,
+    train.add_argument("--collector-port", type=port_number, default=0,
                        help="the embedded collector's API port (default: a free one)")  # fmt: skip
-    train.add_argument("--otlp-port", type=int, default=0,
+    train.add_argument("--otlp-port", type=port_number, default=0,
                        help="the embedded collector's OTLP/HTTP port: where agent services send spans")  # fmt: skip
     train.add_argument("--collector-host", default="127.0.0.1", help="0.0.0.0: reachable from other machines")
     train.add_argument("--policy-notify-file", help="write the policy's address here (default $LLM_SERVER_NOTIFY_FILE)")
     train.add_argument("--span-wait-s", type=float, default=30.0,
                        help="bound on waiting for spans other processes export late (default 30)")  # fmt: skip
+    train.add_argument("--log-file", default="lightning-otel-train.log",
+                       help="where other libraries' output goes (default ./lightning-otel-train.log)")  # fmt: skip
+    train.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in --log-file")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
 
 
@@ -157,8 +173,11 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     overrides = (CI_FAST_OVERRIDES if args.ci_fast else []) + list(args.overrides)
     agent_name = args.agent.rsplit(":", 1)[-1]
+    if not args.verbose:
+        print(f"lightning-otel train: other libraries' output (Ray, verl, torch, the runners) goes to {args.log_file} "
+              "(-v shows it here)", flush=True)  # fmt: skip
     try:
-        with policy_model(source) as model:
+        with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
             algorithm = lightning_otel.VERL(config, overrides=overrides)  # one console line a step
             trainer = lightning_otel.Trainer(
@@ -169,7 +188,7 @@ def run_train(args: argparse.Namespace) -> int:
                 **collector_options(args),
             )
             result = trainer.fit(agent, tasks, val_tasks)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # a bad config value; a port that is taken
         print(f"lightning-otel train: {exc}", file=sys.stderr)
         return 2
     except lightning_otel.NothingTrained as exc:

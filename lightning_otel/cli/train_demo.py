@@ -4,14 +4,14 @@ A tiny random Qwen2 (built offline) is the policy. Two agents run in runner proc
 `check` comments on the answer. The reward is the share of capital letters in the writer's answer, a toy task a tiny
 model can learn. Their spans go over OTLP to an embedded `agl-otel-collector` (SQLite in the work directory);
 `agent_match="write"` makes the writer's calls the training samples; verl runs GRPO on CPU through our CPU backend;
-the policy gateway serves the updated weights to the next step. It prints the reward per step, writes a reward-curve
-PNG and tells how to open the same traces in Jaeger.
+the policy gateway serves the updated weights to the next step. It shows the training loop's progress, the reward's
+rise, writes a reward-curve PNG and says in one line how to open the rollout view over the run's store; every
+other library's output goes to the work directory's demo.log (`-v`: to the terminal).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import statistics
 import sys
 import time
@@ -91,7 +91,7 @@ def demo_config(model: Path, steps: int, work: Path) -> dict[str, Any]:
             "save_freq": -1,
             "project_name": "lightning-otel-demo",
             "experiment_name": "capitals",
-            "logger": [],
+            "logger": ["console"],  # the training loop's progress: one line (a bar on a terminal) a step
             "default_local_dir": str(work / "checkpoints"),
         },
     }
@@ -117,15 +117,9 @@ def write_reward_curve(rewards: list[float], path: Path) -> Path:
     return path
 
 
-def _print_step(step: int, metrics: dict[str, float]) -> None:
-    print(
-        f"  step {step:3d}  reward {metrics.get('rollout/reward_mean', math.nan):.3f}  "
-        f"samples {metrics.get('batch/rows', 0):3.0f}  {metrics.get('timing_s/step', math.nan):5.1f}s",
-        flush=True,
-    )
-
-
-def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners: int = 2) -> int:
+def run_train_demo(
+    *, steps: int = 40, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False
+) -> int:
     try:
         import torch  # noqa: F401
         import verl  # noqa: F401
@@ -133,53 +127,44 @@ def run_train_demo(*, steps: int = 40, workdir: str | Path = "agl-demo", runners
         print(f"lightning-otel demo needs the [demo] extra (verl, torch): pip install -e '.[demo]' ({exc})")
         return 2
     from lightning_otel.collector.server import EmbeddedCollector
-    from lightning_otel.testing.tiny_model import save_tiny_model
+    from lightning_otel.testing import save_tiny_model
 
-    work = Path(workdir).resolve()
+    shown = Path(workdir)  # as the user wrote it: the commands printed below work from here
+    work = shown.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    model = work / "model"
-    if not (model / "config.json").exists():
-        save_tiny_model(model)
-    store = work / "collector.sqlite3"
-    print(f"policy: a tiny random Qwen2 built offline in {model}")
-    print(f"task: write answers in capital letters (reward = capital-letter share); {steps} GRPO steps on CPU")
+    model, store, log = work / "model", work / "collector.sqlite3", shown / "demo.log"
+    print(
+        f"lightning-otel demo: {steps} GRPO steps on CPU; policy: a tiny random Qwen2 built offline ({shown / 'model'})"
+    )
+    print("task: write answers in capital letters (reward = capital-letter share); agents `write` and `check`, "
+          "agent_match='write'")  # fmt: skip
+    if not verbose:
+        print(f"other libraries' output (Ray, verl, torch, the runners): {log}  (-v shows it here)", flush=True)
     started = time.monotonic()
-    with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:  # each demo run starts empty
-        print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {store}")
-        print("starting verl (Ray, the FSDP actor, the CPU rollout replica) ...", flush=True)
-        trainer = lightning_otel.Trainer(
-            n_runners=runners,
-            algorithm=lightning_otel.VERL(demo_config(model, steps, work), device="cpu", on_step=_print_step),
-            adapter={"agent_match": "write"},
-            initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
-            collector=addresses.query,
-        )
-        result = trainer.fit(shout_rollout, TASKS)
+    with lightning_otel.quiet(log, verbose=verbose):
+        if not (model / "config.json").exists():
+            save_tiny_model(model)
+        with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:  # each demo run starts empty
+            trainer = lightning_otel.Trainer(
+                n_runners=runners,
+                algorithm=lightning_otel.VERL(demo_config(model, steps, work), device="cpu"),
+                adapter={"agent_match": "write"},
+                initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+                collector=addresses.query,
+            )
+            result = trainer.fit(shout_rollout, TASKS)
     rewards = result.rewards()
     try:
-        curve: Path | str = write_reward_curve(rewards, work / "reward_curve.png")
+        write_reward_curve(rewards, work / "reward_curve.png")
+        curve: Path | str = shown / "reward_curve.png"
     except ImportError:  # the [demo] extra brings matplotlib; the run itself does not need it
         curve = "not drawn (pip install matplotlib)"
     quarter = max(1, len(rewards) // 4)
     first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
-    print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}")
-    print(f"reward curve: {curve}")
-    print(f"done in {time.monotonic() - started:.0f}s")
-    example = result.steps[-1].rollout_ids[0] if result.steps and result.steps[-1].rollout_ids else "ROLLOUT_ID"
-    print(f"""
-See what the trainer saw (runs, steps, each rollout's span tree, the trained tokens, an agent_match box):
-  agl-otel-collector --store sqlite:///{store} --http-port 4319 --grpc-port -1 --query-port 16687 \\
-      --tokenizer {model}
-  then open http://127.0.0.1:16687/ui (rollout {example}: http://127.0.0.1:16687/ui#/rollout/{example})
-
-Open the traces in Jaeger (they stay in {store}):
-  docker run --rm -p 16686:16686 -p 4318:4318 jaegertracing/jaeger:latest      # a Jaeger with an OTLP receiver
-  agl-otel-collector --store sqlite:///{store} --http-port 4319 --grpc-port -1 --query-port 16687 \\
-      --forward-otlp http://127.0.0.1:4318 --jaeger-ui-url http://127.0.0.1:16686
-  then http://127.0.0.1:16686 (services: the runners' and agl-policy-gateway). Links to one rollout's traces:
-  agl-otel-collector link {example} --query-url http://127.0.0.1:16687 --jaeger-ui-url http://127.0.0.1:16686
-Without Jaeger, that collector serves Jaeger's query API itself (http://127.0.0.1:16687/api/traces), which
-Grafana's Jaeger data source reads.""")
+    print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}; curve {curve}; "
+          f"{time.monotonic() - started:.0f} s")  # fmt: skip
+    ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown / 'model'}"
+    print(f"see what the trainer saw (runs, steps, span trees, trained tokens): {ui}  (http://127.0.0.1:16687/ui)")
     return 0
 
 

@@ -342,6 +342,8 @@ class Algorithm(abc.ABC):
 
     # True when it learns from message content (SFT): the Trainer's runners then record it on LLM spans.
     needs_message_content: ClassVar[bool] = False
+    # True when it shows its own progress (the training loop's step bar): the Trainer then shows no batch bar.
+    shows_progress: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any: ...

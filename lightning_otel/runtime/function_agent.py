@@ -174,10 +174,32 @@ def find_attribute(spec: str) -> Any:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"agent {spec!r} must look like package.module:name")
-    target: Any = importlib.import_module(module_name)
+    target: Any = _import(module_name)
     for part in attribute.split("."):
-        target = getattr(target, part)
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AttributeError(f"{module_name} has no {attribute!r} (agent {spec!r})") from None
     return target
+
+
+class AgentImportError(ImportError):
+    """The agent's module exists but importing it failed (its own import of something else, a syntax error, ...)."""
+
+
+def _import(module_name: str) -> Any:
+    """The module; when it is there but its import fails, an `AgentImportError` with the real cause."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        parts = module_name.split(".")
+        if exc.name in {".".join(parts[:end]) for end in range(1, len(parts) + 1)}:
+            raise ModuleNotFoundError(f"no module named {module_name!r} (is its folder on the path?)") from None
+        raise AgentImportError(f"importing {module_name} failed: {exc} (raised while importing it)") from exc
+    except ImportError as exc:
+        raise AgentImportError(f"importing {module_name} failed: {exc}") from exc
+    except Exception as exc:  # a syntax error, an exception at its import time
+        raise AgentImportError(f"importing {module_name} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def rollout(function: Callable[..., Any]) -> FunctionAgent:

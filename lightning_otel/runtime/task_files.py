@@ -23,16 +23,29 @@ def load_tasks(path: str | Path) -> list[Any]:
         tasks: list[Any] = pd.read_parquet(path).to_dict("records")
     else:
         text = path.read_text(encoding="utf-8")
-        try:
-            if text.lstrip().startswith("["):
+        if text.lstrip().startswith("["):
+            try:
                 tasks = json.loads(text)
-            else:
-                tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON or JSONL ({exc})") from None
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: not a JSON list ({exc})") from None
+        else:
+            tasks = [_jsonl_line(path, number, line) for number, line in enumerate(text.splitlines(), 1)]
+            tasks = [task for task in tasks if task is not _BLANK]
     if not tasks:
         raise ValueError(f"{path} holds no tasks")
     return tasks
+
+
+_BLANK = object()
+
+
+def _jsonl_line(path: Path, number: int, line: str) -> Any:
+    if not line.strip():
+        return _BLANK
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def _hf_dataset(path: Path) -> list[Any]:

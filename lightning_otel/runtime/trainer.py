@@ -365,7 +365,8 @@ class Trainer:
             )
             pool.start()
             stack.callback(pool.stop)
-            progress = stack.enter_context(_ProgressDisplay(enabled=self.progress))
+            shown = self.progress and not self.algorithm.shows_progress  # one live display at a time
+            progress = stack.enter_context(_ProgressDisplay(enabled=shown))
             run = TrainingRun(
                 client,
                 self.adapter,

@@ -1,13 +1,37 @@
-"""Test support that ships with the package, for our tests and for users testing their own agents.
+"""Test support that ships with the package, for our tests and for users testing their own agents (a public face:
+examples import only from here, `lightning_otel` and `lightning_otel.collector`).
 
 - `OpenAITestServer`: an OpenAI-compatible HTTP server on loopback returning vLLM-format token ids and logprobs
-  from a real (tiny, offline) tokenizer; replies are scripted or echo-like.
+  from a real (tiny, offline) tokenizer; replies are scripted (`Reply`, `ToolCall`) or echo-like.
 - `SpanCapture`: an in-memory span processor with helpers to find LLM, agent and reward spans.
+- `build_tokenizer` / `train_tokenizer`: a tiny BPE tokenizer with a ChatML template, built offline (the second
+  trained on your own prompts); `ChatTokenizer` wraps one.
+- `save_tiny_model(path, ...)`: a tiny random Qwen2 (or Llama) with that tokenizer, saved as a Hugging Face model
+  folder any trainer here loads (needs torch and transformers, imported on first use).
 - pytest fixtures `openai_test_server` and `agl_spans` (plugin registered automatically).
 """
 
+from typing import Any
+
 from lightning_otel.testing.server import OpenAITestServer, Reply, ToolCall
 from lightning_otel.testing.span_capture import SpanCapture
-from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
+from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, train_tokenizer
 
-__all__ = ["ChatTokenizer", "OpenAITestServer", "Reply", "SpanCapture", "ToolCall", "build_tokenizer"]
+__all__ = [
+    "ChatTokenizer",
+    "OpenAITestServer",
+    "Reply",
+    "SpanCapture",
+    "ToolCall",
+    "build_tokenizer",
+    "save_tiny_model",
+    "train_tokenizer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "save_tiny_model":  # torch and transformers: loaded when a model is built, not with the test server
+        from lightning_otel.testing.tiny_model import save_tiny_model
+
+        return save_tiny_model
+    raise AttributeError(f"module 'lightning_otel.testing' has no attribute {name!r}")

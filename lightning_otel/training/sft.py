@@ -154,6 +154,7 @@ class SFT(Algorithm):
     """
 
     needs_message_content: ClassVar[bool] = True  # the Trainer's runners record message content for it
+    shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
 
     def __init__(
         self,

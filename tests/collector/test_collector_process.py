@@ -167,16 +167,17 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_bad_store_urls_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "garbage.sqlite3").write_text("not a database")
-    for store, expected in (
+    for store, expected, code in (
         (
             f"sqlite:///{tmp_path}/garbage.sqlite3",
             f"SQLite at {tmp_path}/garbage.sqlite3 unusable: file is not a database",
+            1,  # the store's state
         ),
-        ("mysql://db", "unsupported store URL"),
-        ("postgresql://agl@127.0.0.1:1/none", "PostgreSQL at 127.0.0.1:1/none unavailable"),
+        ("mysql://db", "unsupported store URL", 2),  # bad input
+        ("postgresql://agl@127.0.0.1:1/none", "PostgreSQL at 127.0.0.1:1/none unavailable", 1),
     ):
         result = _run_collector(store, 0)
-        assert result.returncode == 1
+        assert result.returncode == code, (store, result.returncode)
         assert result.stderr.startswith("agl-otel-collector:") and expected in result.stderr
         assert "Traceback" not in result.stderr
 

@@ -26,7 +26,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, BatchResult, TrainingRun
 from lightning_otel.runtime.resources import ProxyLLM
@@ -71,6 +71,8 @@ class TrainingLoop(Algorithm):
     `rollout_timeout_s`: a step's rollouts still running then are cancelled; `gateway_host`/`gateway_port`: where the
     gateway listens ("0.0.0.0" for runners on other machines)."""
 
+    shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
+
     def __init__(
         self,
         backend: Backend,
@@ -91,7 +93,9 @@ class TrainingLoop(Algorithm):
         self.sampling = dict(sampling or {})
         self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
         self.group_by_agent = group_by_agent
-        self.trackers = trackers
+        # one console line (a progress bar on a terminal) a step unless trackers are given
+        console_only = MetricsLog(("console",), project="", experiment="", log_dir=None)
+        self.trackers: MetricsLog = trackers if trackers is not None else console_only
         self.on_step = on_step
         self.policy_resource = policy_resource
         self.rollout_timeout_s = rollout_timeout_s
@@ -108,14 +112,14 @@ class TrainingLoop(Algorithm):
         result = LoopResult()
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
-            if self.trackers is not None:
-                stack.callback(self.trackers.close)
+            stack.callback(self.trackers.close)
             replicas = stack.enter_context(self.backend.serving())
             if replicas is not None:
                 self._gateway = stack.enter_context(self._served(run, replicas))
             resumed = self.backend.load()
             if resumed:
                 log.info("resuming after step %d (the backend's latest checkpoint)", resumed)
+            self.trackers.start(len(steps), resumed)
             self._publish(run, resumed)
             if val_tasks and self.schedule.val_at_start:
                 self._record_validation(result, resumed, run, val_tasks)
@@ -126,8 +130,7 @@ class TrainingLoop(Algorithm):
                 if self.schedule.saves_after(step, len(steps)) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
                 result.steps.append(record)
-                if self.trackers is not None:
-                    self.trackers.log(step, record.metrics, note=_note(record))
+                self.trackers.log(step, record.metrics, note=_note(record))
                 if self.on_step is not None:
                     self.on_step(step, record.metrics)
             result.final = self.backend.finish()
@@ -219,7 +222,7 @@ class TrainingLoop(Algorithm):
         if math.isnan(metrics.get("val/reward_mean", math.nan)):
             log.warning("validation at step %d: no rollout succeeded with a reward (%s)", step, batch.metrics())
         result.validations.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids)))
-        if log_it and self.trackers is not None:
+        if log_it:
             self.trackers.log(step, metrics)
         return metrics
 

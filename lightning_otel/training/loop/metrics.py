@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,55 @@ def console_line(step: int, metrics: Mapping[str, float], note: str = "") -> str
     return f"step {step}: {shown}" + (f"  ({note})" if note else "")
 
 
+class StepProgress:
+    """The console tracker's display: on a terminal a progress bar (step k/N, reward, samples, seconds a step,
+    ETA) with a line above it for each step that was skipped or validated; elsewhere (CI logs, files) one line a
+    step with the same fields and `[k/N, ETA]`."""
+
+    def __init__(self, total: int, done: int = 0) -> None:
+        from lightning_otel.runtime.output import terminal
+
+        self.console = terminal()
+        self.total, self.done = total, done
+        self.started = time.monotonic()
+        self._bar: Any = None
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(
+                TextColumn("step"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[shown]}"),
+                TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+            )  # fmt: skip
+            self._task = self._bar.add_task("steps", total=total, completed=done, shown="")
+            self._bar.start()
+
+    def step(self, step: int, metrics: Mapping[str, float], note: str) -> None:
+        self.done = max(self.done, step)
+        if self._bar is None:
+            print(f"{console_line(step, metrics, note)}  [{self.done}/{self.total}, ETA {self._eta()}]",
+                  file=self.console.file, flush=True)  # fmt: skip
+            return
+        shown = "  ".join(f"{name} {_short(metrics[key])}" for key, name in PROGRESS_KEYS.items() if key in metrics)
+        self._bar.update(self._task, completed=self.done, shown=shown)
+        if note or any(key.startswith("val/") for key in metrics):
+            self._bar.console.print(console_line(step, metrics, note), highlight=False)
+
+    def _eta(self) -> str:
+        remaining = self.total - self.done
+        if remaining <= 0 or not self.done:
+            return "0s" if remaining <= 0 else "?"
+        return f"{(time.monotonic() - self.started) / self.done * remaining:.0f}s"
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+# What the progress bar shows beside the step count.
+PROGRESS_KEYS = {"rollout/reward_mean": "reward", "training/samples": "samples", "timing_s/step": "s/step"}
+
+
 class MetricsLog:
     """Per-step metrics to the trackers VERL's `trainer.logger` names: "console" (one line a step) and "jsonl"
     (`log_dir`/metrics.jsonl, every metric) here; any other (wandb, tensorboard, mlflow, swanlab, file, ...)
@@ -105,6 +155,7 @@ class MetricsLog:
     ) -> None:
         self.experiment = experiment
         self.console = "console" in backends
+        self._progress: StepProgress | None = None
         self.jsonl = (log_dir / "metrics.jsonl") if "jsonl" in backends and log_dir is not None else None
         if "jsonl" in backends and log_dir is None:
             raise ValueError("logger 'jsonl' needs a log_dir")
@@ -119,10 +170,19 @@ class MetricsLog:
         if self.jsonl is not None:
             self.jsonl.parent.mkdir(parents=True, exist_ok=True)
 
+    def start(self, total_steps: int, done: int = 0) -> None:
+        """The run's length, for the console's progress (step k of N, ETA); without it, plain lines."""
+        if self.console:
+            self._progress = StepProgress(total_steps, done)
+
     def log(self, step: int, metrics: Mapping[str, float], note: str = "") -> None:
         """`note`: a few words after the console line (why a step was skipped)."""
-        if self.console:
-            print(console_line(step, metrics, note), flush=True)
+        if self.console and self._progress is not None:
+            self._progress.step(step, metrics, note)
+        elif self.console:
+            from lightning_otel.runtime.output import terminal
+
+            print(console_line(step, metrics, note), file=terminal().file, flush=True)
         if self.jsonl is not None:
             with self.jsonl.open("a", encoding="utf-8") as out:
                 out.write(json.dumps({"run": self.experiment, "step": step, **metrics}) + "\n")  # runs append
@@ -131,6 +191,9 @@ class MetricsLog:
 
     def close(self) -> None:
         """Flush and close the trackers' runs (wandb's run, tensorboard's writer, verl's file)."""
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
         if self._tracking is not None:
             self._tracking.finish()
             self._tracking = None

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage, UniformWeight
@@ -119,6 +119,8 @@ class Tinker(Algorithm):
     estimator (default: reward - the group's mean); `logger`: "console", "jsonl" (`log_dir`/metrics.jsonl) and
     VERL's trackers; `on_step(step, metrics)`: called after each step.
     """
+
+    shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
 
     def __init__(
         self,

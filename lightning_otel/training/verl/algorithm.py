@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.training.loop.advantages import AdvantageEstimator, BackendAdvantage, GroupAdvantage
@@ -59,6 +59,8 @@ class VERL(Algorithm):
     default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
     and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
     """
+
+    shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
 
     def __init__(
         self,

@@ -1,0 +1,76 @@
+"""`lightning-otel ui STORE`: the rollout view over a store any run left (a demo's, an example's, a training's).
+
+    lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model     # then open http://127.0.0.1:16687/ui
+    lightning-otel ui postgresql://user@db/traces --port 16700
+
+STORE is a SQLite file's path or a store URL (`sqlite:///...`, `postgresql://...`). It is read, never created: a
+path with no store behind it is an error that says so (a `sqlite:///` URL followed by a relative path names an
+absolute file: `sqlite:///agl-demo/x` is `/agl-demo/x`). The view is served by a collector on loopback; its OTLP
+receiver listens on a free port, so a run still writing to the same store is not disturbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from lightning_otel.collector.tcp_listener import port_number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("store", help="a SQLite file's path, or sqlite:///ABSOLUTE/PATH, or postgresql://...")
+    parser.add_argument("--port", type=port_number, default=16687, help="the view's port (default 16687)")
+    parser.add_argument("--host", default="127.0.0.1", help="where to listen (default loopback)")
+    parser.add_argument("--tokenizer", help="the policy's tokenizer folder: token ids are shown as text")
+
+
+class NoStore(ValueError):
+    """The store named does not exist."""
+
+
+def store_url(store: str) -> str:
+    """The URL of an existing store: a path becomes sqlite:///ABSOLUTE; a SQLite file must exist."""
+    if "://" not in store:
+        path = Path(store).expanduser().resolve()
+        if not path.is_file():
+            raise NoStore(f"no store at {path} (run the demo or a training first, or give the store's path)")
+        return f"sqlite:///{path}"
+    if store.startswith("sqlite:"):
+        location = store.removeprefix("sqlite://").partition("?")[0]  # as the SQLite store reads it
+        path = Path("/" + location.lstrip("/") if location.startswith("//") else location).expanduser()
+        if not path.is_file():
+            relative = Path(location.lstrip("/"))
+            hint = ""
+            if location.startswith("/") and relative.is_file():  # sqlite:///agl-demo/x meant ./agl-demo/x
+                hint = f": sqlite:/// is followed by an absolute path; for ./{relative} give its path"
+            raise NoStore(f"no store at {path}{hint}")
+    return store
+
+
+def run(args: argparse.Namespace) -> int:
+    from lightning_otel.collector.client import Client
+    from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+
+    try:
+        url = store_url(args.store)
+        config = CollectorConfig(host=args.host, http_port=0, grpc_port=None, query_port=args.port, store_url=url,
+                                 tokenizer=args.tokenizer)  # fmt: skip
+        collector = EmbeddedCollector(config)
+        addresses = collector.start()
+    except (NoStore, OSError, ValueError) as exc:
+        print(f"lightning-otel ui: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with Client(addresses.query) as client:
+            stats = client.queue_stats()
+        rollouts = sum(int(count) for count in stats.values())
+        print(f"rollout view: {addresses.query}/ui  ({rollouts} rollouts in {url.split('?', 1)[0]}; Ctrl-C stops)",
+              flush=True)  # fmt: skip
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        collector.stop()

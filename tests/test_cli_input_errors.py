@@ -1,0 +1,81 @@
+"""Bad input on the command line: one line on stderr naming the argument and the problem, exit code 2, no traceback
+(the port, the regular expression, the JSONL line, the agent module's own import error)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightning_otel.runtime.task_files import load_tasks
+
+LIGHTNING = [sys.executable, "-m", "lightning_otel.cli"]
+COLLECTOR = [sys.executable, "-m", "lightning_otel.collector"]
+
+
+def fails_with_one_line(command: list[str], *expected: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def test_an_agent_match_that_is_not_a_regular_expression(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    fails_with_one_line([*LIGHTNING, "train", "--agent", "m:a", "--train", str(tasks), "--agent-match", "("],
+                        "argument --agent-match", "'(' is not a regular expression")  # fmt: skip
+
+
+@pytest.mark.parametrize("port", ["99999", "-5", "http"])
+def test_a_port_out_of_range(port: str, tmp_path: Path) -> None:
+    fails_with_one_line([*COLLECTOR, "--http-port", port, "--store", str(tmp_path / "s.sqlite3")],
+                        "argument --http-port")  # fmt: skip
+
+
+def test_a_busy_port_is_named(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for flag in ("--query-port", "--grpc-port"):
+            others = {"--query-port": "0", "--grpc-port": "0", "--http-port": "0", flag: str(port)}
+            args = [item for pair in others.items() for item in pair]
+            line = fails_with_one_line([*COLLECTOR, *args, "--store", str(tmp_path / "s.sqlite3")], str(port))
+            assert "in use" in line or "not available" in line, line
+
+
+def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "one"}\n\n{"question": "three"\n')
+    with pytest.raises(ValueError, match=r"tasks.jsonl, line 3: not JSON"):
+        load_tasks(tasks)
+    fails_with_one_line([*LIGHTNING, "train", "--agent", "m:a", "--train", str(tasks)], "line 3: not JSON")
+
+
+def test_an_agent_module_whose_own_import_fails_says_what_failed(tmp_path: Path) -> None:
+    (tmp_path / "my_agents.py").write_text("import package_that_is_not_installed\n\ndef agent(task):\n    return 1.0\n")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    line = fails_with_one_line([*LIGHTNING, "train", "--agent", "my_agents:agent", "--train", str(tasks)],
+                               "importing my_agents failed", "package_that_is_not_installed", cwd=tmp_path)  # fmt: skip
+    missing = fails_with_one_line([*LIGHTNING, "train", "--agent", "not_there:agent", "--train", str(tasks)],
+                                  "no module named 'not_there'", cwd=tmp_path)  # fmt: skip
+    assert line != missing
+
+
+def test_the_rollout_view_of_a_store_that_does_not_exist_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    fails_with_one_line([*LIGHTNING, "ui", str(tmp_path / "agl-demo" / "collector.sqlite3")], "no store at",
+                        cwd=tmp_path)  # fmt: skip
+    (tmp_path / "agl-demo").mkdir()
+    (tmp_path / "agl-demo" / "collector.sqlite3").write_bytes(b"")
+    line = fails_with_one_line([*LIGHTNING, "ui", "sqlite:///agl-demo/collector.sqlite3"],
+                               "no store at /agl-demo/collector.sqlite3", "give its path", cwd=tmp_path)  # fmt: skip
+    assert "sqlite:/// is followed by an absolute path" in line
+    assert not Path("/agl-demo").exists() and (tmp_path / "agl-demo" / "collector.sqlite3").stat().st_size == 0

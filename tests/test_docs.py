@@ -1,0 +1,64 @@
+"""The docs: the site builds strictly (a broken link or anchor fails the build), the README stays a short front page,
+and every command the docs tell a user to run is run by a test or says why it is not run here."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.doc_commands import CI, COMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "examples").glob("*/README.md"))]
+
+
+def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "site" / "training" / "loop" / "index.html").exists()
+
+
+def test_the_readme_is_a_short_front_page() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines: move the detail to docs/"
+
+
+def commands(path: Path) -> list[str]:
+    """The commands in a page's bash blocks: continuation lines joined, whitespace collapsed, comments dropped."""
+    found = []
+    for block in re.findall(r"```(?:bash|shell|sh)\n(.*?)```", path.read_text(), re.DOTALL):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = re.sub(r"\s+#.*$", "", line.strip())
+            if line and not line.startswith("#"):
+                found.append(re.sub(r"\s+", " ", line))
+    return found
+
+
+def test_every_command_in_the_docs_runs_in_a_test_or_says_why_not() -> None:
+    missing = sorted({f"{path.relative_to(ROOT)}: {command}" for path in DOCS for command in commands(path)
+                      if command not in COMMANDS})  # fmt: skip
+    assert not missing, "commands tests/doc_commands.py does not place (a test, CI, or why not):\n" + "\n".join(missing)
+
+
+def test_every_test_the_commands_table_names_exists() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    wrong = []
+    for command, where in COMMANDS.items():
+        if where == CI:
+            if command not in ci:
+                wrong.append(f"{command!r}: not in .ci/run")
+        elif not where.startswith("not run here:"):
+            file, _, name = where.partition("::")
+            source = ROOT / file
+            defined = source.exists() and name in {
+                node.name for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.FunctionDef)
+            }
+            if not defined:
+                wrong.append(f"{command!r}: {where} does not exist")
+    assert not wrong, "\n".join(wrong)
