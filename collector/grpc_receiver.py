@@ -21,6 +21,7 @@ from lightning_otel.collector.http_receiver import RETRY_AFTER_S
 from lightning_otel.collector.ingest import Ingestor, Overloaded
 from lightning_otel.collector.otlp_decoding import DecodeError, decode_protobuf
 from lightning_otel.collector.store import TransientStoreError
+from lightning_otel.collector.tcp_listener import listening_socket
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -94,6 +95,9 @@ def build_grpc_server(
         ]
     )
     server.add_generic_rpc_handlers((TraceService(ingestor, auth_token).handler(),))
+    host, _, wanted = address.rpartition(":")
+    if int(wanted):  # taken? said in one line here, before gRPC's core logs its own error
+        listening_socket(host.strip("[]"), int(wanted)).close()
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as exc:  # grpcio raises when the address is taken or unavailable

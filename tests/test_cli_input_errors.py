@@ -54,9 +54,9 @@ def test_a_busy_port_is_named(tmp_path: Path) -> None:
 def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"question": "one"}\n\n{"question": "three"\n')
-    with pytest.raises(ValueError, match=r"tasks.jsonl, line 3: not JSON"):
+    with pytest.raises(ValueError, match=r"tasks.jsonl: not JSON or JSONL \(line 3: "):
         load_tasks(tasks)
-    fails_with_one_line([*LIGHTNING, "train", "--agent", "m:a", "--train", str(tasks)], "line 3: not JSON")
+    fails_with_one_line([*LIGHTNING, "train", "--agent", "m:a", "--train", str(tasks)], "(line 3: ")
 
 
 def test_an_agent_module_whose_own_import_fails_says_what_failed(tmp_path: Path) -> None:

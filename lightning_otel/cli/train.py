@@ -144,9 +144,9 @@ def run_train(args: argparse.Namespace) -> int:
 
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
-        agent = load_agent(args.agent)
-        tasks = load_tasks(args.train)
+        tasks = load_tasks(args.train)  # the files first: cheaper than importing the agent
         val_tasks = load_tasks(args.val) if args.val else None
+        agent = load_agent(args.agent)
     except (ImportError, AttributeError, OSError, ValueError, TypeError) as exc:
         print(f"lightning-otel train: {exc}", file=sys.stderr)
         return 2

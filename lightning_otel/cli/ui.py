@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         with Client(addresses.query) as client:
             stats = client.queue_stats()
         rollouts = sum(int(count) for count in stats.values())
-        print(f"rollout view: {addresses.query}/ui  ({rollouts} rollouts in {url.split('?', 1)[0]}; Ctrl-C stops)",
-              flush=True)  # fmt: skip
+        where = addresses.store.removeprefix("sqlite://") if url.startswith("sqlite:") else addresses.store
+        print(f"rollout view: {addresses.query}/ui  ({rollouts} rollouts in {where}; Ctrl-C stops)", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

@@ -45,7 +45,7 @@ def _jsonl_line(path: Path, number: int, line: str) -> Any:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        raise ValueError(f"{path}: not JSON or JSONL (line {number}: {exc.msg} at column {exc.colno})") from None
 
 
 def _hf_dataset(path: Path) -> list[Any]:
