@@ -67,6 +67,24 @@ def gsm8k_reward(answer: str, ground_truth: str) -> float:
         return 0.0
 
 
+def partial_credit(answer: str, ground_truth: str) -> float:
+    """GSM8K's reward, or, short of it, up to 0.5 for a final number close to the answer and a little for writing
+    at all (by length): a tiny random policy never answers right, so with the 0/1 reward alone every attempt scores
+    0, no group has a signal and no GRPO step can train. Tasks ask for it with `"partial_credit": true` (the
+    trainer's --ci-fast does); the tutorial's reward is `gsm8k_reward`."""
+    exact = gsm8k_reward(answer, ground_truth)
+    if exact:
+        return exact
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", answer.split("####")[-1].replace(",", ""))
+    try:
+        target = float(ground_truth)
+        if numbers:
+            return 0.25 + 0.25 / (1.0 + abs(float(numbers[-1]) - target) / max(abs(target), 1.0))
+    except ValueError:
+        pass
+    return 0.2 * len(answer) / (len(answer) + 40)
+
+
 @function_tool
 def calc_gsm8k_reward(ctx: RunContextWrapper[UserContext], answer: str) -> str:
     """Check a final answer to the problem; returns the reward (1.0 correct, 0.0 wrong)."""
@@ -137,4 +155,6 @@ async def chat(request: ChatRequest, http: Request) -> dict[str, Any]:
     except AgentsException as exc:  # the policy broke the tool protocol or ran out of turns: a wrong answer
         return {"reward": 0.0, "answer": None, "error": f"{type(exc).__name__}: {exc}"}
     reward = context.reward if context.reward is not None else gsm8k_reward(final, context.ground_truth)
+    if request.task.get("partial_credit") and not reward:
+        reward = partial_credit(final, context.ground_truth)
     return {"reward": reward, "answer": final}

@@ -105,6 +105,12 @@ def report(result: agl.TinkerResult, started: float, workdir: Path, window: int,
     )
     plot(rewards, result.validation, workdir / "reward_curve.png")
     rise, noise = rise_and_noise(rewards, window)
+    if math.isnan(noise):  # windows of one step: no spread to measure a rise against
+        if rise_required:
+            print(f"{len(rewards)} steps are too few to tell a rise from noise (windows of {window} step): run more",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
     print(f"rise {rise:+.3f} = {rise / noise if noise else math.inf:+.1f} x its noise ({noise:.3f}: the standard error "
           f"of the two windows' means); a rise counts beyond {RISE_BEYOND_NOISE:g} x")  # fmt: skip
     if rise_required and not rise > RISE_BEYOND_NOISE * noise:

@@ -192,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", help="dryrun: the player's OpenAI-compatible endpoint (default: scripted)")
     parser.add_argument("--n-tasks", type=int, default=4, help="dryrun: games to play")
     parser.add_argument("--no-runner-timeout", type=float, default=600.0, help="algo: seconds without any runner")
-    parser.add_argument("--verbose", action="store_true", help="dryrun: print every span")
+    parser.add_argument("--verbose", action="store_true",
+                        help="dryrun: every span; algo: other libraries' output here, not in train.log")  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=HERE / "logs" / "q20")
-    parser.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in train.log")
     args = parser.parse_args(argv)
     if args.max_turns is None:
         args.max_turns = 3 if args.mode == "dryrun" else 20

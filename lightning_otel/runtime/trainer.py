@@ -214,6 +214,19 @@ COLLECTOR_SHORTHANDS = {
 
 
 class Trainer:
+    """Runs a training: a collector (a running one, or embedded), runner processes executing the agent, and the
+    algorithm over the datasets (`fit`), or a dry run that prints everything (`dev`).
+
+    `n_runners` runner processes (0: only runners started elsewhere, `lightning-otel runner`), each running up to
+    `max_concurrency` rollouts at once; `algorithm` (default `Baseline()`); `adapter` (`TraceToTriplet` or its
+    keyword dict: `{"agent_match": "write"}`); `initial_resources` (the LLMs and prompts the agent reads);
+    `collector`: a running collector's query URL or the embedded one's `CollectorConfig` (the earlier keywords
+    `store_url`, `collector_host`, `collector_port`, `otlp_port`, `heartbeat_timeout_s` set its fields);
+    `max_attempts` per rollout; `rollout_timeout_s`; `span_wait_s` (late spans from other processes);
+    `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch).
+    Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
+    """
+
     def __init__(
         self,
         n_runners: int | None = None,
