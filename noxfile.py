@@ -137,7 +137,10 @@ def verl(session: nox.Session) -> None:
     # the same version as a reused environment's: replace it all the same
     fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
     constraints = ["-c", "constraints-adk.txt"]  # ADK's OpenTelemetry 1.44 with verl's tree
-    session.install(*fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS)
+    parallel = "pytest-xdist>=3.6"  # two test files at a time: a VERL run leaves a core idle a third of the time
+    session.install(
+        *fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS, parallel
+    )
     # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
     # shadow the installed package (the current directory comes first on sys.path).
     lane = Path(wheel_dir) / "lane"
@@ -157,4 +160,5 @@ def verl(session: nox.Session) -> None:
     # examples/agent_service runs its service in another environment (openai 3.x): the openai_agents session's,
     # which runs before this one
     env["AGL_SERVICE_PYTHON"] = str(Path(session.virtualenv.location).parent / "openai_agents" / "bin" / "python")
-    session.run("python", "-m", "pytest", "-q", *lanes, *session.posargs, env=env)
+    # each file on one worker: its module fixtures (data, a trained reward model, a GRPO run) are built once
+    session.run("python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", *lanes, *session.posargs, env=env)

@@ -85,8 +85,8 @@ def test_without_the_wait_the_late_agent_names_are_missed(late_service) -> None:
     with OpenAITestServer() as policy:
         batch = _dev(url, otlp_port, policy, span_wait_s=0)
     metrics = batch.metrics()
-    assert metrics["succeeded"] == 3 and metrics["triplets"] == 0
-    assert metrics["incomplete_rollouts"] == 3  # reported, not silent
+    assert metrics["succeeded"] == 3 and metrics["triplets"] == 0, metrics
+    assert metrics["incomplete_rollouts"] == 3, metrics  # reported, not silent
 
 
 def test_a_dry_run_that_reads_no_call_tells_late_spans_from_an_uninstrumented_client(

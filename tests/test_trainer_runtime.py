@@ -339,9 +339,9 @@ def test_a_second_session_on_one_collector_claims_its_first_rollout_at_once(tmp_
                 rollout = client.rollout(record["rollout_id"])
                 (attempt,) = rollout["attempt_list"]  # claimed once, by a live runner
                 assert attempt["runner_id"] not in first_runner
-                # the new runner process boots in ~1 s; the dead runner's claim would have held it for the heartbeat
-                # timeout (30 s) before a retry
-                assert (attempt["start_ns"] - rollout["created_ns"]) / 1e9 < 3.0
+                # the new runner process boots in ~1 s (3+ s on a loaded 2-core machine); the dead runner's claim
+                # would have held it for the heartbeat timeout (30 s) before a retry
+                assert (attempt["start_ns"] - rollout["created_ns"]) / 1e9 < 15.0
 
 
 def test_dev_with_a_gateway_dry_runs_an_agent_that_is_not_instrumented(capsys: pytest.CaptureFixture[str]) -> None:

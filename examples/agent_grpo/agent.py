@@ -84,7 +84,8 @@ async def medical_rollout(task: dict[str, Any], resources: dict[str, Any], rollo
         result = await Runner.run(medical_agent(model), task["question"], max_turns=4)
         answer, response_id = str(result.final_output or ""), last_response_id(result)
     except AgentsException as exc:  # e.g. more turns than allowed: the answer is empty, the reward says so
-        answer, response_id = f"(no answer: {type(exc).__name__})", None
+        # the judgement still goes to the call that ended the run without an answer
+        answer, response_id = f"(no answer: {type(exc).__name__})", last_response_id(exc.run_data)
     judged = [{"role": "user", "content": task["question"]}, {"role": "assistant", "content": answer}]
     judge = judge_for(resources["reward_model"])
     score = await agl.score_answer(judge, judged, response_id=response_id, emit=False)

@@ -163,14 +163,19 @@ class TrainingRun:
         self.span_wait_s = span_wait_s
         self.policy_notify_file = policy_notify_file
         self._batches = 0
-        self._span_sources: list[Callable[[], object]] = []
+        self._span_sources: list[Callable[[], bool]] = []
         self._call_counters: list[Callable[[list[tuple[str, str]]], int]] = []
 
-    def add_span_source(self, flush: Callable[[], object]) -> None:
+    def add_span_source(self, flush: Callable[[], bool]) -> None:
         """Spans this process makes for the rollouts (the policy gateway's): `flush` must put every one of them in the
         store; `collect` calls it after the rollouts finished and before reading their spans, so a rollout is never
         read without them (runners flush their own before reporting)."""
         self._span_sources.append(flush)
+
+    def _flush_span_sources(self) -> None:
+        for flush in self._span_sources:
+            if not flush():  # read anyway: what is stored is adapted, what is missing is counted
+                log.warning("a span source did not flush within its timeout: this batch may be read without its spans")
 
     def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None:
         """How many LLM calls a gateway served for given (rollout id, attempt id)s: `collect` reports it beside the
@@ -277,8 +282,7 @@ class TrainingRun:
         succeeded = [record for record in records if record["status"] == "succeeded"]
         spans: dict[str, list[Span]] = {}
         incomplete: dict[str, int] = {}
-        for flush in self._span_sources:
-            flush()
+        self._flush_span_sources()
         if succeeded:
             read = self.client.complete_rollouts_spans(
                 [r["rollout_id"] for r in succeeded],
@@ -312,8 +316,7 @@ class TrainingRun:
         if not succeeded:
             return 0
         time.sleep(wait_s)
-        for flush in self._span_sources:
-            flush()
+        self._flush_span_sources()
         now = self.client.rollouts_spans(
             [r["rollout_id"] for r in succeeded], attempt_ids=[r["attempt_id"] for r in succeeded]
         )
