@@ -19,7 +19,7 @@ from lightning_otel.testing import OpenAITestServer
 from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.backend import Backend, PolicyReplicas
 from lightning_otel.training.loop.loop import TrainingLoop
-from lightning_otel.training.loop.metrics import LOOP_METRICS, SUPERVISED_METRICS
+from lightning_otel.training.loop.metrics import LOOP_METRICS, SUPERVISED_METRICS, console_line
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.loop.schedule import Schedule
 
@@ -136,3 +136,8 @@ def test_a_step_whose_rewards_never_vary_is_skipped_and_a_run_of_them_raises(col
     )
     with pytest.raises(agl.NothingTrained, match=said):
         train(collector, RecordingBackend(tmp_path / "b"), constant, max_steps=2)
+
+
+def test_the_step_line_leaves_out_what_the_backend_does_not_have() -> None:
+    line = console_line(3, {"rollout/reward_mean": 0.5, "training/policy_version": float("nan"), "rollout/failed": 0})
+    assert line == "step 3: reward 0.500  failed 0"

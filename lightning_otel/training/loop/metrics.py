@@ -86,7 +86,11 @@ OWN_BACKENDS = ("console", "jsonl")
 
 
 def console_line(step: int, metrics: Mapping[str, float], note: str = "") -> str:
-    shown = "  ".join(f"{name} {_short(metrics[key])}" for key, name in CONSOLE_KEYS.items() if key in metrics)
+    shown = "  ".join(
+        f"{name} {_short(metrics[key])}"
+        for key, name in CONSOLE_KEYS.items()
+        if key in metrics and not math.isnan(metrics[key])  # NaN: not this backend's (SFT has no policy version)
+    )
     return f"step {step}: {shown}" + (f"  ({note})" if note else "")
 
 
