@@ -85,13 +85,16 @@ CONSOLE_KEYS = {
 OWN_BACKENDS = ("console", "jsonl")
 
 
-def console_line(step: int, metrics: Mapping[str, float], note: str = "") -> str:
-    shown = "  ".join(
+def _shown(metrics: Mapping[str, float], names: Mapping[str, str]) -> str:
+    return "  ".join(
         f"{name} {_short(metrics[key])}"
-        for key, name in CONSOLE_KEYS.items()
+        for key, name in names.items()
         if key in metrics and not math.isnan(metrics[key])  # NaN: not this backend's (SFT has no policy version)
     )
-    return f"step {step}: {shown}" + (f"  ({note})" if note else "")
+
+
+def console_line(step: int, metrics: Mapping[str, float], note: str = "") -> str:
+    return f"step {step}: {_shown(metrics, CONSOLE_KEYS)}" + (f"  ({note})" if note else "")
 
 
 class StepProgress:
@@ -122,8 +125,7 @@ class StepProgress:
             print(f"{console_line(step, metrics, note)}  [{self.done}/{self.total}, ETA {self._eta()}]",
                   file=self.console.file, flush=True)  # fmt: skip
             return
-        shown = "  ".join(f"{name} {_short(metrics[key])}" for key, name in PROGRESS_KEYS.items() if key in metrics)
-        self._bar.update(self._task, completed=self.done, shown=shown)
+        self._bar.update(self._task, completed=self.done, shown=_shown(metrics, PROGRESS_KEYS))
         if note or any(key.startswith("val/") for key in metrics):
             self._bar.console.print(console_line(step, metrics, note), highlight=False)
 
