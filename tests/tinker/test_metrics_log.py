@@ -17,7 +17,11 @@ def test_console_and_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     log = MetricsLog(("console", "jsonl"), project="p", experiment="e", log_dir=tmp_path)
     log.log(3, METRICS)
     log.close()
-    assert capsys.readouterr().out == "step 3: reward 0.250  val nan  datums 32\n"
+    log = MetricsLog(("console",), project="p", experiment="e", log_dir=None)
+    log.log(4, {**METRICS, "val/reward_mean": 0.5})
+    log.close()
+    # A step without validation (NaN) leaves the field out rather than printing "val nan".
+    assert capsys.readouterr().out == "step 3: reward 0.250  datums 32\nstep 4: reward 0.250  val 0.500  datums 32\n"
     (line,) = (tmp_path / "metrics.jsonl").read_text().splitlines()
     record = json.loads(line)
     assert (record["run"], record["step"], record["train/loss_sum"]) == ("e", 3, -1.5)
