@@ -66,6 +66,7 @@ def openai3(session: nox.Session) -> None:
         "--ignore=tests/test_layout.py",
         "--ignore=tests/test_examples_public_api.py",
         "--ignore=tests/test_readme.py",
+        "--ignore=tests/test_benchmark_quick_modes.py",  # the benchmarks run in the main environment
         *session.posargs,
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
@@ -152,7 +153,7 @@ def verl(session: nox.Session) -> None:
     # shadow the installed package (the current directory comes first on sys.path).
     lane = Path(wheel_dir) / "lane"
     shutil.rmtree(lane, ignore_errors=True)
-    for part in ("tests", "examples"):
+    for part in ("tests", "examples", "benchmarks"):
         outputs = shutil.ignore_patterns("__pycache__", "runs", "data")  # not run outputs
         shutil.copytree(part, lane / part, ignore=outputs)
     shutil.copy("pyproject.toml", lane)  # pytest's settings

@@ -52,7 +52,10 @@ def cpu_ms_per_rollout(name: str, build: Callable[[str], object], rollouts: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="10 rollouts, seconds: that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.rollouts = 10
     with tempfile.TemporaryDirectory() as directory:
         build(directory)
         database = str(next(Path(directory).glob("database/*/*.sqlite")))

@@ -131,7 +131,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="with --back-to-back: rounds of calls/rounds calls")
     parser.add_argument("--back-to-back", action="store_true", help="calls in a row, export competing")
     parser.add_argument("--prompt-words", type=int, default=120, help="size of the prompt (and of the echo)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: that it runs (the tests run it)")
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.prompt_words = 20, 20
 
     server, base_url = start_server()
     try:
@@ -226,6 +229,8 @@ def run(args: argparse.Namespace, base_url: str) -> None:
             samples = measure(conditions, call, calls, settle, args.rounds)
             report(f"{transport}, {shape}, {mode}", samples, paired=not args.back_to_back)
     print(f"\nexported {exporter.spans} lightning-otel spans ({exporter.bytes / max(exporter.spans, 1):.0f} B each)")
+    if not exporter.spans:
+        sys.exit("lightning-otel exported no span: the instrumented condition measured nothing")
 
 
 Conditions = dict[str, tuple[Callable[[], None], Callable[[], None]]]

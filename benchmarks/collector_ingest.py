@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import math
 import multiprocessing as mp
 import os
 import socket
@@ -78,9 +79,10 @@ def sender(
     url: str, worker: int, seconds: float, rate: float | None, results: mp.Queue, al_rollouts: list | None = None
 ) -> None:
     """Send batches for `seconds`; `rate` (spans/s for this worker) paces them. Reports latencies and statuses."""
-    bodies = [
-        batch_body(worker, n, al_rollouts=al_rollouts) for n in range(256)
-    ]  # resent bodies are duplicates: still written and checked
+    # ~25 batches/s a sender: distinct bodies for the run, not more (building one takes milliseconds); resent bodies
+    # are duplicates: still written and checked
+    distinct = min(256, max(8, math.ceil(seconds * 25)))
+    bodies = [batch_body(worker, n, al_rollouts=al_rollouts) for n in range(distinct)]
     latencies, statuses = [], {}
     interval = BATCH / rate if rate else 0.0
     host, port = url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
@@ -245,6 +247,8 @@ def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
     try:
         lat, statuses = run_senders(collector.url, 4, seconds)
         rate = statuses.get(200, 0) * BATCH / seconds
+        if not rate:
+            sys.exit(f"the collector committed no batch in {seconds:g} s (statuses {statuses}): nothing measured")
         print(
             f"sustained ingest (ack after commit): {rate:,.0f} spans/s   bare decode-and-drop receiver: "
             f"{bare_rate:,.0f} spans/s   ratio {rate / bare_rate:.2f}x   statuses {statuses}"
@@ -360,7 +364,10 @@ def main() -> None:
         help="path to the `agl` command of a separate venv with agentlightning==0.3.0: also measure "
         "its store server's /v1/traces under the same load",
     )
+    parser.add_argument("--quick", action="store_true", help="SQLite, 1 s per load, a 20k-span store: that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.store, args.seconds, args.big_store = "sqlite", 1.0, 20_000
     if args.agent_lightning:
         print("\n== Agent Lightning 0.3 side by side (same senders, same batches)")
         theirs = agent_lightning_rate(args.agent_lightning, args.seconds)

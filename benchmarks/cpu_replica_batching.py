@@ -80,7 +80,10 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8, help="requests per distinct prompt (1: all distinct)")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the verl CPU replica's default: 1)")
+    parser.add_argument("--quick", action="store_true", help="8 requests of 8 tokens, seconds: that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.group_size, args.max_tokens = 8, 4, 8
     torch.set_num_threads(args.threads)
     raw = build_tokenizer()
     tokenizer = HFChatTokenizer(raw) if hasattr(raw, "apply_chat_template") else raw

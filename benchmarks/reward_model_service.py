@@ -115,11 +115,14 @@ def main() -> None:
     parser.add_argument("--model", help="a reward model folder (default: one built offline, see the next two)")
     parser.add_argument("--hidden-size", type=int, default=64, help="the offline model's width (64: the tiny one)")
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="20 requests, 5 at once, one round: that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.concurrency = 20, 5
     model = args.model or str(offline_reward_model(args.hidden_size, args.layers))
     items = conversations(args.requests)
     best: dict[str, dict] = {}
-    for _ in range(3):
+    for _ in range(1 if args.quick else 3):
         for name, batch, wait in (("batched", 32, 5.0), ("unbatched", 1, 0.0)):
             result = measure(model, items, args.concurrency, batch, wait)
             if name not in best or result["rps"] > best[name]["rps"]:

@@ -85,12 +85,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="3 steps of 2x2 rollouts, seconds: that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.batch_size, args.group_size, args.max_tokens = 3, 2, 2, 4
     tasks, _ = hello.hello_tasks()
     with tempfile.TemporaryDirectory() as folder:
         model = save_tiny_model(Path(folder) / "tiny")
         direct = direct_loop(model, tasks, args)
         traced = traced_loop(model, tasks, args)
+    if len(direct) != args.steps or len(traced) != args.steps:
+        sys.exit(f"steps run: direct {len(direct)}, traced {len(traced)} of {args.steps}: not a measurement")
     # the first traced step includes runner start-up; report the median of the steps after it for both
     direct_s, traced_s = statistics.median(direct[1:]), statistics.median(traced[1:])
     rollouts = args.batch_size * args.group_size

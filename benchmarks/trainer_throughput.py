@@ -187,7 +187,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="rollouts at once per runner")
     parser.add_argument("--adapter-rollouts", type=int, default=10_000)
     parser.add_argument("--agl-python", help="python of a venv with agentlightning 0.3 (side-by-side adapter)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: that it runs (the tests run it)")
     args = parser.parse_args()
+    if args.quick:
+        args.rollouts, args.adapter_rollouts = 40, 200
     server, base_url = start_server()
     try:
         print(
@@ -196,8 +199,15 @@ def main() -> None:
         floor = uninstrumented(base_url, args.rollouts, args.concurrency)
         print(f"  uninstrumented agent, one process, no trainer   {args.rollouts / floor:8.1f} rollouts/s")
         # span_wait_s=0: the batch read checks completeness once and never waits (the read before complete reads)
-        for n_runners, span_wait_s in ((1, 30.0), (2, 30.0), (2, 0.0)):
+        configurations = ((2, 30.0),) if args.quick else ((1, 30.0), (2, 30.0), (2, 0.0))
+        for n_runners, span_wait_s in configurations:
             elapsed, metrics = end_to_end(base_url, args.rollouts, n_runners, args.concurrency, span_wait_s)
+            # a run that lost rollouts or calls measured something else: no figure
+            if metrics["succeeded"] != args.rollouts or metrics["triplets"] != 2 * args.rollouts:
+                sys.exit(
+                    f"n_runners={n_runners}: {metrics['succeeded']} of {args.rollouts} rollouts succeeded, "
+                    f"{metrics['triplets']} triplets (expected {2 * args.rollouts}): not a measurement"
+                )
             rate = args.rollouts / metrics["batch_wall_s"]
             print(
                 f"  Trainer.fit, n_runners={n_runners}, span_wait_s={span_wait_s:g}: {rate:8.1f} rollouts/s over the "

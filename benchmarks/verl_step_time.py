@@ -199,7 +199,10 @@ def main() -> None:
     paths_help = "which paths to run, comma-separated: verl, verl-v1 (needs TransferQueue), ours"
     parser.add_argument("--paths", default="verl,ours", help=paths_help)
     parser.add_argument("--child", nargs=4, metavar=("PATH", "MODEL", "WORK", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="3 steps a path (the mean is step 3's): that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.steps = 3
     if args.child:
         child(args.child[0], args.steps, *args.child[1:], args.device)
         return
@@ -221,6 +224,8 @@ def main() -> None:
         if done.returncode != 0:
             sys.exit(f"the {path} run failed (exit {done.returncode}): see {log}")
         results[path] = json.loads(out.read_text())
+        if len(results[path]) != args.steps:
+            sys.exit(f"the {path} run logged {len(results[path])} of {args.steps} steps: see {log}")
     print(f"GRPO on {args.device}, tiny Qwen2, 4 tasks x n=4, 12 response tokens; means over steps 3..{args.steps}")
     print(f"{'path':44} {'s/step':>7} {'gen s':>7} {'update s':>9}")
     means = {}

@@ -10,7 +10,9 @@ NEEDS_SERVICE = "not run here: needs a model endpoint of your own (an OpenAI-com
 NEEDS_SPIDER = "not run here: needs the Spider download (the offline generator stands in for it in the tests)"
 YOUR_PROGRAM = "not run here: your program; the same command on a test program runs in"
 SETUP = "not run here: an environment's install, done by nox for its lane (noxfile.py)"
-BENCHMARK = "not run here: a measurement of minutes, run by hand (its figures and their runs: docs/performance.md)"
+# a benchmark's full run is minutes, by hand; its --quick mode (same code, tiny sizes) runs in:
+QUICK = "tests/test_benchmark_quick_modes.py::test_quick_mode_runs_and_prints_its_comparison"
+QUICK_VERL = "tests/verl_lane/test_benchmark_quick_modes.py::test_quick_mode_runs_and_prints_its_comparison"
 
 COMMANDS: dict[str, str] = {
     # README, docs/index.md, docs/getting-started.md
@@ -33,12 +35,14 @@ COMMANDS: dict[str, str] = {
     ".venv/bin/python -m pytest": CI,
     ".venv/bin/nox": CI,
     ".venv/bin/ruff check . && .venv/bin/ruff format --check .": "tests/test_style.py::test_ruff_is_clean",
-    ".venv/bin/python benchmarks/capture_overhead.py": BENCHMARK,
-    ".venv/bin/python benchmarks/collector_ingest.py": BENCHMARK,
-    ".venv/bin/python benchmarks/trainer_throughput.py [--agl-python PATH]": BENCHMARK,
-    ".venv/bin/python benchmarks/verl_step_time.py [--steps 12]": BENCHMARK,
-    ".nox/verl/bin/python benchmarks/cpu_replica_batching.py [--group-size 8]": BENCHMARK,
-    ".nox/verl/bin/python benchmarks/agent_build_per_rollout.py": BENCHMARK,
+    ".venv/bin/python benchmarks/capture_overhead.py": QUICK,
+    ".venv/bin/python benchmarks/collector_ingest.py": QUICK,
+    ".venv/bin/python benchmarks/trainer_throughput.py [--agl-python PATH]": QUICK,
+    ".venv/bin/python benchmarks/tinker_step_time.py": QUICK,
+    ".venv/bin/python benchmarks/reward_model_service.py": QUICK,
+    ".venv/bin/python benchmarks/cpu_replica_batching.py [--group-size 8]": QUICK,
+    ".venv/bin/python benchmarks/verl_step_time.py [--steps 12]": QUICK_VERL,
+    ".nox/verl/bin/python benchmarks/agent_build_per_rollout.py": QUICK_VERL,
     "bash benchmarks/gpu/verl_gpu.sh prepare|install|run": NEEDS_GPU,
     # docs/rollout-view.md
     "PHOENIX_TELEMETRY_ENABLED=false phoenix serve": "tests/phoenix_lane/test_phoenix_forwarding.py::test_a_demo_run_forwarded_to_phoenix_arrives_as_the_same_span_tree",

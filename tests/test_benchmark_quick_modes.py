@@ -1,0 +1,44 @@
+"""Benchmarks cannot rot unseen: each one's `--quick` mode (tiny sizes, seconds) runs here, as a reader would run it
+(`python benchmarks/NAME.py --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
+what it measured is not a measurement (rollouts lost, nothing exported, steps missing), so that fails here too.
+The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# benchmark -> a line its output must have (the comparison it exists to print)
+HERE = {
+    "capture_overhead": "lightning-otel",
+    "collector_ingest": "sustained ingest (ack after commit)",
+    "trainer_throughput": "ratio to uninstrumented",
+    "tinker_step_time": "ratio traced / direct",
+    "reward_model_service": "ratio batched / unbatched",
+    "cpu_replica_batching": "batched (CPUReplica default)",
+}
+IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
+
+
+def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
+    benchmarks = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if not path.stem.startswith("_")}
+    assert benchmarks == set(HERE) | set(IN_THE_VERL_LANE)
+    verl_lane = (ROOT / "tests" / "verl_lane" / "test_benchmark_quick_modes.py").read_text()
+    assert all(f'"{name}"' in verl_lane for name in IN_THE_VERL_LANE)
+
+
+@pytest.mark.parametrize("name", sorted(HERE))
+def test_quick_mode_runs_and_prints_its_comparison(name: str) -> None:
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", "--quick"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert HERE[name] in done.stdout, done.stdout[-3000:]
