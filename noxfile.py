@@ -47,13 +47,17 @@ TEST_TOOLS = (
 @nox.session
 def openai3(session: nox.Session) -> None:
     # trainer: the demo and runtime tests; rewards: the package face offers RewardModelClient (httpx, tenacity)
-    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS)
+    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS, "pytest-xdist>=3.6")
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
     session.run(
         "python",
         "-m",
         "pytest",
         "-q",
+        "-n",  # two test files at a time, as the main suite
+        "2",
+        "--dist",
+        "loadfile",
         "tests",
         "--ignore=tests/test_packaging.py",
         "--ignore=tests/collector",  # the collector does not use the openai client

@@ -32,28 +32,39 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import lightning_otel
 from benchmarks.capture_overhead import start_server
 from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.collector import Client, EmbeddedCollector
+from lightning_otel.runtime.rollout_timing import attempt_phases, breakdown, format_breakdown
 from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
 
 def end_to_end(
     base_url: str, rollouts: int, n_runners: int, concurrency: int, span_wait_s: float = 30.0
-) -> tuple[float, dict]:
-    trainer = lightning_otel.Trainer(
-        span_wait_s=span_wait_s,
-        n_runners=n_runners,
-        algorithm=lightning_otel.Baseline(batch_size=rollouts),
-        adapter={"agent_match": "write"},
-        initial_resources={"main_llm": lightning_otel.LLM(base_url, "agl-tiny")},
-        max_concurrency=concurrency,
-        progress=False,
-    )
-    tasks = [{"question": f"question {i}"} for i in range(rollouts)]
-    started = time.perf_counter()
-    result = trainer.fit(four_calls, tasks)
-    elapsed = time.perf_counter() - started
-    (batch,) = result.train
-    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s}
+) -> tuple[float, dict, dict]:
+    """Rollouts through `Trainer.fit`; the batch's metrics and where each attempt's time went (read after the timed
+    run from the collector's queue records and the spans: `lightning_otel.runtime.rollout_timing`)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="agl-bench-") as folder,
+        EmbeddedCollector.on_sqlite_file(Path(folder) / "collector.sqlite3") as addresses,
+    ):
+        trainer = lightning_otel.Trainer(
+            span_wait_s=span_wait_s,
+            n_runners=n_runners,
+            algorithm=lightning_otel.Baseline(batch_size=rollouts),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM(base_url, "agl-tiny")},
+            max_concurrency=concurrency,
+            collector=addresses.query,  # the embedded collector a Trainer starts, kept open to read the queue
+            progress=False,
+        )
+        tasks = [{"question": f"question {i}"} for i in range(rollouts)]
+        started = time.perf_counter()
+        result = trainer.fit(four_calls, tasks)
+        elapsed = time.perf_counter() - started
+        (batch,) = result.train
+        with Client(addresses.query) as client:
+            phases = [attempt_phases(client.rollout(r), batch.spans.get(r, [])) for r in batch.batch.rollout_ids]
+    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s}, breakdown(phases)
 
 
 def uninstrumented(base_url: str, rollouts: int, concurrency: int) -> float:
@@ -201,7 +212,7 @@ def main() -> None:
         # span_wait_s=0: the batch read checks completeness once and never waits (the read before complete reads)
         configurations = ((2, 30.0),) if args.quick else ((1, 30.0), (2, 30.0), (2, 0.0))
         for n_runners, span_wait_s in configurations:
-            elapsed, metrics = end_to_end(base_url, args.rollouts, n_runners, args.concurrency, span_wait_s)
+            elapsed, metrics, phases = end_to_end(base_url, args.rollouts, n_runners, args.concurrency, span_wait_s)
             # a run that lost rollouts or calls measured something else: no figure
             if metrics["succeeded"] != args.rollouts or metrics["triplets"] != 2 * args.rollouts:
                 sys.exit(
@@ -216,6 +227,7 @@ def main() -> None:
                 f"{metrics['batch_wall_s'] - metrics['wait_s']:.2f} s, {metrics['incomplete_rollouts']} incomplete; "
                 f"ratio to uninstrumented {rate / (args.rollouts / floor):.2f}"
             )
+            print(format_breakdown(phases, indent="    "))
     finally:
         server.terminate()
         server.wait(10)

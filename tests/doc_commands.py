@@ -17,7 +17,7 @@ QUICK_VERL = "tests/verl_lane/test_benchmark_quick_modes.py::test_quick_mode_run
 COMMANDS: dict[str, str] = {
     # README, docs/index.md, docs/getting-started.md
     'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" -c constraints.txt && .venv/bin/lightning-otel demo': CI,
-    "bash .ci/prerequisites && .venv/bin/python -m pytest && .venv/bin/nox": CI,
+    "bash .ci/prerequisites && .venv/bin/python -m pytest -n 2 --dist loadfile && .venv/bin/nox": CI,
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
     ".venv/bin/lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model": "tests/verl_lane/test_train_demo.py::test_the_demo_trains_and_the_reward_rises",
     ".venv/bin/lightning-otel demo --trace-only": "tests/test_demo_and_example.py::test_demo_prints_each_rollout_with_token_ids_and_rewards",
@@ -32,7 +32,7 @@ COMMANDS: dict[str, str] = {
     "agl-otel-collector link demo-rollout-0 --jaeger-ui-url http://jaeger:16686": "tests/collector/test_collector_process.py::test_ready_lines_env_configuration_and_sigterm",
     # docs/development.md
     "bash .ci/prerequisites": CI,
-    ".venv/bin/python -m pytest": CI,
+    ".venv/bin/python -m pytest -n 2 --dist loadfile": CI,
     ".venv/bin/nox": CI,
     ".venv/bin/ruff check . && .venv/bin/ruff format --check .": "tests/test_style.py::test_ruff_is_clean",
     ".venv/bin/python benchmarks/capture_overhead.py": QUICK,
