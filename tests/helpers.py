@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lightning_otel import semconv
@@ -26,3 +31,15 @@ def assert_ids_match_server_response(span: Any, response: dict[str, Any], choice
     assert list(a[semconv.AGL_PROMPT_TOKEN_IDS]) == prompt_ids
     key = semconv.AGL_RESPONSE_TOKEN_IDS if choice == 0 else semconv.AGL_CHOICE_RESPONSE_TOKEN_IDS.format(index=choice)
     assert list(a[key]) == response["choices"][choice]["token_ids"]
+
+
+def run_benchmark_quick(root: Path, name: str, expected: Sequence[str], timeout: float) -> None:
+    """`python benchmarks/NAME.py --quick` from the checkout, as a reader runs it: exits 0 and prints `expected`."""
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", "--quick"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for line in expected:
+        assert line in done.stdout, done.stdout[-3000:]

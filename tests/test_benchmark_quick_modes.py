@@ -5,12 +5,11 @@ The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_benchmark_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,12 +34,5 @@ def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
 
 @pytest.mark.parametrize("name", sorted(HERE))
 def test_quick_mode_runs_and_prints_its_comparison(name: str) -> None:
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-    done = subprocess.run(
-        [sys.executable, f"benchmarks/{name}.py", "--quick"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     expected = HERE[name]
-    for line in (expected,) if isinstance(expected, str) else expected:
-        assert line in done.stdout, done.stdout[-3000:]
+    run_benchmark_quick(ROOT, name, (expected,) if isinstance(expected, str) else expected, timeout=300)

@@ -3,12 +3,11 @@ tests/test_benchmark_quick_modes.py). `verl_step_time` runs both paths (verl's o
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_benchmark_quick
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,10 +19,4 @@ QUICK = {
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_quick_mode_runs_and_prints_its_comparison(name: str) -> None:
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-    done = subprocess.run(
-        [sys.executable, f"benchmarks/{name}.py", "--quick"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert QUICK[name] in done.stdout, done.stdout[-3000:]
+    run_benchmark_quick(ROOT, name, (QUICK[name],), timeout=600)
