@@ -42,12 +42,14 @@ TEST_TOOLS = (
     "requests>=2.31",
     "opentelemetry-distro>=0.48b0",
 )
+# two test files at a time (-n 2 --dist loadfile) in the lanes long enough to gain from it: openai3, verl
+PARALLEL = "pytest-xdist>=3.6"
 
 
 @nox.session
 def openai3(session: nox.Session) -> None:
     # trainer: the demo and runtime tests; rewards: the package face offers RewardModelClient (httpx, tenacity)
-    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS, "pytest-xdist>=3.6")
+    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS, PARALLEL)
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
     session.run(
         "python",
@@ -149,9 +151,9 @@ def verl(session: nox.Session) -> None:
     # the same version as a reused environment's: replace it all the same
     fresh = ["--reinstall-package", "lightning-otel"] if session.venv_backend == "uv" else ["--force-reinstall"]
     constraints = ["-c", "constraints-adk.txt"]  # ADK's OpenTelemetry 1.44 with verl's tree
-    parallel = "pytest-xdist>=3.6"  # two test files at a time: a VERL run leaves a core idle a third of the time
+    # two test files at a time: a VERL run leaves a core idle a third of the time
     session.install(
-        *fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS, parallel
+        *fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS, PARALLEL
     )
     # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
     # shadow the installed package (the current directory comes first on sys.path).

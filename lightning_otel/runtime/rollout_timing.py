@@ -6,7 +6,7 @@ completed) and the attempt's spans. No timer in the hot path, so measuring costs
     print(format_breakdown(breakdown([phases, ...])))   # medians and means in ms, one line a phase
 
 Phases of the attempt that succeeded (its spans are the ones the batch read):
-- `queued`: enqueued -> claimed by a runner (the queue and the claim's round trip);
+- `queued`: enqueued -> claimed by a runner (waiting for a free slot, then the claim's round trip);
 - `to_agent`: claimed -> the attempt's first span starts (the runner hands the task to the agent);
 - `agent`: first span start -> last span end (the agent's own run, its LLM calls included);
 - `llm`: the time inside LLM call spans (overlapping calls, or a call seen by both the client and the gateway,
