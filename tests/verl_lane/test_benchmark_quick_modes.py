@@ -12,11 +12,11 @@ from tests.helpers import run_benchmark_quick
 ROOT = Path(__file__).resolve().parents[2]
 
 QUICK = {
-    "verl_step_time": "ratio ours/verl",
-    "agent_build_per_rollout": "ratio ChatOpenAI default / shared",
+    "verl_step_time": ("ratio ours/verl",),
+    "agent_build_per_rollout": ("ratio ChatOpenAI default / shared",),
 }
 
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_quick_mode_runs_and_prints_its_comparison(name: str) -> None:
-    run_benchmark_quick(ROOT, name, (QUICK[name],), timeout=600)
+    run_benchmark_quick(ROOT, name, QUICK[name], timeout=600)
