@@ -72,6 +72,7 @@ _ROOMS = {
     "lightning_otel.training.loop.backend": ("Backend",),
     "lightning_otel.training.loop.schedule": ("Schedule",),
     "lightning_otel.training.loop.advantages": ("GroupAdvantage",),
+    "lightning_otel.training.loop.credit": ("AnchorAdvantage",),  # per-call credit (returns, anchor states)
     # the Tinker-shaped backend: torch + transformers + peft (local), the tinker SDK (remote), on first use
     "lightning_otel.training.tinker.algorithm": ("Tinker", "TinkerResult"),
     "lightning_otel.training.tinker.local_engine": ("LocalEngine",),

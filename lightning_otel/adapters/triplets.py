@@ -20,6 +20,8 @@ returned.
 - `mode="trajectory"` merges consecutive calls of one agent when the next prompt extends the previous prompt plus
   response exactly; the tokens the agent inserted in between (tool results, the next user turn) are kept in the
   response but masked out (`response_mask` 0, logprob 0.0). Otherwise a new segment starts (a "merge break").
+- Step rewards, per-call returns and anchor states: `lightning_otel.adapters.credit` (the rule); `process_rewards`
+  adds penalties read from the trace (a failed tool, a cut reply: `lightning_otel.adapters.process_rewards`).
 - `RolloutDiagnostics` says what happened: agents seen, matched/unmatched calls, calls without token ids,
   duplicates, merge breaks, rewards that found no call; and per call (`calls`, a `CallDecision` each) whether it
   became a sample and why, in words (the collector's rollout view shows these).
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lightning_otel import semconv
+from lightning_otel.adapters.credit import CallStep, call_credits
+from lightning_otel.adapters.process_rewards import TRACE_SOURCE, ProcessRewards, trace_rewards
 from lightning_otel.flat_span import Span
 
 
@@ -51,6 +55,17 @@ class Triplet:
     response_ids: list[str]  # the gen_ai.response.id of every call in this sample
     span_ids: list[str]
     task_id: str | None = None
+    # Credit (lightning_otel.adapters.credit): where the new input since the agent's previous call begins in the
+    # prompt, the agent's calls after this one, and the step rewards credited to it (calls between, value).
+    prompt_delta_start: int = 0
+    calls_after: int = 0
+    rewards_ahead: list[tuple[int, float]] = field(default_factory=list)
+    reward_sources: dict[str, str] = field(default_factory=dict)  # reward name -> what gave it ("trace", ...)
+
+    @property
+    def new_input(self) -> list[int]:
+        """The prompt tokens this call saw that its agent's previous call had not (its anchor state)."""
+        return self.prompt_token_ids[self.prompt_delta_start :]
 
 
 @dataclass(slots=True)
@@ -133,6 +148,7 @@ class AdaptedRollout:
     triplets: list[Triplet]
     final_reward: float | None
     diagnostics: RolloutDiagnostics
+    step_rewards_total: float = 0.0  # every step reward of the rollout (intermediate and process rewards)
 
 
 @dataclass(slots=True)
@@ -146,6 +162,8 @@ class _Call:
     complete: bool
     response_id: str | None
     rewards: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
 
 
 def _call(span: Span) -> _Call:
@@ -233,7 +251,8 @@ class TraceToTriplet:
 
     `agent_match`: see the module docstring (the call's agent or the rollout's agent; None: every call).
     `reward` names the reward that becomes `Triplet.reward` and `final_reward` (every reward name is kept in
-    `Triplet.rewards`).
+    `Triplet.rewards`). `process_rewards`: penalties read from the trace, e.g. `{"tool_error": -0.5}`
+    (`lightning_otel.adapters.process_rewards`; off by default).
     """
 
     def __init__(
@@ -241,6 +260,7 @@ class TraceToTriplet:
         agent_match: str | None = None,
         mode: Literal["transition", "trajectory"] = "transition",
         reward: str = semconv.DEFAULT_REWARD_NAME,
+        process_rewards: ProcessRewards | Mapping[str, float] | None = None,
     ) -> None:
         if mode not in ("transition", "trajectory"):
             raise ValueError(f"mode must be 'transition' or 'trajectory', got {mode!r}")
@@ -251,6 +271,7 @@ class TraceToTriplet:
         self.agent_match = agent_match
         self.mode = mode
         self.reward = reward
+        self.process_rewards = ProcessRewards.from_config(process_rewards)
 
     @classmethod
     def from_config(cls, config: TraceToTriplet | Mapping[str, Any] | None) -> TraceToTriplet:
@@ -260,9 +281,11 @@ class TraceToTriplet:
         if config is None:
             return cls()
         options = _drop_agent_lightning_options(dict(config), "adapter", stacklevel=3)  # user -> Trainer -> here
-        unknown = set(options) - {"agent_match", "mode", "reward"}
+        unknown = set(options) - {"agent_match", "mode", "reward", "process_rewards"}
         if unknown:
-            raise ValueError(f"unknown adapter option(s) {sorted(unknown)}: use agent_match, mode, reward")
+            raise ValueError(
+                f"unknown adapter option(s) {sorted(unknown)}: use agent_match, mode, reward, process_rewards"
+            )
         return cls(**options)
 
     def matches(self, agent_name: str | None, rollout_agents: Sequence[str] = ()) -> bool:
@@ -293,6 +316,15 @@ class TraceToTriplet:
         diagnostics = RolloutDiagnostics(rollout_id, rollout_agents=rollout_agent_names(spans))
         calls = llm_calls(spans, diagnostics)
         final_reward = self._assign_rewards(calls, spans, diagnostics)
+        if self.process_rewards is not None:
+            by_span = {str(call.span.get("spanId")): call for call in calls}
+            for span_id, name, value in trace_rewards(self.process_rewards, spans, [c.span for c in calls]):
+                call = by_span[span_id]
+                call.rewards[name] = call.rewards.get(name, 0.0) + value
+                call.sources[name] = TRACE_SOURCE
+                call.step_rewards.append(value)
+        credits = call_credits([CallStep(c.agent, c.prompt, c.response, c.step_rewards) for c in calls])
+        credit_of = {id(call): credit for call, credit in zip(calls, credits, strict=True)}
         attempt_id = next(
             (
                 s["attributes"].get(semconv.AGL_ATTEMPT_ID)
@@ -329,12 +361,17 @@ class TraceToTriplet:
                 self._triplet([call], call.response or [], [1] * len(call.response or []), call.logprobs)
                 for call in selected
             ]
+        first_call = {str(call.span.get("spanId")): call for call in selected}
         for index, triplet in enumerate(triplets):
             triplet.rollout_id, triplet.attempt_id, triplet.task_id = rollout_id, attempt_id, task_id
             for span_id in triplet.span_ids:
                 decisions[span_id].sample = index
+            credit = credit_of[id(first_call[triplet.span_ids[0]])]  # a merged segment: its first call's
+            triplet.prompt_delta_start, triplet.calls_after = credit.delta_start, credit.calls_after
+            triplet.rewards_ahead = credit.rewards_ahead
         diagnostics.calls[:0] = decisions.values()  # start order, before the duplicates llm_calls recorded
-        return AdaptedRollout(triplets, final_reward, diagnostics)
+        step_total = sum(sum(call.step_rewards) for call in calls)
+        return AdaptedRollout(triplets, final_reward, diagnostics, step_total)
 
     # --- steps -------------------------------------------------------------------------------------------------
     def _assign_rewards(
@@ -346,13 +383,16 @@ class TraceToTriplet:
         )
         by_response_id = {c.response_id: c for c in calls if c.response_id}
         final: float | None = None
-        for span in rewards:
+        valued = [
+            s for s in rewards if isinstance((s.get("attributes") or {}).get(semconv.AGL_REWARD_VALUE), (int, float))
+        ]
+        primary = [s for s in valued if _reward_name(s) == self.reward]
+        final_span = primary[-1] if primary else None  # the rollout's final reward; earlier ones are step rewards
+        for span in valued:
             attributes = span.get("attributes") or {}
-            value = attributes.get(semconv.AGL_REWARD_VALUE)
-            if not isinstance(value, (int, float)):
-                continue
-            name = str(attributes.get(semconv.AGL_REWARD_NAME) or semconv.DEFAULT_REWARD_NAME)
-            if name == self.reward:
+            value = attributes[semconv.AGL_REWARD_VALUE]
+            name = _reward_name(span)
+            if span is final_span:
                 final = float(value)
             target = by_response_id.get(attributes.get(semconv.AGL_REWARD_RESPONSE_ID))
             if target is None:
@@ -362,6 +402,10 @@ class TraceToTriplet:
                 diagnostics.rewards_without_call += 1
                 continue
             target.rewards[name] = float(value)
+            if attributes.get(semconv.AGL_REWARD_SOURCE):
+                target.sources[name] = str(attributes[semconv.AGL_REWARD_SOURCE])
+            if name == self.reward and span is not final_span:
+                target.step_rewards.append(float(value))
         return final
 
     def _triplet(
@@ -383,6 +427,7 @@ class TraceToTriplet:
             attempt_id=None,
             response_ids=[c.response_id for c in calls if c.response_id],
             span_ids=[str(c.span.get("spanId")) for c in calls],
+            reward_sources={name: source for call in calls for name, source in call.sources.items()},
         )
 
     def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:
@@ -439,6 +484,10 @@ class _Segment:
     response: list[int]
     mask: list[int]
     logprobs: list[float] | None
+
+
+def _reward_name(span: Span) -> str:
+    return str((span.get("attributes") or {}).get(semconv.AGL_REWARD_NAME) or semconv.DEFAULT_REWARD_NAME)
 
 
 def _quality(call: _Call) -> int:

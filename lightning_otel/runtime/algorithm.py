@@ -155,6 +155,9 @@ class TrainingRun:
         # The version of the weights the policy serves (an algorithm that updates weights sets it, e.g. VERL's
         # weight-sync step); recorded on each rollout queued after. None: the resources version stands for it.
         self.policy_version: int | None = None
+        # How the algorithm turns rewards into advantages (`AdvantageEstimator.describe()`, with `group_by_agent`):
+        # recorded on every rollout, so the rollout view shows each call's return and advantage as it was trained.
+        self.estimator_settings: dict[str, Any] | None = None
         self.adapter = adapter
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
@@ -198,6 +201,8 @@ class TrainingRun:
             "agent_match": self.adapter.agent_match,
             "adapter_mode": self.adapter.mode,
             **({"policy_version": self.policy_version} if self.policy_version is not None else {}),
+            **({"estimator": self.estimator_settings} if self.estimator_settings else {}),
+            **({"process_rewards": process.as_config()} if (process := self.adapter.process_rewards) else {}),
         }
         specs = []
         for index, task in enumerate(tasks):

@@ -12,6 +12,8 @@ reason (`nothing_to_learn`).
   RLOO, REINFORCE++, ...); the loop leaves `advantage` None.
 - `RewardThreshold`: supervised fine-tuning on the calls of rollouts that scored at least `min_reward` (SFT).
 - `UniformWeight`: supervised on every sample (Tinker's `cross_entropy` loss).
+- `AnchorAdvantage` (`credit.py`): per-call credit, GRPO's rollout advantage plus a step advantage within anchor
+  states.
 """
 
 from __future__ import annotations
@@ -20,9 +22,20 @@ import abc
 import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from lightning_otel.adapters.credit import group_advantages
 from lightning_otel.training.loop.samples import Sample
+
+__all__ = [
+    "AdvantageEstimator",
+    "BackendAdvantage",
+    "GroupAdvantage",
+    "RewardThreshold",
+    "UniformWeight",
+    "group_advantages",
+    "moves_policy",
+]
 
 
 class AdvantageEstimator(abc.ABC):
@@ -37,39 +50,17 @@ class AdvantageEstimator(abc.ABC):
         """Why no sample can move the policy (called when none can)."""
         return "no sample has a non-zero advantage"
 
+    def describe(self) -> dict[str, Any] | None:
+        """The settings the rollout view needs to recompute the advantages (recorded on the run's rollouts); None:
+        the view shows none."""
+        return None
+
 
 def moves_policy(samples: Sequence[Sample], learns_from: str) -> bool:
     """Whether training on these samples can change the weights (None: the backend estimates; it may)."""
     if learns_from == "weight":
         return any(sample.weight != 0 for sample in samples)
     return any(sample.advantage is None or sample.advantage != 0 for sample in samples)
-
-
-def group_advantages(
-    rewards: Mapping[Hashable, float],
-    group_of: Mapping[Hashable, Hashable],
-    *,
-    normalize_by_std: bool = True,
-    lone: Literal["reward", "zero"] = "reward",
-    epsilon: float = 1e-6,
-) -> dict[Hashable, float]:
-    """Advantage of every entry (a rollout, or a row) within its group: (reward - mean) / (std + epsilon), std the
-    sample standard deviation (n - 1, as verl's GRPO), or reward - mean without `normalize_by_std`. A group of one
-    has no baseline: `lone="reward"` keeps its raw reward (verl's GRPO), `"zero"` gives it 0 (tinker-cookbook)."""
-    members: dict[Hashable, list[float]] = {}
-    for key, reward in rewards.items():
-        members.setdefault(group_of[key], []).append(reward)
-    stats: dict[Hashable, tuple[float, float]] = {}
-    for group, values in members.items():
-        if len(values) == 1:
-            stats[group] = (0.0, 1.0) if lone == "reward" else (values[0], 1.0)
-        else:
-            stats[group] = (statistics.fmean(values), statistics.stdev(values))
-    advantages = {}
-    for key, reward in rewards.items():
-        mean, std = stats[group_of[key]]
-        advantages[key] = (reward - mean) / (std + epsilon) if normalize_by_std else reward - mean
-    return advantages
 
 
 class GroupAdvantage(AdvantageEstimator):
@@ -91,6 +82,10 @@ class GroupAdvantage(AdvantageEstimator):
             raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_weight!r}")
         self.per, self.normalize_by_std, self.negative_weight = per, normalize_by_std, negative_weight
         self.lone, self.epsilon = lone, epsilon
+
+    def describe(self) -> dict[str, Any]:
+        return {"advantage": "grpo", "per": self.per, "normalize_by_std": self.normalize_by_std,
+                "negative_weight": self.negative_weight, "lone": self.lone}  # fmt: skip
 
     def assign(self, samples: Sequence[Sample], rewards: Mapping[str, float] | None = None) -> dict[str, float]:
         if self.per == "row":

@@ -110,6 +110,8 @@ class TrainingLoop(Algorithm):
         steps = self.schedule.steps(train_tasks)
         val_tasks = list(val_tasks or [])
         result = LoopResult()
+        if (settings := self.estimator.describe()) is not None:
+            run.estimator_settings = {**settings, "group_by_agent": self.group_by_agent}
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
             stack.callback(self.trackers.close)

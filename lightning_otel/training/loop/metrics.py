@@ -54,6 +54,13 @@ LOOP_METRICS: dict[str, str] = {
     "timing_s/publish": "making the new weights servable (weight sync, sampler swap)",
     "timing_s/step": "the whole step (validation and checkpoints excluded)",
 }
+# Only with per-call credit (`AnchorAdvantage`).
+CREDIT_METRICS: dict[str, str] = {
+    "credit/anchor_coverage": "share of samples in an anchor group of two or more (what the step advantage acts on)",
+    "credit/anchor_groups": "anchor groups with two or more members",
+    "credit/step_advantage_abs_mean": "mean |step advantage| over the samples",
+    "credit/return_mean": "mean per-call return",
+}
 # Only where they apply: supervised estimators, text backends.
 SUPERVISED_METRICS = ("training/samples_with_weight", "training/rollouts_kept", "rollout/calls_without_content")
 
@@ -72,6 +79,7 @@ CONSOLE_KEYS = {
     "training/samples": "samples",
     "training/samples_with_advantage": "with signal",
     "training/samples_with_weight": "with signal",
+    "credit/anchor_coverage": "anchored",
     "train/datums": "datums",
     "train/tokens": "tokens",
     "train/constant_groups": "constant groups",

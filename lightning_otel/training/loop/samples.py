@@ -23,6 +23,8 @@ class Sample:
     weight: float = 1.0  # supervised losses: how much the sample counts (0: not trained)
     example: dict[str, Any] | None = None  # the call as chat messages, for backends that learn from text (SFT)
     rollout: str = ""  # the rollout it came from (the triplet's, when there is one)
+    step_rewards_total: float = 0.0  # the rollout's step rewards (intermediate and process rewards; credit module)
+    credit: Any = None  # set by credit-assigning estimators: the call's return and advantage parts
 
     def __post_init__(self) -> None:
         if not self.rollout and self.triplet is not None:
@@ -57,7 +59,7 @@ def samples_from(result: BatchResult, *, group_by_agent: bool = False) -> tuple[
         rollout_reward_by_group.setdefault(group_of[rollout_id], []).append(float(reward))
         for triplet in adapted.triplets:
             group = group_of[rollout_id] + (f"/{triplet.agent_name}" if group_by_agent else "")
-            samples.append(Sample(triplet, float(reward), group))
+            samples.append(Sample(triplet, float(reward), group, step_rewards_total=adapted.step_rewards_total))
     zero_variance = sum(1 for values in rollout_reward_by_group.values() if len(set(values)) <= 1)
     batch = result.metrics()
     trained_rollouts = sum(len(values) for values in rollout_reward_by_group.values())

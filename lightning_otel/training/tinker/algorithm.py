@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage, UniformWeight
+from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.loop import LoopResult, TrainingLoop
 from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.schedule import Schedule
@@ -115,8 +116,9 @@ class Tinker(Algorithm):
     every policy call while training (`val_temperature` during validation); `val_every` steps (and at step 0 and the
     end) on the val set; `save_every` steps a checkpoint (engine state) under the engine's log_dir; `resume`: start
     after the latest of them; `keep_constant_groups`: train on groups whose rewards are all equal (they carry no
-    advantage; dropped by default); `group_by_agent`: advantages per task and agent; `estimator`: another advantage
-    estimator (default: reward - the group's mean); `logger`: "console", "jsonl" (`log_dir`/metrics.jsonl) and
+    advantage; dropped by default); `group_by_agent`: advantages per task and agent; `advantage`: "grpo" (reward -
+    the group's mean, tinker-cookbook's; default) or "anchor" (per-call credit, `AnchorAdvantage` with the same
+    baseline); `estimator`: another advantage estimator; `logger`: "console", "jsonl" (`log_dir`/metrics.jsonl) and
     VERL's trackers; `on_step(step, metrics)`: called after each step.
     """
 
@@ -138,6 +140,7 @@ class Tinker(Algorithm):
         keep_constant_groups: bool = False,
         group_by_agent: bool = False,
         estimator: AdvantageEstimator | None = None,
+        advantage: str = "grpo",
         policy_resource: str = "main_llm",
         model_name: str = "agl-policy",
         logger: Sequence[str] = ("console",),
@@ -159,7 +162,12 @@ class Tinker(Algorithm):
         self.adam = adam or AdamParams(learning_rate=learning_rate if learning_rate is not None else 1e-4)
         self.sampling = {"temperature": temperature, "top_p": 1.0, "max_tokens": max_tokens}
         self.validation_sampling = {"temperature": val_temperature, "top_p": 1.0, "max_tokens": max_tokens}
-        default = UniformWeight() if loss_fn == "cross_entropy" else GroupAdvantage(**COOKBOOK_ADVANTAGE)  # type: ignore[arg-type]
+        if estimator is not None and advantage != "grpo":
+            raise ValueError("pass advantage= or estimator=, not both")
+        if loss_fn == "cross_entropy":
+            default: AdvantageEstimator = UniformWeight()
+        else:
+            default = advantage_estimator(advantage, GroupAdvantage(**COOKBOOK_ADVANTAGE))  # type: ignore[arg-type]
         self.estimator = estimator or default
         self.resume, self.keep_constant_groups, self.group_by_agent = resume, keep_constant_groups, group_by_agent
         self.policy_resource, self.model_name = policy_resource, model_name

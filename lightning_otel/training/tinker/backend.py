@@ -62,7 +62,7 @@ class TinkerBackend(Backend):
         }
         if not built.datums:
             raise NothingToUpdate(
-                [f"no datum: {built.groups} groups, {built.constant_groups} with equal rewards, "
+                [f"no datum: {built.groups} groups, {built.constant_groups} with no non-zero advantage, "
                  f"{built.samples_without_logprobs} samples without logprobs"], metrics
             )  # fmt: skip
         output = self.engine.forward_backward(built.datums, self.loss_fn, self.loss_fn_config)

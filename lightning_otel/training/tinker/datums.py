@@ -7,7 +7,8 @@ cross_entropy); 0 everywhere else, so the prompt and observation tokens weigh no
 captured: nothing is re-tokenized.
 
 Advantages come from the loop's estimator (Tinker's: tinker-cookbook's, a rollout's reward minus its group's mean
-reward). Groups whose rewards are all equal teach nothing and are dropped unless `keep_constant_groups`.
+reward; with `AnchorAdvantage`, per call). Groups none of whose samples has a non-zero advantage (with GRPO: every
+reward equal) teach nothing and are dropped unless `keep_constant_groups`.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def sample_datums(
 ) -> DatumBatch:
     """Datums of samples whose advantages (or weights) the estimator set."""
     batch = DatumBatch()
-    rewards: dict[str, set[float]] = {}
+    moving: dict[str, bool] = {}  # group -> some sample of it has a non-zero advantage
     for sample in samples:
-        rewards.setdefault(sample.group, set()).add(sample.reward)
-    batch.groups = len(rewards)
-    constant = {group for group, values in rewards.items() if len(values) == 1 and loss_fn != "cross_entropy"}
+        moving[sample.group] = moving.get(sample.group, False) or bool(sample.advantage)
+    batch.groups = len(moving)
+    constant = {group for group, moves in moving.items() if not moves and loss_fn != "cross_entropy"}
     batch.constant_groups = len(constant)
     for sample in samples:
         triplet = sample.triplet

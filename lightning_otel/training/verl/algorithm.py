@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.training.loop.advantages import AdvantageEstimator, BackendAdvantage, GroupAdvantage
+from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.schedule import Schedule
@@ -55,7 +56,10 @@ class VERL(Algorithm):
     rewarded differently). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
     counted once whatever its number of rows; "row" is verl's own (every row counts). `negative_advantage_weight`:
     multiplies the negative advantages of any estimator (1: the estimator's own update; 0: only rollouts better than
-    their group's mean are reinforced, the setting of examples/spider's tiny CPU policy). `device`: "cpu" or "cuda";
+    their group's mean are reinforced, the setting of examples/spider's tiny CPU policy). `advantage`: "grpo" (the
+    rollout's final reward for every call, default), "anchor" (per-call credit: `AnchorAdvantage` with GRPO's
+    settings; the docs' credit page) or an estimator of your own (needs `algorithm.adv_estimator=grpo`, the loop's
+    estimators replace verl's). `device`: "cpu" or "cuda";
     default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
     and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
     """
@@ -71,6 +75,7 @@ class VERL(Algorithm):
         group_by_agent: bool = False,
         advantage_per: str = "rollout",
         negative_advantage_weight: float = 1.0,
+        advantage: str | AdvantageEstimator = "grpo",
         device: str | None = None,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         rollout_timeout_s: float | None = None,
@@ -89,6 +94,9 @@ class VERL(Algorithm):
         self.group_by_agent = group_by_agent
         self.advantage_per = advantage_per
         self.negative_advantage_weight = negative_advantage_weight
+        if not isinstance(advantage, AdvantageEstimator) and advantage not in ("grpo", "anchor"):
+            raise ValueError(f"advantage must be 'grpo', 'anchor' or an AdvantageEstimator, got {advantage!r}")
+        self.advantage = advantage
         self.device = device
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
@@ -157,12 +165,18 @@ class VERL(Algorithm):
         """GRPO from the loop (per rollout by default, verl's `norm_adv_by_std_in_grpo`); verl's other estimators
         (GAE, RLOO, REINFORCE++, ...) are verl's own."""
         if config.algorithm.adv_estimator != "grpo":
+            if self.advantage != "grpo":
+                raise ValueError(
+                    f"advantage={self.advantage!r} replaces verl's estimator: set algorithm.adv_estimator=grpo (it is "
+                    f"{config.algorithm.adv_estimator!r})"
+                )
             return BackendAdvantage()
-        return GroupAdvantage(
+        grpo = GroupAdvantage(
             per=self.advantage_per,  # type: ignore[arg-type]
             normalize_by_std=bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)),
             negative_weight=self.negative_advantage_weight,
         )
+        return advantage_estimator(self.advantage, grpo)
 
 
 def _sampling(rollout: Any, *, validation: bool) -> dict[str, Any]:
