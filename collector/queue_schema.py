@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS agl_rollouts (
     end_ns BIGINT
 );
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_status ON agl_rollouts (status, position);
+CREATE INDEX IF NOT EXISTS agl_rollouts_by_group ON agl_rollouts (group_id);  -- the rollout view's group
 CREATE TABLE IF NOT EXISTS agl_attempts (
     rollout_id TEXT NOT NULL,
     attempt_id TEXT NOT NULL,

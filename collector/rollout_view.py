@@ -20,6 +20,7 @@ import orjson
 from lightning_otel import semconv
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.collector.otlp_json import flat_span
+from lightning_otel.collector.rollout_credit import credits_by_span, group_records
 from lightning_otel.collector.rollout_state import NotFound, get_rollout_detail
 from lightning_otel.collector.store import SpanStore, StateTransaction
 from lightning_otel.collector.token_text import TokenText
@@ -57,6 +58,8 @@ def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
         record["step"] = metadata.get("step")
         record["agent_match"] = metadata.get("agent_match")
         record["adapter_mode"] = metadata.get("adapter_mode", "transition")
+        record["estimator"] = metadata.get("estimator")  # how the run turned rewards into advantages
+        record["process_rewards"] = metadata.get("process_rewards")
         if metadata.get("policy_version") is not None:  # the weights' version, when the algorithm knows it
             record["policy_version"] = metadata["policy_version"]
     return records
@@ -113,8 +116,11 @@ def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _adapter(agent_match: str | None, mode: str) -> TraceToTriplet:
-    return TraceToTriplet(agent_match=agent_match, mode="trajectory" if mode == "trajectory" else "transition")
+def _adapter(agent_match: str | None, mode: str, process_rewards: dict[str, float] | None = None) -> TraceToTriplet:
+    return TraceToTriplet(
+        agent_match=agent_match, mode="trajectory" if mode == "trajectory" else "transition",
+        process_rewards=process_rewards or None,
+    )  # fmt: skip
 
 
 async def _adapted(store: SpanStore, record: dict[str, Any], adapter: TraceToTriplet) -> tuple[list[Span], Any]:
@@ -143,12 +149,16 @@ async def step_rollouts(
         raise NotFound(f"no {mode} step {step} in run {run_id!r}")
     records = [r for r in reversed(records) if r["run_id"] == run_id and r["batch_id"] == summary["batch_id"]]
     pattern = run["agent_match"] if agent_match is ... else agent_match
-    adapter = _adapter(pattern, records[0]["adapter_mode"])
-    rollouts = []
+    adapter = _adapter(pattern, records[0]["adapter_mode"], records[0]["process_rewards"])
+    entries: list[tuple[dict[str, Any], AdaptedRollout | None]] = []
     for record in records:
         adapted = None
         if record["attempt_id"]:
             _, adapted = await _adapted(store, record, adapter)
+        entries.append((record, adapted))
+    credits = credits_by_span(entries, records[0]["estimator"])
+    rollouts = []
+    for record, adapted in entries:
         diagnostics = adapted.diagnostics if adapted else None
         rollouts.append(
             {
@@ -161,7 +171,9 @@ async def step_rollouts(
                 "rollout_agents": diagnostics.rollout_agents if diagnostics else [],
                 "llm_calls": diagnostics.llm_calls if diagnostics else 0,
                 "samples": len(adapted.triplets) if adapted else 0,
-                "calls": [call.to_json() for call in diagnostics.calls] if diagnostics else [],
+                "calls": [{**call.to_json(), "credit": credits.get(call.span_id)} for call in diagnostics.calls]
+                if diagnostics
+                else [],
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
@@ -180,7 +192,7 @@ def _messages(attributes: dict[str, Any], key: str) -> Any:
 
 
 def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None,
-               settings: ViewSettings) -> dict[str, Any]:  # fmt: skip
+               settings: ViewSettings, credit: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     attributes = span.get("attributes") or {}
     prompt = list(attributes.get(semconv.AGL_PROMPT_TOKEN_IDS) or [])
     response = list(attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS) or [])
@@ -202,6 +214,7 @@ def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int 
         "input_messages": _messages(attributes, semconv.GEN_AI_INPUT_MESSAGES),
         "output_messages": _messages(attributes, semconv.GEN_AI_OUTPUT_MESSAGES),
         "decision": decision,
+        "credit": credit,  # its return and advantages as the run computed them (None: not trained, or not known)
     }
 
 
@@ -227,6 +240,27 @@ def _links(spans: list[Span], settings: ViewSettings) -> list[dict[str, str]]:
     return links
 
 
+async def _group_credits(
+    store: SpanStore,
+    record: dict[str, Any],
+    adapted: AdaptedRollout | None,
+    adapter: TraceToTriplet,
+    estimator: dict[str, Any] | None,
+) -> dict[str, dict[str, Any]]:
+    """The credit of this rollout's trained calls: computed over its whole GRPO group, as the trainer did (only the
+    final attempt of a rollout is trained, so another attempt's calls get none)."""
+    if estimator is None or adapted is None or record["attempt_id"] != record.get("final_attempt_id"):
+        return {}
+    siblings = await store.state_transaction(lambda tx: group_records(tx, record["group_id"]))
+    entries: list[tuple[dict[str, Any], AdaptedRollout | None]] = []
+    for sibling in siblings:
+        if sibling["rollout_id"] == record["rollout_id"]:
+            entries.append((sibling, adapted))
+        elif sibling["attempt_id"]:
+            entries.append((sibling, (await _adapted(store, sibling, adapter))[1]))
+    return credits_by_span(entries, estimator)
+
+
 async def rollout_view(
     store: SpanStore,
     rollout_id: str,
@@ -243,15 +277,17 @@ async def rollout_view(
     attempt = next((a for a in detail["attempt_list"] if a["attempt_id"] == attempt_id), None)
     if attempt_id and attempt is None:
         raise NotFound(f"rollout {rollout_id!r} has no attempt {attempt_id!r}")
-    record = {**detail, "attempt_id": attempt_id}
+    record = {**detail, "attempt_id": attempt_id, "final_attempt_id": detail["attempt_id"]}
     spans: list[Span] = []
     adapted = None
+    adapter = _adapter(pattern, metadata.get("adapter_mode", "transition"), metadata.get("process_rewards"))
     if attempt_id:
-        spans, adapted = await _adapted(store, record, _adapter(pattern, metadata.get("adapter_mode", "transition")))
+        spans, adapted = await _adapted(store, record, adapter)
     decisions = {d.span_id: d.to_json() for d in adapted.diagnostics.calls} if adapted else {}
+    credits = await _group_credits(store, record, adapted, adapter, metadata.get("estimator"))
     version = metadata.get("policy_version", attempt["resources_version"] if attempt else None)
     calls = [
-        _call_view(span, decisions.get(span["spanId"]), version, settings)
+        _call_view(span, decisions.get(span["spanId"]), version, settings, credits.get(span["spanId"]))
         for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])
         if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS
     ]

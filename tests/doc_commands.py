@@ -48,6 +48,11 @@ COMMANDS: dict[str, str] = {
     "PHOENIX_TELEMETRY_ENABLED=false phoenix serve": "tests/phoenix_lane/test_phoenix_forwarding.py::test_a_demo_run_forwarded_to_phoenix_arrives_as_the_same_span_tree",
     "agl-otel-collector --store agl-demo/collector.sqlite3 --query-port 16687 --http-port 4319 --grpc-port -1 "
     "--forward-otlp http://127.0.0.1:6006 --phoenix-ui-url http://127.0.0.1:6006 --tokenizer agl-demo/model": "tests/phoenix_lane/test_phoenix_forwarding.py::test_a_demo_run_forwarded_to_phoenix_arrives_as_the_same_span_tree",
+    # docs/training/credit.md
+    "lightning-otel train --agent my_pkg.agents:sql_rollout --train tasks.jsonl --agent-match write --advantage anchor "
+    "--process-rewards tool_error=-0.5": YOUR_PROGRAM
+    + " tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit",
+    ".venv/bin/python benchmarks/credit_assignment.py": QUICK,
     # docs/training/reward-models.md
     "lightning-otel reward-model convert --input raw.jsonl --output pairs.jsonl": "tests/rewards/test_preferences.py::test_the_cli_exits_non_zero_on_bad_input_and_converts_good_input",
     "lightning-otel reward-model train --model BASE --data pairs.jsonl --output rm/": "tests/rewards/test_reward_model_training.py::test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions",
@@ -61,7 +66,7 @@ COMMANDS: dict[str, str] = {
     "val.jsonl --model Qwen/Qwen2.5-0.5B-Instruct --agent-match write --runners 4 data.train_batch_size=32 "
     "actor_rollout_ref.rollout.n=8": NEEDS_GPU,
     "lightning-otel train --ci-fast --agent examples.sql_agent.graph_agent:sql_graph_rollout --train "
-    "examples/sql_agent/tasks.jsonl --agent-match write": "tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps",
+    "examples/sql_agent/tasks.jsonl --agent-match write": "tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit",
     "python examples/sql_agent/agent.py --dev": "tests/test_demo_and_example.py::test_example_dev_run",
     "lightning-otel-run --token-ids -- python examples/sql_agent/agent.py --base-url http://127.0.0.1:8000/v1": YOUR_PROGRAM
     + " tests/test_ways_in.py",

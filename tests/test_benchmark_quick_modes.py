@@ -21,6 +21,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "tinker_step_time": ("ratio traced / direct",),
     "reward_model_service": ("ratio batched / unbatched",),
     "cpu_replica_batching": ("batched (CPUReplica default)",),
+    "credit_assignment": ("pooled grpo: final success", "pooled anchor: final success", "gain anchor - grpo"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 

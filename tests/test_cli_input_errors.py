@@ -33,6 +33,18 @@ def test_an_agent_match_that_is_not_a_regular_expression(tmp_path: Path) -> None
                         "argument --agent-match", "'(' is not a regular expression")  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("tool_error", "is not NAME=NUMBER"), ("tool_error=bad", "is not NAME=NUMBER"),
+     ("tool_failure=-1", "unknown process reward(s) ['tool_failure']")],
+)  # fmt: skip
+def test_process_rewards_that_do_not_parse(value: str, said: str, tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    fails_with_one_line([*LIGHTNING, "train", "--agent", "m:a", "--train", str(tasks), "--process-rewards", value],
+                        "argument --process-rewards", said)  # fmt: skip
+
+
 @pytest.mark.parametrize("port", ["99999", "-5", "http"])
 def test_a_port_out_of_range(port: str, tmp_path: Path) -> None:
     fails_with_one_line([*COLLECTOR, "--http-port", port, "--store", str(tmp_path / "s.sqlite3")],

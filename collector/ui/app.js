@@ -156,7 +156,8 @@ async function showStep(runId, mode, step, agentMatch) {
       el("td", { text: r.agents.join(", ") || "—" }), el("td", { text: r.llm_calls }),
       el("td", { class: "samples", text: r.samples }),
       el("td", {}, r.no_sample_reason ? el("div", { class: "reason", text: r.no_sample_reason }) : null,
-         ...r.calls.map((d) => el("div", {}, decisionCell(d))))));
+         ...r.calls.map((d) => el("div", {}, decisionCell(d),
+           d.credit ? el("span", { class: "muted", "data-testid": "step-credit", text: ` · A ${d.credit.advantage.toFixed(3)}${d.credit.estimator === "anchor" ? ` (A_step ${d.credit.step_advantage.toFixed(3)}, state of ${d.credit.anchor_size})` : ""}` }) : null)))));
   return [
     el("p", {}, el("a", { href: "#/", text: "runs" }), " / ", el("code", { text: runId })),
     el("h1", { text: `${mode} step ${step}` }),
@@ -230,6 +231,21 @@ function tokens(call) {
   return el("div", { class: "tokens", "data-testid": "tokens" }, promptSpans, responseSpans);
 }
 
+function creditLine(credit) {
+  // the call's return and advantage parts as the run computed them (A = A_rollout + step weight x A_step)
+  if (!credit) return null;
+  const num = (value) => (value >= 0 ? "+" : "") + value.toFixed(3);
+  const others = credit.anchor_members.filter((m) => m.span_id !== credit.self_span_id);
+  const group = credit.estimator === "anchor"
+    ? [` · anchor state ${credit.anchor} (${credit.anchor_size} call${credit.anchor_size === 1 ? "" : "s"}${credit.anchor_key ? `; the run normalised states with ${credit.anchor_key}, shown here by exact tokens` : ""})`,
+       ...others.slice(0, 12).map((m) => [" ", el("a", { href: `#/rollout/${fmt.enc(m.rollout_id)}`, "data-testid": "anchor-member", title: `call ${m.span_id}`, text: m.rollout_id.slice(-6) })]),
+       others.length > 12 ? ` … ${others.length - 12} more` : ""]
+    : [" · outcome-only GRPO: every call of the rollout gets its advantage"];
+  return el("p", { class: "credit", "data-testid": "credit", "data-advantage": String(credit.advantage) },
+    `return ${credit.return.toFixed(3)} · advantage ${num(credit.advantage)} = A_rollout ${num(credit.rollout_advantage)}`,
+    credit.estimator === "anchor" ? ` + A_step ${num(credit.step_advantage)} (weighted)` : "", ...group.flat());
+}
+
 function messages(call) {
   if (!call.input_messages && !call.output_messages) return null;
   const text = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 1));
@@ -257,6 +273,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
                     "data-selected": String(Boolean(call.decision?.selected)) },
       el("h3", {}, `call ${index + 1}: `, el("code", { text: call.name }), ` · agent ${call.agent ?? "(none)"} · policy version ${call.policy_version ?? "—"}`),
       el("p", {}, decisionCell(call.decision)),
+      creditLine(call.credit && { ...call.credit, self_span_id: call.span_id }),
       el("p", { class: "muted", text: `${call.prompt_token_ids.length} prompt + ${call.response_token_ids.length} response tokens · token ids complete: ${call.token_ids_complete ?? "—"} · service ${call.service} · response id ${call.response_id ?? "—"}${call.decision?.sample !== null && call.decision?.sample !== undefined ? ` · sample #${call.decision.sample}` : ""}` }),
       messages(call), call.prompt_token_ids.length || call.response_token_ids.length ? tokens(call)
         : el("p", { class: "muted", text: "no token ids on this span" })));

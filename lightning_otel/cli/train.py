@@ -44,6 +44,26 @@ def regex(text: str) -> str:
     return text
 
 
+def process_rewards(text: str) -> dict[str, float]:
+    """`tool_error=-0.5,truncated=-0.2` -> {"tool_error": -0.5, "truncated": -0.2} (names checked by the adapter)."""
+    from lightning_otel.adapters.process_rewards import ProcessRewards
+
+    pairs: dict[str, float] = {}
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        name, sep, value = part.partition("=")
+        try:
+            pairs[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{part!r} is not NAME=NUMBER (e.g. tool_error=-0.5)")
+    try:
+        ProcessRewards.from_config(pairs)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return pairs
+
+
 def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
     train.add_argument("--train", required=True, help="tasks: .jsonl (one JSON object per line), a JSON list, .parquet")
@@ -51,6 +71,16 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--agent-match", type=regex, default=None,
                        help="regex on gen_ai.agent.name selecting the trained calls")  # fmt: skip
     train.add_argument("--runners", type=int, default=2, help="runner processes (default 2)")
+    train.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
+                       help="grpo: every call of a rollout gets its final reward's advantage (default); anchor: "
+                            "per-call credit (returns and anchor states from the traces)")  # fmt: skip
+    train.add_argument(
+        "--process-rewards",
+        type=process_rewards,
+        default=None,
+        metavar="NAME=VALUE,...",
+        help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also call_error)",
+    )
     train.add_argument("--collector", help="a running agl-otel-collector's query URL (default: an embedded one)")
     train.add_argument("--model", help="the policy: an HF model directory or hub name verl can load")
     train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
@@ -179,11 +209,11 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
-            algorithm = lightning_otel.VERL(config, overrides=overrides)  # one console line a step
+            algorithm = lightning_otel.VERL(config, overrides=overrides, advantage=args.advantage)  # a line a step
             trainer = lightning_otel.Trainer(
                 n_runners=args.runners,
                 algorithm=algorithm,
-                adapter={"agent_match": args.agent_match},
+                adapter={"agent_match": args.agent_match, "process_rewards": args.process_rewards},
                 initial_resources={"main_llm": lightning_otel.LLM("http://gateway-not-started/v1", model)},
                 **collector_options(args),
             )

@@ -152,6 +152,22 @@ def test_rollout_page_shows_the_waterfall_and_highlights_the_trained_tokens(
         assert title == f"token {ids[0]} · logprob {_logprob(ids[0], 0):.4f}"  # the server's logprob, on hover
     hrefs = [a.get_attribute("href") for a in page.get_by_test_id("link-jaeger").all()]
     assert hrefs and all(h.startswith(f"{recorded_run.JAEGER_UI}/trace/") for h in hrefs)
+    # each trained call says its return and advantages, and links the other calls of its anchor state
+    for call in calls.all():
+        span_id = call.get_attribute("data-span-id")
+        credit = next(c for c in view["calls"] if c["span_id"] == span_id)["credit"]
+        line = call.get_by_test_id("credit")
+        if span_id not in trained:
+            expect(line).to_have_count(0)
+            continue
+        expect(line).to_contain_text(f"return {credit['return']:.3f}")
+        step = f"{credit['step_advantage']:+.3f}"
+        expect(line).to_contain_text(f"A_step {'+0.000' if float(step) == 0 else step}")  # the page writes 0 as +0
+        expect(line).to_contain_text(f"anchor state {credit['anchor']} ({credit['anchor_size']} calls")
+        others = [m["rollout_id"] for m in credit["anchor_members"] if m["span_id"] != span_id]
+        links = line.get_by_test_id("anchor-member")
+        expect(links).to_have_count(len(others))
+        assert [a.get_attribute("href") for a in links.all()] == [f"#/rollout/{r}" for r in others]
     page.screenshot(path=shots / "rollout.png", full_page=True)
     if os.environ.get("AGL_UPDATE_SCREENSHOT"):  # the README's picture is this page, as this test renders it
         shutil.copy(shots / "rollout.png", Path(__file__).resolve().parents[2] / "docs" / "rollout_view.png")

@@ -16,6 +16,7 @@ from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.collector.token_text import TokenizerUnavailable
 from lightning_otel.testing.tokenizer import build_tokenizer
+from lightning_otel.training.loop.samples import Sample
 from tests.programs import recorded_run
 
 TOKEN = "view-secret"
@@ -112,6 +113,40 @@ def test_a_rollout_shows_its_tree_and_every_call_with_the_servers_tokens(recorde
         *(f"http://jaeger.example:16686/trace/{t}" for t in traces),
         *(f"http://phoenix.example:6006/redirects/traces/{t}" for t in traces),
     }
+
+
+def test_every_trained_call_shows_its_return_and_advantages_as_the_estimator_computes_them(recorded) -> None:
+    """The view's credit (return, A_rollout, A_step, anchor group) equals `AnchorAdvantage` on the same spans, group
+    by group; both pages agree; each call links the other members of its anchor state."""
+    (run,) = get(recorded, "/v1/ui/runs")["runs"]
+    step = get(recorded, f"/v1/ui/runs/{run['run_id']}/train/2")
+    adapter, samples = TraceToTriplet(agent_match="write"), []
+    for row in step["rollouts"]:
+        if row["status"] == "succeeded":
+            adapted = adapter.adapt(recorded["client"].rollout_spans(row["rollout_id"], attempt_id=row["attempt_id"]))
+            group = recorded["client"].rollout(row["rollout_id"])["group_id"]
+            samples += [Sample(t, row["reward"], group, rollout=row["rollout_id"],
+                               step_rewards_total=adapted.step_rewards_total) for t in adapted.triplets]  # fmt: skip
+    recorded_run.CREDIT.assign(samples)
+    expected = {sample.triplet.span_ids[0]: sample.credit for sample in samples}
+    shown = {c["span_id"]: c["credit"] for row in step["rollouts"] for c in row["calls"] if c["credit"]}
+    assert set(shown) == set(expected) and len(shown) >= 8  # 8 succeeded rollouts, 1 or 2 selected calls each
+    for span_id, credit in expected.items():
+        view = shown[span_id]
+        assert view["return"] == pytest.approx(credit.call_return)
+        assert view["rollout_advantage"] == pytest.approx(credit.rollout_advantage)
+        assert view["step_advantage"] == pytest.approx(credit.step_advantage)
+        assert view["advantage"] == pytest.approx(credit.advantage)
+        assert view["anchor_size"] == credit.anchor_size and view["estimator"] == "anchor"
+    # the two rollouts of a task saw the same first prompt: every call's anchor state has both
+    assert all(view["anchor_size"] == 2 for view in shown.values())
+    row = next(r for r in step["rollouts"] if r["task_id"] == "customers-2024")
+    page = get(recorded, f"/v1/ui/rollouts/{row['rollout_id']}")
+    trained = [call for call in page["calls"] if call["decision"]["selected"]]
+    assert [call["credit"]["advantage"] for call in trained] == [shown[c["span_id"]]["advantage"] for c in trained]
+    members = {m["rollout_id"] for m in trained[0]["credit"]["anchor_members"]}
+    assert row["rollout_id"] in members and len(members) == 2  # itself and the task's other rollout
+    assert all(call["credit"] is None for call in page["calls"] if not call["decision"]["selected"])
 
 
 def test_why_a_rollout_gave_no_sample(recorded: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 The SQL agent of examples/sql_agent (write, check, rewrite agents) runs in two runner processes against the test
 server (its real tokenizer, token ids and logprobs), with `agent_match="write"` and content capture on; 2 steps of
 `Baseline` and a validation batch. One task always raises, so two rollouts per step end failed: the page must say
-why they gave no sample.
+why they gave no sample. The run records the per-call credit settings a training with `advantage="anchor"` records
+(discount 0.9), so the view shows each trained call's return and advantages.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import lightning_otel
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.tokenizer import build_tokenizer
+from lightning_otel.training.loop.credit import AnchorAdvantage
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "sql_agent"))
@@ -32,13 +34,24 @@ def sql_or_broken(task: dict[str, Any], resources: dict[str, Any], rollout: ligh
     return sql_example.sql_rollout(task, resources, rollout)
 
 
+CREDIT = AnchorAdvantage(gamma=0.9, normalize_by_std=False)
+
+
+class BaselineWithCredit(lightning_otel.Baseline):
+    """Baseline's batches, recorded with the settings of the anchor estimator (what the rollout view rebuilds)."""
+
+    def run(self, run: Any, train_dataset: Any, val_dataset: Any) -> Any:
+        run.estimator_settings = {**CREDIT.describe(), "group_by_agent": False}
+        return super().run(run, train_dataset, val_dataset)
+
+
 def record(store: Path, tokenizer_dir: Path) -> dict[str, Any]:
     """2 Baseline steps (2 epochs of one batch) into `store`; the test server's tokenizer saved in `tokenizer_dir`."""
     build_tokenizer().save_pretrained(tokenizer_dir)  # the test server's own
     with OpenAITestServer(replies=sql_example.dev_replies) as server:
         trainer = lightning_otel.Trainer(
             n_runners=2,
-            algorithm=lightning_otel.Baseline(batch_size=len(TASKS), n_rollouts=2, n_epochs=2),
+            algorithm=BaselineWithCredit(batch_size=len(TASKS), n_rollouts=2, n_epochs=2),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
             store_url=f"sqlite:///{store}",

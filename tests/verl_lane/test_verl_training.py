@@ -1,6 +1,7 @@
 """VERL end to end on CPU: verl 0.9.1 runs real GRPO steps through our CPU backend (its `cpu` platform and `hf`
 rollout replica) while the LangGraph SQL agent (write -> check -> rewrite) runs in runner processes against the
-policy gateway; spans go through a real collector; `agent_match="write"` picks the trained calls."""
+policy gateway; spans go through a real collector; `agent_match="write"` picks the trained calls; the advantages
+are per call (`advantage="anchor"`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VERLRes
     with EmbeddedCollector(config) as addresses:
         trainer = lightning_otel.Trainer(
             n_runners=2,
-            algorithm=lightning_otel.VERL(tiny_config(model), device="cpu"),
+            # per-call credit on verl's update (GRPO's own estimator runs in the demo, spider and --ci-fast tests)
+            algorithm=lightning_otel.VERL(tiny_config(model), device="cpu", advantage="anchor"),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
             collector=addresses.query,
@@ -73,6 +75,8 @@ def test_two_grpo_steps_train_the_sampled_tokens_and_sync_weights(training: tupl
         assert metrics["training/rollout_probs_diff_max"] < 1e-5
         assert math.isfinite(metrics["actor/pg_loss"]) and metrics["actor/grad_norm"] > 0
         assert metrics["rollout/groups"] == 2
+        # the loop's anchor estimator gave the rows their advantages: the first calls of a task share a state
+        assert 0 < metrics["credit/anchor_coverage"] <= 1 and metrics["credit/anchor_groups"] >= 2
     assert all(record["status"] == "succeeded" for record in records) and len(records) == 1 + 12
     # Validation before training: the val task once (val_kwargs.n=1), greedy sampling through the gateway.
     assert [record.step for record in result.validations] == [0]
@@ -108,15 +112,17 @@ def test_only_the_matched_agents_calls_became_samples_once_each(training: tuple)
         assert record.metrics["batch/rows"] == len(record.sample_response_ids)
 
 
-def test_ci_fast_cli_trains_two_steps() -> None:
+def test_ci_fast_cli_trains_two_steps_with_per_call_credit() -> None:
     command = [
         sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast",
         "--agent", "examples.sql_agent.graph_agent:sql_graph_rollout",
         "--train", str(ROOT / "examples/sql_agent/tasks.jsonl"), "--agent-match", "write", "--runners", "1",
+        "--advantage", "anchor", "--process-rewards", "tool_error=-0.5,truncated=-0.1",  # per-call credit
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step 1: reward" in done.stdout and "trained 2 of 2 steps" in done.stdout
+    assert "anchored" in done.stdout  # the step line's anchor coverage: the loop ran the anchor estimator
 
 
 def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy(tmp_path: Path) -> None:

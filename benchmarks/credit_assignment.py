@@ -1,0 +1,194 @@
+"""Per-call credit (`advantage="anchor"`) against outcome-only GRPO, at equal steps and rollouts, on a task designed
+for the question: the locked-doors maze.
+
+    python benchmarks/credit_assignment.py                  # 3 seeds x {grpo, anchor}, 30 steps each
+    python benchmarks/credit_assignment.py --seeds 0 --steps 10 --out runs/credit.json
+    python benchmarks/credit_assignment.py --quick          # tiny sizes: that it runs (the tests run it)
+
+The task (fixed before any tuning; the docs' credit page says why it was chosen):
+- 8 mazes, each a row of 3 rooms. In every room one of two doors (left or right, drawn once per maze and room from
+  the maze's number) opens onto the next room; the other is locked and the agent stays where it is.
+- Each turn the agent asks the policy afresh, "Maze m, room r of 3: left or right?", one token of reply. The tiny
+  policy cannot read, so the environment maps its reply to a door: a first letter from a to m opens the left door,
+  anything else the right one (about 40% / 60% for the untrained policy).
+- 5 turns: reward 1 when the agent is through the third room in time, else 0. A wrong door costs a turn and can be
+  recovered later, so a winning rollout often holds wrong calls, and the final reward alone cannot tell which.
+- The states recur: every rollout of a maze starts in its room 1 and most visit room 2, so anchor groups (same maze,
+  same new input) are large; a wrong door repeats the same state within a rollout too.
+Both estimators train the same tiny Qwen2 (built offline, seed = the run's seed) with the local Tinker engine
+(LoRA rank 32, importance_sampling, learning rate 1e-2, temperature 1), 8 mazes x 8 rollouts a step, 2 runner
+processes; `anchor` uses GiGPO's settings where this task leaves a choice: step weight 1, discount 0.9 (a door
+opened sooner is worth more), the cookbook's mean-only baselines. Success is measured on the sampled policy
+(temperature 1, 16 rollouts per maze = 128) before training, at the middle and at the end; reported with its
+binomial standard error, per run and pooled over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import lightning_otel as agl
+from lightning_otel.training.loop.credit import AnchorAdvantage
+
+MAZES, ROOMS, TURNS = 8, 3, 5
+GAMMA = 0.9
+
+
+def doors(maze: int) -> list[str]:
+    """The door that opens in each room of a maze (fixed by its number)."""
+    draw = random.Random(1000 + maze)
+    return [draw.choice(("left", "right")) for _ in range(ROOMS)]
+
+
+def door_of(reply: str) -> str:
+    first = reply.strip()[:1].lower()
+    return "left" if "a" <= first <= "m" else "right"
+
+
+@functools.cache
+def _client(base_url: str, api_key: str) -> Any:
+    from openai import OpenAI
+
+    return OpenAI(base_url=base_url, api_key=api_key, max_retries=5)
+
+
+@agl.rollout
+def maze_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """Up to TURNS calls, one door each; 1.0 when through every room in time."""
+    client = _client(llm.endpoint, llm.api_key or "unused")
+    room, code = 0, task["doors"]
+    for _ in range(TURNS):
+        prompt = f"Maze {task['maze']}, room {room + 1} of {ROOMS}: left or right?"
+        reply = client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": prompt}], max_tokens=1
+        )
+        if door_of(reply.choices[0].message.content or "") == code[room]:
+            room += 1
+            if room == ROOMS:
+                return 1.0
+    return 0.0
+
+
+def maze_tasks(count: int) -> list[dict[str, Any]]:
+    return [{"task_id": f"maze-{maze}", "maze": maze, "doors": doors(maze)} for maze in range(count)]
+
+
+def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from lightning_otel.testing import save_tiny_model
+
+    model = workdir / f"model-{seed}"
+    if not (model / "config.json").exists():
+        save_tiny_model(model, seed=seed)
+    estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
+    tasks = maze_tasks(args.mazes)
+    algorithm = agl.Tinker(
+        agl.LocalEngine(model, rank=32, seed=seed),
+        schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,
+                              val_every=max(1, args.steps // 2), val_group_size=args.val_group_size, seed=seed),
+        learning_rate=args.learning_rate, max_tokens=1, temperature=1.0, val_temperature=1.0,
+        estimator=estimator if advantage == "anchor" else None, logger=(),
+    )  # fmt: skip
+    trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
+    started = time.monotonic()
+    with agl.quiet(workdir / f"{advantage}-{seed}.log"):
+        result = trainer.fit(maze_agent, tasks, tasks)
+    loop = result.loop
+    validations = [
+        {"step": record.step, "success": record.metrics["val/reward_mean"],
+         "rollouts": int(record.metrics.get("val/with_samples", 0))}
+        for record in loop.validations
+    ]  # fmt: skip
+    steps = loop.steps
+    return {
+        "advantage": advantage,
+        "seed": seed,
+        "train_reward": [record.metrics.get("rollout/reward_mean", math.nan) for record in steps],
+        "trained_steps": sum(1 for record in steps if not record.skipped_because),
+        "anchor_coverage": statistics.fmean(record.metrics.get("credit/anchor_coverage", math.nan) for record in steps),
+        "validations": validations,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def standard_error(success: float, count: int) -> float:
+    return math.sqrt(success * (1 - success) / count) if count else math.nan
+
+
+def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    """Lines to print, and whether every run was a measurement (each step trained, validations complete)."""
+    lines, complete = [], True
+    lines.append(f"{'advantage':<9} {'seed':>4} {'success start':>14} {'middle':>8} {'end (+-SE)':>16} "
+                 f"{'train reward first5 -> last5':>30} {'coverage':>8} {'s':>6}")  # fmt: skip
+    for run in runs:
+        val = run["validations"]
+        end = val[-1]
+        rewards = run["train_reward"]
+        head, tail = statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])
+        se = standard_error(end["success"], end["rollouts"])
+        lines.append(
+            f"{run['advantage']:<9} {run['seed']:>4} {val[0]['success']:>14.3f} "
+            f"{val[len(val) // 2]['success']:>8.3f} {end['success']:>8.3f} +-{se:.3f} "
+            f"{head:>19.3f} -> {tail:.3f} {run['anchor_coverage']:>8.2f} {run['seconds']:>6.0f}"
+        )
+        complete &= run["trained_steps"] == len(rewards) and all(v["rollouts"] for v in val)
+    pooled = {}
+    for advantage in ("grpo", "anchor"):
+        ends = [run["validations"][-1] for run in runs if run["advantage"] == advantage]
+        wins = sum(v["success"] * v["rollouts"] for v in ends)
+        count = sum(v["rollouts"] for v in ends)
+        pooled[advantage] = (wins / count if count else math.nan, count)
+        lines.append(f"pooled {advantage}: final success {pooled[advantage][0]:.3f} +- "
+                     f"{standard_error(*pooled[advantage]):.3f} over {count} rollouts ({len(ends)} seeds)")  # fmt: skip
+    (grpo, n_grpo), (anchor, n_anchor) = pooled["grpo"], pooled["anchor"]
+    se = math.sqrt(standard_error(grpo, n_grpo) ** 2 + standard_error(anchor, n_anchor) ** 2)
+    gain = anchor - grpo
+    lines.append(f"gain anchor - grpo: {gain:+.3f} = {gain / se if se else math.nan:+.1f} x its standard error "
+                 f"({se:.3f}); beyond 2 x: {'yes' if se and gain > 2 * se else 'no'}")  # fmt: skip
+    return lines, complete
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--mazes", type=int, default=MAZES)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--val-group-size", type=int, default=16)
+    parser.add_argument("--learning-rate", type=float, default=1e-2)
+    parser.add_argument("--advantages", nargs="+", default=["grpo", "anchor"], choices=["grpo", "anchor"])
+    parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: that it runs (the tests run it)")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.steps, args.mazes, args.group_size, args.val_group_size = [0], 2, 2, 4, 2
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="agl-credit-") as folder:
+        for seed in args.seeds:
+            for advantage in args.advantages:
+                runs.append(one_run(advantage, seed, args, Path(folder)))
+                print(json.dumps(runs[-1]), flush=True)
+    lines, complete = summary(runs)
+    print("\n".join(lines))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(runs, indent=1))
+    if not complete:
+        print("not a measurement: a step trained nothing or a validation had no rollout", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
