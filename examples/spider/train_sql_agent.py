@@ -177,7 +177,7 @@ def train_gpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
     model, tool_format = GPU_MODELS[args.profile]
     trainer = agl.Trainer(
         n_runners=args.n_runners,
-        algorithm=agl.VERL(verl_config(model, tool_format)),
+        algorithm=agl.VERL(verl_config(model, tool_format), advantage=args.advantage),
         adapter={"agent_match": args.active_agent or None},
         initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", model)},
         collector=args.collector,
@@ -275,13 +275,15 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
         print(f"GRPO with VERL on CPU: {steps} steps of {config['data']['train_batch_size']} tasks x "
               f"{config['actor_rollout_ref']['rollout']['n']} rollouts, agent_match={args.active_agent!r}, "
               f"temperature {args.temperature:g}, lr {args.lr:g}, "
-              f"negative advantages x{args.negative_advantage_weight:g}; "
+              f"negative advantages x{args.negative_advantage_weight:g}, advantage {args.advantage}; "
               f"validation on {len(val_data)} questions", flush=True)  # fmt: skip
         trainer = agl.Trainer(
             n_runners=args.n_runners,
             # a step's rollouts all in flight at once: the CPU replica samples the requests waiting together
             max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners))),
-            algorithm=agl.VERL(config, device="cpu", negative_advantage_weight=args.negative_advantage_weight),
+            algorithm=agl.VERL(
+                config, device="cpu", negative_advantage_weight=args.negative_advantage_weight, advantage=args.advantage
+            ),
             adapter={"agent_match": args.active_agent or None},
             initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", "policy")},
             collector=collector,
@@ -340,6 +342,9 @@ def main() -> None:
         default=0.0,
         help="scale of GRPO's negative advantages (1: plain GRPO; 0: reinforce only better-than-group rollouts)",
     )
+    parser.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
+                        help="grpo: each call trained on its rollout's reward; anchor: per-call credit (docs: Per-call "
+                        "credit)")  # fmt: skip
     cpu.add_argument("--sft-epochs", type=float, default=9.0)
     cpu.add_argument("--seed", type=int, default=0)
     cpu.add_argument("--policy", help="skip the warm start: GRPO from this model (e.g. runs/cpu/model-sft)")
