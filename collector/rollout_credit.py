@@ -50,6 +50,7 @@ def credits_by_span(
         view = {
             **credit.to_json(),
             "estimator": settings.mode,
+            "step_weight": settings.step_weight,
             "anchor_key": estimator.get("anchor_key"),  # a user's normaliser: the view groups by exact tokens
             "anchor_members": members[credit.anchor] if settings.mode == "anchor" else [],
         }

@@ -243,7 +243,7 @@ function creditLine(credit) {
     : [" · outcome-only GRPO: every call of the rollout gets its advantage"];
   return el("p", { class: "credit", "data-testid": "credit", "data-advantage": String(credit.advantage) },
     `return ${credit.return.toFixed(3)} · advantage ${num(credit.advantage)} = A_rollout ${num(credit.rollout_advantage)}`,
-    credit.estimator === "anchor" ? ` + A_step ${num(credit.step_advantage)} (weighted)` : "", ...group.flat());
+    credit.estimator === "anchor" ? ` + ${credit.step_weight} × A_step ${num(credit.step_advantage)}` : "", ...group.flat());
 }
 
 function messages(call) {
