@@ -11,10 +11,23 @@
 Spans come back flat: `traceId`, `spanId`, `parentSpanId`, `name`, `kind`, start/end nanoseconds, `service`,
 `attributes` with native values (token ids are lists of ints), `events`, `links`, `status`, and `seq` (ingest order).
 `AsyncClient` has the same methods as coroutines.
+
+Faults are ridden out, not raised: a collector that cannot be reached (refused, restarting), or that answers `503`
+(its store unavailable, its in-flight budget spent), is retried with exponential backoff and jitter for up to
+`retry_for_s` (300 s by default; 0: fail at once), with one warning line when the trouble starts and one when the
+collector answers again; past the bound, one `CollectorError` says for how long it was unreachable. A request whose
+connection broke after it was sent is retried only when repeating it is harmless (reads, waits, heartbeats,
+completions, cancels, and enqueues, whose rollout ids the client then fixes itself); a claim is not (its attempts,
+if the collector took it, time out and are retried).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+import time
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,9 +35,70 @@ import httpx
 
 from lightning_otel.flat_span import restore_non_finite
 
+log = logging.getLogger("lightning_otel.collector.client")
+
+DEFAULT_RETRY_FOR_S = 300.0
+
 
 class CollectorError(RuntimeError):
     """The collector could not be reached or answered with an error."""
+
+
+class _Unavailable(Exception):
+    """A 503: the collector is up but cannot serve (store unavailable, budget spent); nothing was done."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP 503 {response.text[:200]}")
+        self.response = response
+
+
+# Never sent (or refused before anything was done): safe to repeat whatever the request.
+_UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, _Unavailable)
+# Sent, then the connection broke or timed out: the collector may have done it; repeat only what is harmless twice.
+_AMBIGUOUS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, httpx.ReadTimeout, httpx.WriteTimeout)
+
+
+class _Retry:
+    """One request's retries: backoff with jitter, the bound, the start and recovery lines (see the docstring)."""
+
+    def __init__(self, url: str, path: str, retry_for_s: float, repeatable: bool) -> None:
+        self.url, self.path, self.retry_for_s, self.repeatable = url, path, retry_for_s, repeatable
+        self.started = time.monotonic()
+        self.failures = 0
+
+    def delay_after(self, exc: Exception) -> float:
+        """Seconds to wait before the next try, or raise the CollectorError that ends the request."""
+        transient = isinstance(exc, _UNSENT) or (self.repeatable and isinstance(exc, _AMBIGUOUS))
+        elapsed = time.monotonic() - self.started
+        if not transient or elapsed >= self.retry_for_s:
+            if isinstance(exc, _Unavailable) and not transient:
+                raise CollectorError(f"POST {self.path}: {exc}")
+            said = f"collector at {self.url} unreachable"
+            if transient and self.failures:
+                said += f" for {elapsed:.0f} s ({self.failures + 1} tries; the bound is {self.retry_for_s:g} s)"
+            raise CollectorError(f"{said}: {exc.__class__.__name__}: {exc}") from exc
+        if self.failures == 0:
+            log.warning("collector at %s unreachable (%s: %s): retrying for up to %g s", self.url,
+                        exc.__class__.__name__, exc, self.retry_for_s)  # fmt: skip
+        self.failures += 1
+        retry_after = _retry_after(exc)
+        backoff = min(5.0, 0.25 * 2 ** min(self.failures - 1, 5)) * random.uniform(0.5, 1.0)
+        wait = max(backoff, retry_after or 0.0)
+        return max(0.0, min(wait, self.retry_for_s - elapsed))
+
+    def succeeded(self) -> None:
+        if self.failures:
+            log.warning("collector at %s answers again after %.1f s (%d retries)", self.url,
+                        time.monotonic() - self.started, self.failures)  # fmt: skip
+
+
+def _retry_after(exc: Exception) -> float | None:
+    if isinstance(exc, _Unavailable):
+        try:
+            return min(5.0, float(exc.response.headers.get("retry-after", "")))
+        except ValueError:
+            return None
+    return None
 
 
 def _headers(auth_token: str | None) -> dict[str, str]:
@@ -52,6 +126,8 @@ def _batch_body(rollout_ids: list[str], latest: bool, attempt_ids: list[str] | N
 
 
 def _checked(response: httpx.Response, pick: str | None = None, flat_spans: bool = False) -> Any:
+    if response.status_code == 503:
+        raise _Unavailable(response)
     if response.status_code >= 400:
         raise CollectorError(
             f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {response.text[:300]}"
@@ -67,8 +143,16 @@ class CollectorCalls:
     methods return values, and `AsyncClient`, whose methods return coroutines."""
 
     def _request(
-        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+        self,
+        method: str,
+        path: str,
+        pick: str | None = None,
+        *,
+        flat_spans: bool = False,
+        repeatable: bool = True,
+        **options: Any,
     ) -> Any:
+        """One request, retried as the module docstring says (`repeatable`: harmless to repeat once sent)."""
         raise NotImplementedError
 
     def rollout_spans(self, rollout_id: str, *, attempt_id: str | None = None, latest: bool = False) -> Any:
@@ -117,13 +201,17 @@ class CollectorCalls:
 
     def enqueue(self, rollouts: list[dict[str, Any]]) -> Any:
         """Queue rollouts (`{"input": task, "task_id"?, "group_id"?, "mode"?, "max_attempts"?, "timeout_s"?}`);
-        returns their records with the assigned `rollout_id`s."""
-        return self._request("POST", "/v1/queue/enqueue", "rollouts", json={"rollouts": rollouts})
+        returns their records with the assigned `rollout_id`s. Ids are fixed here (unless given), so a request
+        repeated after a broken connection returns the rollouts the first one queued instead of queuing them twice."""
+        specs = [spec if spec.get("rollout_id") else {**spec, "rollout_id": f"ro-{uuid.uuid4().hex[:16]}"}
+                 for spec in rollouts]  # fmt: skip
+        body = {"rollouts": specs, "if_exists": "return"}
+        return self._request("POST", "/v1/queue/enqueue", "rollouts", json=body)
 
     def claim(self, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0) -> Any:
         """Long-poll for work: `{"attempts": [...], "heartbeat_interval_s": s}`, empty after `wait_s` without work."""
         body = {"runner_id": runner_id, "max": max_attempts, "wait_s": wait_s}
-        return self._request("POST", "/v1/queue/claim", json=body, timeout=wait_s + 30)
+        return self._request("POST", "/v1/queue/claim", json=body, timeout=wait_s + 30, repeatable=False)
 
     def heartbeat(self, runner_id: str, attempts: list[tuple[str, str]]) -> Any:
         """Keep attempts alive; returns those the runner should stop (timed out or cancelled meanwhile)."""
@@ -167,7 +255,7 @@ class CollectorCalls:
 
     def put_resources(self, resources: dict[str, Any]) -> Any:
         """Publish a new version of the named resources (JSON form); returns the version number."""
-        return self._request("POST", "/v1/resources", "version", json={"resources": resources})
+        return self._request("POST", "/v1/resources", "version", json={"resources": resources}, repeatable=False)
 
     def resources(self, version: int | str = "latest") -> Any:
         """`{"version", "resources", "created_ns"}` of one version or the latest."""
@@ -175,20 +263,40 @@ class CollectorCalls:
 
 
 class Client(CollectorCalls):
+    """`retry_for_s`: how long a fault is ridden out before `CollectorError` (module docstring)."""
+
     def __init__(
-        self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
+        self,
+        url: str = "http://127.0.0.1:16686",
+        *,
+        auth_token: str | None = None,
+        timeout: float = 30.0,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
         self.url = url.rstrip("/")
         self.auth_token = auth_token
+        self.retry_for_s = retry_for_s
         self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
     def _request(
-        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+        self,
+        method: str,
+        path: str,
+        pick: str | None = None,
+        *,
+        flat_spans: bool = False,
+        repeatable: bool = True,
+        **options: Any,
     ) -> Any:
-        try:
-            return _checked(self._http.request(method, path, **options), pick, flat_spans)
-        except httpx.HTTPError as exc:
-            raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
+        retry = _Retry(self.url, path, self.retry_for_s, repeatable)
+        while True:
+            try:
+                answer = _checked(self._http.request(method, path, **options), pick, flat_spans)
+            except (httpx.HTTPError, _Unavailable) as exc:
+                time.sleep(retry.delay_after(exc))
+                continue
+            retry.succeeded()
+            return answer
 
     def healthy(self) -> bool:
         try:
@@ -207,20 +315,40 @@ class Client(CollectorCalls):
 
 
 class AsyncClient(CollectorCalls):
+    """`retry_for_s`: how long a fault is ridden out before `CollectorError` (module docstring)."""
+
     def __init__(
-        self, url: str = "http://127.0.0.1:16686", *, auth_token: str | None = None, timeout: float = 30.0
+        self,
+        url: str = "http://127.0.0.1:16686",
+        *,
+        auth_token: str | None = None,
+        timeout: float = 30.0,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
         self.url = url.rstrip("/")
         self.auth_token = auth_token
+        self.retry_for_s = retry_for_s
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
 
     async def _request(  # type: ignore[override]
-        self, method: str, path: str, pick: str | None = None, *, flat_spans: bool = False, **options: Any
+        self,
+        method: str,
+        path: str,
+        pick: str | None = None,
+        *,
+        flat_spans: bool = False,
+        repeatable: bool = True,
+        **options: Any,
     ) -> Any:
-        try:
-            return _checked(await self._http.request(method, path, **options), pick, flat_spans)
-        except httpx.HTTPError as exc:
-            raise CollectorError(f"collector at {self.url} unreachable: {exc}") from exc
+        retry = _Retry(self.url, path, self.retry_for_s, repeatable)
+        while True:
+            try:
+                answer = _checked(await self._http.request(method, path, **options), pick, flat_spans)
+            except (httpx.HTTPError, _Unavailable) as exc:
+                await asyncio.sleep(retry.delay_after(exc))
+                continue
+            retry.succeeded()
+            return answer
 
     async def aclose(self) -> None:
         await self._http.aclose()

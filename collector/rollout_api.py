@@ -1,7 +1,9 @@
 """REST routes of the rollout queue (served on the query port, behind the same bearer token).
 
 POST /v1/queue/enqueue     {"rollouts": [{"input": ..., "task_id"?, "group_id"?, "mode"?, "max_attempts"?,
-                            "timeout_s"?, "metadata"?, "rollout_id"?, "resources_version"?}]}
+                            "timeout_s"?, "metadata"?, "rollout_id"?, "resources_version"?}],
+                            "if_exists"?: "error" | "return"}    "return": ids already queued are returned as
+                            they are (a repeated request), not an error
 POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10}      long-poll: answers when work arrives
 POST /v1/queue/heartbeat   {"runner_id": "...", "attempts": [{"rollout_id", "attempt_id"}]} -> {"stop": [...]}
 POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?}
@@ -93,14 +95,18 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
         return JSONResponse({**info(), "heartbeat_interval_s": state.heartbeat_interval_s})
 
     async def enqueue(request: Request) -> Response:
-        specs = _field(await _body(request), "rollouts", list)
+        body = await _body(request)
+        specs = _field(body, "rollouts", list)
         if not specs or len(specs) > MAX_BATCH:
             raise BadQuery(f'"rollouts" must hold 1 to {MAX_BATCH} rollouts')
+        if_exists = _field(body, "if_exists", str, "error")
+        if if_exists not in ("error", "return"):
+            raise BadQuery('"if_exists" must be "error" or "return"')
         try:
             parsed = [RolloutSpec.from_json(spec) for spec in specs]
         except TypeError as exc:
             raise BadQuery(f"bad rollout: {exc}") from None
-        return FastJSONResponse({"rollouts": await state.enqueue(parsed)})
+        return FastJSONResponse({"rollouts": await state.enqueue(parsed, existing_ok=if_exists == "return")})
 
     async def claim(request: Request) -> Response:
         body = await _body(request)

@@ -129,7 +129,11 @@ def _attempt_json(row: Sequence[Any]) -> dict[str, Any]:
 
 
 # --- the operations, each run inside one transaction ------------------------------------------------------------
-def enqueue(tx: StateTransaction, specs: Sequence[RolloutSpec], now: int) -> list[dict[str, Any]]:
+def enqueue(
+    tx: StateTransaction, specs: Sequence[RolloutSpec], now: int, existing_ok: bool = False
+) -> list[dict[str, Any]]:
+    """Queue the rollouts; with `existing_ok`, ids already queued are left as they are and returned (a client's
+    repeat of a request whose answer it lost), else they are an error."""
     rows = []
     for index, spec in enumerate(specs):
         rollout_id = spec.rollout_id or f"ro-{uuid.uuid4().hex[:16]}"
@@ -156,14 +160,17 @@ def enqueue(tx: StateTransaction, specs: Sequence[RolloutSpec], now: int) -> lis
         raise InvalidRequest("rollout_id repeated within one request")
     placeholders = ", ".join("?" * 14)
     existing = _existing_ids(tx, [row[0] for row in rows])
-    if existing:
+    if existing and not existing_ok:
         raise InvalidRequest(f"rollout ids already exist: {sorted(existing)[:5]}")
-    tx.executemany(
-        "INSERT INTO agl_rollouts (rollout_id, position, task_id, group_id, mode, input, metadata, status, "
-        f"max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns) VALUES ({placeholders})",
-        rows,
-    )
-    return get_rollouts(tx, [row[0] for row in rows])
+    ids = [row[0] for row in rows]
+    rows = [row for row in rows if row[0] not in existing]
+    if rows:
+        tx.executemany(
+            "INSERT INTO agl_rollouts (rollout_id, position, task_id, group_id, mode, input, metadata, status, "
+            f"max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns) VALUES ({placeholders})",
+            rows,
+        )
+    return get_rollouts(tx, ids)
 
 
 def _existing_ids(tx: StateTransaction, rollout_ids: Sequence[str]) -> set[str]:
@@ -478,8 +485,8 @@ class RolloutState:
             self.queued.notify()
 
     # --- operations ------------------------------------------------------------------------------------------
-    async def enqueue(self, specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:
-        records = await self.store.state_transaction(lambda tx: enqueue(tx, specs, time.time_ns()))
+    async def enqueue(self, specs: Sequence[RolloutSpec], *, existing_ok: bool = False) -> list[dict[str, Any]]:
+        records = await self.store.state_transaction(lambda tx: enqueue(tx, specs, time.time_ns(), existing_ok))
         self.queued.notify()
         return records
 

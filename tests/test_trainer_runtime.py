@@ -198,6 +198,20 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
         assert Client(addresses.query, auth_token="s3cret").queue_stats()["succeeded"] == 6
 
 
+def test_a_runner_started_for_a_training_that_never_comes_stops_after_its_idle_bound(tmp_path: Path) -> None:
+    with EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3") as addresses:
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
+             "--agent", "tests.programs.runtime_agents:flaky_agent", "--idle-stop-s", "1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "no training is running on this collector (none started, or it failed): stopping" in said
+    assert time.monotonic() - began < 60  # one idle claim (10 s) past the bound, not forever
+
+
 def test_an_agent_named_for_runners_elsewhere_is_not_imported_here() -> None:
     from lightning_otel.runtime.agent_loading import AgentElsewhere, as_agent
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as SDKHTTPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -31,8 +33,19 @@ FAST_HTTP = is_tested("opentelemetry-exporter-otlp-proto-http")
 FAST_GRPC = is_tested("opentelemetry-exporter-otlp-proto-grpc")
 
 
+# What a collector answers while it restarts or its store is down: worth sending again later (as the SDK does).
+_RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
+
+
 class FastHTTPSpanExporter(SDKHTTPSpanExporter):
-    """The SDK's OTLP/HTTP span exporter; on tested versions, our encoder builds the request body."""
+    """The SDK's OTLP/HTTP span exporter; on tested versions, our encoder builds the request body. `retry_for_s`:
+    beyond the SDK's own retries (six tries, about 6 s against a collector answering 503 + Retry-After: 1), keep
+    re-sending a batch the collector could not take for up to this long, so a collector restart or a database
+    outage of a minute loses no span (0: the SDK's behaviour)."""
+
+    def __init__(self, *args: Any, retry_for_s: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_for_s = retry_for_s
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if not FAST_HTTP or self._shutdown:
@@ -48,6 +61,15 @@ class FastHTTPSpanExporter(SDKHTTPSpanExporter):
         # From here as the SDK's export: its metrics, its HTTP client (retries, compression, timeouts).
         with self._metrics.export_operation(len(spans)) as result:
             sent = self._client.export(body)
+            deadline, pause = time.monotonic() + self.retry_for_s, 1.0
+            while not sent.success and _retryable(sent.status_code) and time.monotonic() < deadline:
+                if self._shutdown:
+                    break
+                logger.warning("lightning-otel: the collector did not take %d spans (%s): sending again in %.0f s",
+                               len(spans), sent.status_code or sent.error, pause)  # fmt: skip
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                sent = self._client.export(body)
+                pause = min(pause * 2, 10.0)
             if not sent.success:
                 result.error = sent.error
                 if sent.status_code is not None:
@@ -56,15 +78,24 @@ class FastHTTPSpanExporter(SDKHTTPSpanExporter):
         return SpanExportResult.SUCCESS
 
 
+def _retryable(status_code: int | None) -> bool:
+    return status_code is None or status_code in _RETRYABLE_STATUS  # None: no answer (refused, reset)
+
+
 def otlp_http_exporter(
-    base_url: str | None = None, *, auth_token: str | None = None, endpoint: str | None = None
+    base_url: str | None = None,
+    *,
+    auth_token: str | None = None,
+    endpoint: str | None = None,
+    retry_for_s: float = 0.0,
 ) -> SDKHTTPSpanExporter:
     """Our OTLP/HTTP exporter to `base_url` (`/v1/traces` appended) or to the full `endpoint`; `None` for both: the
-    `OTEL_EXPORTER_OTLP_*` variables. `auth_token` becomes a bearer `authorization` header."""
+    `OTEL_EXPORTER_OTLP_*` variables. `auth_token` becomes a bearer `authorization` header; `retry_for_s`: how long
+    a batch the collector cannot take is sent again (the runners' and the gateway's ride out collector faults)."""
     if endpoint is None and base_url is not None:
         endpoint = base_url.rstrip("/") + "/v1/traces"
     headers = {"authorization": f"Bearer {auth_token}"} if auth_token else None
-    return FastHTTPSpanExporter(endpoint=endpoint, headers=headers)
+    return FastHTTPSpanExporter(endpoint=endpoint, headers=headers, retry_for_s=retry_for_s)
 
 
 @functools.cache

@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
     runner.add_argument("--keep-serving", action="store_true",
                         help="keep running when the training it serves ends (default: exit then)")  # fmt: skip
+    runner.add_argument("--idle-stop-s", type=float, default=600.0,
+                        help="exit when idle this long while no training runs (default 600)")  # fmt: skip
     runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
     tiny = commands.add_parser("tiny-model", help="build a tiny random model offline (a Hugging Face folder)")
     tiny.add_argument("path", help="the folder to write (config, weights, tokenizer)")
@@ -101,6 +103,7 @@ def run_runner(args: argparse.Namespace) -> int:
             otlp_endpoint=args.otlp_endpoint,
             max_rollouts=args.max_rollouts,
             stop_when_training_ends=not args.keep_serving,
+            idle_stop_s=args.idle_stop_s,
         )
     except CollectorError as exc:
         print(f"lightning-otel runner: {exc}", file=sys.stderr)

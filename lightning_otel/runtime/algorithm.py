@@ -166,6 +166,7 @@ class TrainingRun:
         self.span_wait_s = span_wait_s
         self.policy_notify_file = policy_notify_file
         self._batches = 0
+        self._open: set[str] = set()  # rollouts this training queued and has not seen final (it owns them: `release`)
         self._span_sources: list[Callable[[], bool]] = []
         self._call_counters: list[Callable[[list[tuple[str, str]]], int]] = []
 
@@ -220,6 +221,7 @@ class TrainingRun:
                     }
                 )
         records = self.client.enqueue(specs) if specs else []
+        self._open.update(record["rollout_id"] for record in records)
         return RolloutBatch(batch_id, mode, [record["rollout_id"] for record in records], records)
 
     def wait(self, batch: RolloutBatch, timeout: float | None = None) -> list[dict[str, Any]]:
@@ -234,6 +236,7 @@ class TrainingRun:
                 step = max(0.0, min(step, deadline - time.monotonic()))
             answer = self.client.wait_rollouts(batch.rollout_ids, timeout=step) if batch.rollout_ids else None
             records = answer["rollouts"] if answer else []
+            self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
             if self.on_progress is not None:
                 self.on_progress(
                     batch, sum(1 for r in records if r["status"] in FINAL_STATUSES), len(batch.rollout_ids)
@@ -270,6 +273,36 @@ class TrainingRun:
             return resources_from_json(self.client.resources("latest")["resources"])
         except CollectorError:  # none published yet
             return {}
+
+    def take_queue(self) -> int:
+        """A training owns the queue it runs on: rollouts an earlier training queued and never saw finish (it died,
+        or was stopped) are cancelled, so runners never spend this training's time on them. Returns how many."""
+        stale = [
+            record["rollout_id"]
+            for status in ("queuing", "running")
+            for record in self.client.queued_rollouts(status=status, limit=10_000)
+            if (record.get("metadata") or {}).get("run_id") != self.run_id
+        ]
+        if stale:
+            self.client.cancel(stale)
+            log.warning("cancelled %d rollouts an earlier training left queued or running on this collector",
+                        len(stale))  # fmt: skip
+        return len(stale)
+
+    def release(self) -> int:
+        """Cancel the rollouts this training queued that are not final yet (it ended or failed): none of them runs
+        for another training. Returns how many were cancelled."""
+        pending, cancelled = sorted(self._open), 0
+        for start in range(0, len(pending), 5_000):  # the queue API's batch bound is 10,000
+            cancelled += int(self.client.cancel(pending[start : start + 5_000]))
+        self._open.clear()
+        if cancelled:
+            log.info("cancelled %d rollouts this training queued and no longer needs", cancelled)
+        return cancelled
+
+    def start(self) -> None:
+        """Publish that this training runs (runners started on their own wait for it instead of giving up)."""
+        self.finish("running")
 
     def finish(self, state: str = "finished") -> None:
         """Publish that this training ended: runners started on their own (`lightning-otel runner`) then stop."""

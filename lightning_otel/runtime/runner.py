@@ -19,6 +19,7 @@ import math
 import os
 import signal
 import socket
+import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
@@ -105,11 +106,15 @@ class Runner:
         claim_wait_s: float = 10.0,
         flush: Callable[[], object] | None = None,
         stop_when_training_ends: bool = False,
+        idle_stop_s: float = 600.0,
     ) -> None:
         from lightning_otel.capture.setup import flush as flush_spans
 
-        # Started on its own (`lightning-otel runner`): stop when the training it serves publishes its end.
+        # Started on its own (`lightning-otel runner`): stop when the training it serves publishes its end, or when
+        # it has had no work for `idle_stop_s` and no training is running (one that never started, or failed).
         self.stop_when_training_ends = stop_when_training_ends
+        self.idle_stop_s = idle_stop_s
+        self._idle_since = time.monotonic()
         self._training_version: int | None = None  # the resources version when this runner started
 
         self.agent = agent
@@ -203,8 +208,15 @@ class Runner:
                     await asyncio.wait([stopping], timeout=1.0)
                     continue
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
-                if not answer["attempts"] and not self._running and await self._training_ended(client):
+                if answer["attempts"] or self._running:
+                    self._idle_since = time.monotonic()
+                elif await self._training_ended(client):
                     log.warning("the training this runner served has ended: stopping (--keep-serving to stay)")
+                    return
+                elif await self._idle_without_training(client):
+                    idle = time.monotonic() - self._idle_since
+                    log.warning("no work for %.0f s and no training is running on this collector (none started, or "
+                                "it failed): stopping (--keep-serving to stay)", idle)  # fmt: skip
                     return
                 for attempt in answer["attempts"]:
                     self.stats.claimed += 1
@@ -225,6 +237,14 @@ class Runner:
         state = latest["resources"].get(TRAINING_STATE_RESOURCE) or {}
         started = self._training_version or 0
         return int(latest["version"]) > started and state.get("state") in ("finished", "failed")
+
+    async def _idle_without_training(self, client: AsyncClient) -> bool:
+        """Idle past `idle_stop_s` while the latest training state is not "running" (a runner started on its own)."""
+        if not self.stop_when_training_ends or time.monotonic() - self._idle_since < self.idle_stop_s:
+            return False
+        latest = await _latest_resources(client)
+        state = ((latest or {}).get("resources") or {}).get(TRAINING_STATE_RESOURCE) or {}
+        return state.get("state") != "running"
 
     async def _heartbeats(self, client: AsyncClient) -> None:
         while True:
@@ -361,6 +381,7 @@ def run_runner_process(
     max_rollouts: int | None = None,
     capture_content: bool | None = None,
     stop_when_training_ends: bool = False,
+    idle_stop_s: float = 600.0,
 ) -> RunnerStats:
     """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI.
     `capture_content`: record message content on LLM spans (None: as the environment says);
@@ -369,15 +390,17 @@ def run_runner_process(
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import flush as flush_spans
     from lightning_otel.capture.setup import instrument
-    from lightning_otel.collector.client import Client, otlp_endpoint_for
+    from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
 
     if otlp_endpoint is None:
         with Client(collector_url, auth_token=auth_token, timeout=10) as client:
             otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
     # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
-    instrument(exporter=otlp_http_exporter(otlp_endpoint, auth_token=auth_token), capture_content=capture_content)
+    # spans ride out a collector restart or store outage as long as the runner's own requests do
+    exporter = otlp_http_exporter(otlp_endpoint, auth_token=auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
+    instrument(exporter=exporter, capture_content=capture_content)
     runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
-                    stop_when_training_ends=stop_when_training_ends)  # fmt: skip
+                    stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
 
     async def main() -> RunnerStats:
         loop = asyncio.get_running_loop()

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_otel.adapters.triplets import TraceToTriplet
-from lightning_otel.collector.client import Client
+from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client
 from lightning_otel.runtime.agent_loading import as_agent
 from lightning_otel.runtime.algorithm import (
     Algorithm,
@@ -223,7 +223,9 @@ class Trainer:
     `collector`: a running collector's query URL or the embedded one's `CollectorConfig` (the earlier keywords
     `store_url`, `collector_host`, `collector_port`, `otlp_port`, `heartbeat_timeout_s` set its fields);
     `max_attempts` per rollout; `rollout_timeout_s`; `span_wait_s` (late spans from other processes);
-    `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch).
+    `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch);
+    `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
+    backoff, a line when it starts and one when it recovers) before it fails (300 s).
     Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
     """
 
@@ -245,6 +247,7 @@ class Trainer:
         span_wait_s: float = 30.0,
         policy_notify_file: str | Path | None = None,
         no_runner_timeout_s: float | None = None,
+        collector_retry_s: float = DEFAULT_RETRY_FOR_S,
         **shorthands: Any,
     ) -> None:
         n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
@@ -273,6 +276,7 @@ class Trainer:
         self.policy_notify_file = notify_file_from_env(policy_notify_file)
         self.collector_url: str | None = None
         self.no_runner_timeout_s = no_runner_timeout_s
+        self.collector_retry_s = collector_retry_s
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
         needed = self.algorithm.needs_message_content
         self.capture_content = capture_content if capture_content is not None else (True if needed else None)
@@ -362,7 +366,7 @@ class Trainer:
         with contextlib.ExitStack() as stack:
             url = self.collector or stack.enter_context(self._embedded_collector())
             self.collector_url = url
-            client = stack.enter_context(Client(url, auth_token=self.auth_token))
+            client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=self.collector_retry_s))
             if self.initial_resources:
                 publish_resources(client, self.initial_resources, self.policy_notify_file)
             pool = RunnerPool(
@@ -393,12 +397,19 @@ class Trainer:
                 # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
             )
+            if self.collector:  # an external collector may hold what a dead training queued
+                run.take_queue()
+                run.start()  # runners started on their own see a training running
             state = "failed"
             try:
                 yield run
                 state = "finished"
             finally:
-                if self.collector:  # runners started elsewhere against this collector stop now
+                if self.collector:  # its queued rollouts run for nobody else; runners started elsewhere stop now
+                    if state == "failed":  # perhaps because the collector is gone: do not wait minutes more
+                        client.retry_for_s = min(client.retry_for_s, 10.0)
+                    with contextlib.suppress(Exception):
+                        run.release()
                     with contextlib.suppress(Exception):
                         run.finish(state)
 

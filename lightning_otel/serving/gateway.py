@@ -246,7 +246,8 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
     ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
     # our exporter: every policy call carries token ids and logprobs, which it encodes ~6x cheaper
-    provider.add_span_processor(BatchSpanProcessor(otlp_http_exporter(endpoint, auth_token=client.auth_token)))
+    exporter = otlp_http_exporter(endpoint, auth_token=client.auth_token, retry_for_s=client.retry_for_s)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
 
     def flush(timeout_s: float = 30.0) -> bool:
         drained = finisher.drain(timeout_s)  # LLM spans still being finished end first

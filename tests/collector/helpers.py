@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import httpx
 
@@ -26,3 +32,71 @@ def wait_for(predicate, timeout: float = 30.0) -> None:
 def stored_ids(collector) -> list[tuple[bytes, bytes]]:
     spans = collector.run(collector.store.spans_after(0, 100_000))
     return [(s.trace_id, s.span_id) for s in spans]
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+class CollectorProcess:
+    """`agl-otel-collector` as a child process on free ports: a SQLite file (or any store URL), `start()` again on
+    the same ports and store after a kill."""
+
+    def __init__(self, store: Path | str, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.http_port, self.grpc_port, self.query_port = _free_ports(3)
+        self.args = [
+            sys.executable,
+            "-m",
+            "lightning_otel.collector",
+            "--store",
+            store if isinstance(store, str) else f"sqlite:///{store}",
+            "--http-port",
+            str(self.http_port),
+            "--grpc-port",
+            str(self.grpc_port),
+            "--query-port",
+            str(self.query_port),
+            *extra,
+        ]
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self) -> CollectorProcess:
+        self.output = []
+        self.process = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                raise AssertionError(f"collector exited: {''.join(self.output)}")
+            self.output.append(line)
+            if line.startswith("  store"):
+                threading.Thread(target=self._drain, daemon=True).start()
+                return self
+        raise AssertionError("collector did not get ready in 30 s")
+
+    def _drain(self) -> None:
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            self.output.append(line)
+
+    @property
+    def otlp_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/v1/traces"
+
+    @property
+    def query_url(self) -> str:
+        return f"http://127.0.0.1:{self.query_port}"
+
+    def signal(self, signum: int) -> int:
+        assert self.process is not None
+        self.process.send_signal(signum)
+        return self.process.wait(timeout=30)

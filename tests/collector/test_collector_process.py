@@ -3,7 +3,6 @@ SIGKILL (every acknowledged span is found exactly once after a restart and the c
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import sqlite3
@@ -15,73 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.collector.helpers import PB
+from tests.collector.helpers import PB, CollectorProcess
 from tests.collector.otlp_factory import make_request, make_span
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
-class CollectorProcess:
-    def __init__(self, store: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.http_port, self.grpc_port, self.query_port = _free_ports(3)
-        self.args = [
-            sys.executable,
-            "-m",
-            "lightning_otel.collector",
-            "--store",
-            f"sqlite:///{store}",
-            "--http-port",
-            str(self.http_port),
-            "--grpc-port",
-            str(self.grpc_port),
-            "--query-port",
-            str(self.query_port),
-            *extra,
-        ]
-        self.env = {**os.environ, **(env or {})}
-        self.process: subprocess.Popen[str] | None = None
-        self.output: list[str] = []
-
-    def start(self) -> CollectorProcess:
-        self.output = []
-        self.process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()  # type: ignore[union-attr]
-            if not line:
-                raise AssertionError(f"collector exited: {''.join(self.output)}")
-            self.output.append(line)
-            if line.startswith("  store"):
-                threading.Thread(target=self._drain, daemon=True).start()
-                return self
-        raise AssertionError("collector did not get ready in 30 s")
-
-    def _drain(self) -> None:
-        for line in self.process.stdout:  # type: ignore[union-attr]
-            self.output.append(line)
-
-    @property
-    def otlp_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/v1/traces"
-
-    @property
-    def query_url(self) -> str:
-        return f"http://127.0.0.1:{self.query_port}"
-
-    def signal(self, signum: int) -> int:
-        assert self.process is not None
-        self.process.send_signal(signum)
-        return self.process.wait(timeout=30)
 
 
 def test_ready_lines_env_configuration_and_sigterm(tmp_path: Path) -> None:
