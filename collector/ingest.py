@@ -119,6 +119,10 @@ class Ingestor:
         """Counts commits that stored new spans; read it before a query, then `wait_for_commit(after=...)`."""
         return self._commits.generation
 
+    def notify_commit(self) -> None:
+        """Spans were committed by another collector on the same store: wake the readers waiting for them."""
+        self._commits.notify()
+
     async def wait_for_commit(self, timeout_s: float, *, after: int) -> bool:
         """Sleep until a commit newer than generation `after` (or `timeout_s`): readers waiting for a rollout's
         spans are woken by writes instead of polling. Returns False on timeout."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import uuid
 from collections.abc import Callable, Sequence
 
 import psycopg
@@ -69,6 +71,11 @@ _INSERT = (
     "%b::bigint[], %b::smallint[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], "
     "%b::bytea[]) ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
+# LISTEN/NOTIFY between the collectors sharing this database: "queued", "finished" (the queue), "spans" (commits),
+# each tagged with the sending store (one per collector) so a collector does not wake itself twice.
+CHANGES_CHANNEL = "agl_changes"
+RETENTION_LOCK = 7283362  # pg_try_advisory_lock: one collector runs a retention pass at a time
+
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 # A row the database refuses (a constraint or trigger, a value it cannot hold): that span is rejected, not the batch.
 _ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
@@ -93,6 +100,8 @@ class PostgresStore(SQLReads):
         self._connection: psycopg.AsyncConnection | None = None
         self._scope_ids: dict[bytes, int] = {}
         self._writer_death = ""
+        self._listener: asyncio.Task[None] | None = None
+        self.sender = uuid.uuid4().hex[:12]  # names this collector's notices
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -108,6 +117,10 @@ class PostgresStore(SQLReads):
         self._writer_task = asyncio.create_task(self._write_loop(), name="agl-postgres-writer")
 
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
         if self._writer_task is not None:
             await self._writes.put(None)
             await self._writer_task
@@ -224,6 +237,7 @@ class PostgresStore(SQLReads):
     ) -> list[WriteResult]:
         results: list[WriteResult] = []
         async with connection.transaction(), connection.cursor() as cursor:
+            await cursor.execute("SELECT pg_notify(%s, %s)", (CHANGES_CHANNEL, f"spans:{self.sender}"))  # on commit
             for records, _ in batch:
                 if not isolate:
                     results.append(await self._insert(cursor, records))
@@ -265,11 +279,59 @@ class PostgresStore(SQLReads):
         await cursor.execute(_INSERT, columns)
         return WriteResult(cursor.rowcount, len(records) - cursor.rowcount)
 
+    # --- the other collectors ---------------------------------------------------------------------------------
+    async def listen(self, on_change: Callable[[str], None]) -> bool:
+        self._listener = asyncio.create_task(self._listen(on_change), name="agl-postgres-listen")
+        return True
+
+    async def _listen(self, on_change: Callable[[str], None]) -> None:
+        """LISTEN on a connection of its own; after a lost connection, reconnect and report every topic changed
+        (what happened meanwhile is unknown)."""
+        pause = 0.5
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as connection:
+                    await connection.execute(f"LISTEN {CHANGES_CHANNEL}")
+                    pause = 0.5
+                    for topic in ("queued", "finished", "spans"):
+                        on_change(topic)
+                    async for notice in connection.notifies():
+                        topic, _, sender = notice.payload.partition(":")
+                        if sender != self.sender:
+                            on_change(topic)
+            except asyncio.CancelledError:
+                raise
+            except (psycopg.Error, OSError) as exc:
+                logger.warning("listening for the other collectors' changes failed (%s): again in %.1f s", exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
+    async def retention_pass(self, end_ns: int, every_s: float) -> int | None:
+        """One collector of those sharing the database deletes, once per `every_s`: the pass takes a transaction
+        lock and records when it ran (`agl_cursors`), so the others skip it (None)."""
+        async with self._pool.connection() as connection, connection.transaction():
+            locked = await (
+                await connection.execute("SELECT pg_try_advisory_xact_lock(%s)", (RETENTION_LOCK,))
+            ).fetchone()
+            if not (locked and locked[0]):
+                return None
+            now = time.time_ns()
+            last = await (
+                await connection.execute("SELECT seq FROM agl_cursors WHERE name = 'retention_ns'")
+            ).fetchone()
+            if last and now - int(last[0]) < every_s * 0.9e9:
+                return None
+            await connection.execute(
+                "INSERT INTO agl_cursors (name, seq) VALUES ('retention_ns', %s) "
+                "ON CONFLICT (name) DO UPDATE SET seq = excluded.seq", (now,),
+            )  # fmt: skip
+            return (await connection.execute("DELETE FROM agl_spans WHERE end_ns < %s", (end_ns,))).rowcount
+
     # --- rollout state ---------------------------------------------------------------------------------------
     async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
         def run() -> T:
             with self._state_pool.connection() as connection, connection.transaction():
-                return work(_PostgresTransaction(connection))
+                return work(_PostgresTransaction(connection, self.sender))
 
         try:
             return await asyncio.to_thread(run)
@@ -317,8 +379,8 @@ class _PostgresTransaction:
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"  # two collectors claiming at once take different rollouts
 
-    def __init__(self, connection: psycopg.Connection) -> None:
-        self._connection = connection
+    def __init__(self, connection: psycopg.Connection, sender: str) -> None:
+        self._connection, self._sender = connection, sender
 
     def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[tuple]:
         cursor = self._connection.execute(sql.replace("?", "%s"), parameters)
@@ -327,3 +389,6 @@ class _PostgresTransaction:
     def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         with self._connection.cursor() as cursor:
             cursor.executemany(sql.replace("?", "%s"), rows)
+
+    def notify(self, topic: str) -> None:
+        self._connection.execute("SELECT pg_notify(%s, %s)", (CHANGES_CHANNEL, f"{topic}:{self._sender}"))

@@ -20,9 +20,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -402,6 +402,29 @@ def get_resources(tx: StateTransaction, version: int | None) -> dict[str, Any]:
     return {"version": rows[0][0], "resources": orjson.loads(rows[0][1]), "created_ns": rows[0][2]}
 
 
+T = TypeVar("T")
+
+
+def _telling(
+    work: Callable[[StateTransaction], T], topics: Callable[[T], Iterable[str]]
+) -> Callable[[StateTransaction], T]:
+    """`work`, then a notice to the other collectors on the store of what changed (delivered on commit)."""
+
+    def run(tx: StateTransaction) -> T:
+        result = work(tx)
+        for topic in topics(result):
+            tx.notify(topic)
+        return result
+
+    return run
+
+
+def _topics_of_ended(changed: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
+    if not changed:
+        return ()
+    return ("finished", "queued") if any(outcome == QUEUING for _, _, outcome in changed) else ("finished",)
+
+
 # --- the collector-side service ---------------------------------------------------------------------------------
 class RolloutState:
     """Rollout queue operations over a store, with event-driven waits and the heartbeat watchdog."""
@@ -471,7 +494,7 @@ class RolloutState:
                 )
             return expire(tx, time.time_ns(), timeout_ns)
 
-        changed = await self.store.state_transaction(work)
+        changed = await self.store.state_transaction(_telling(work, _topics_of_ended))
         self._announce(changed)
         return changed
 
@@ -486,7 +509,8 @@ class RolloutState:
 
     # --- operations ------------------------------------------------------------------------------------------
     async def enqueue(self, specs: Sequence[RolloutSpec], *, existing_ok: bool = False) -> list[dict[str, Any]]:
-        records = await self.store.state_transaction(lambda tx: enqueue(tx, specs, time.time_ns(), existing_ok))
+        work = _telling(lambda tx: enqueue(tx, specs, time.time_ns(), existing_ok), lambda _: ("queued",))
+        records = await self.store.state_transaction(work)
         self.queued.notify()
         return records
 
@@ -531,7 +555,9 @@ class RolloutState:
                     results.append((False, None))
             return results
 
-        results = await self.store.state_transaction(work)
+        results = await self.store.state_transaction(
+            _telling(work, lambda results: ("finished", "queued") if any(ok for ok, _ in results) else ())
+        )
         self._announce(
             [
                 (r.rollout_id, r.attempt_id, outcome or "")
@@ -543,12 +569,16 @@ class RolloutState:
 
     async def fail_runner(self, runner_id: str, error: str) -> int:
         self._lost_runners.add(runner_id)  # before the transaction: claims already queued ahead of it are failed too
-        changed = await self.store.state_transaction(lambda tx: fail_runner(tx, runner_id, error, time.time_ns()))
+        work = _telling(lambda tx: fail_runner(tx, runner_id, error, time.time_ns()), _topics_of_ended)
+        changed = await self.store.state_transaction(work)
         self._announce(changed)
         return len(changed)
 
     async def cancel(self, rollout_ids: Sequence[str]) -> int:
-        count = await self.store.state_transaction(lambda tx: cancel(tx, rollout_ids, time.time_ns()))
+        work = _telling(
+            lambda tx: cancel(tx, rollout_ids, time.time_ns()), lambda count: ("finished",) if count else ()
+        )
+        count = await self.store.state_transaction(work)
         if count:
             self.finished.notify()
         return count

@@ -402,6 +402,9 @@ class _SQLiteTransaction:
     def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         self._connection.executemany(sql, rows)
 
+    def notify(self, topic: str) -> None:  # one collector per SQLite file: nobody else to tell
+        pass
+
 
 def default_sqlite_url() -> str:
     """A file under the user's data directory (XDG_DATA_HOME honoured)."""

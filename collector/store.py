@@ -25,6 +25,11 @@ class StateTransaction(Protocol):
 
     def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
 
+    def notify(self, topic: str) -> None:
+        """Tell the other collectors on this store, when the transaction commits, that `topic` changed ("queued",
+        "finished"); a no-op where no other collector can share the store (SQLite)."""
+        ...
+
 
 T = TypeVar("T")
 
@@ -158,6 +163,16 @@ class SpanStore(abc.ABC):
 
     @abc.abstractmethod
     async def span_count(self) -> int: ...
+
+    async def listen(self, on_change: Callable[[str], None]) -> bool:
+        """Call `on_change(topic)` when another collector on this store changed `topic` ("queued", "finished",
+        "spans"); False where none can (the default: SQLite has one collector)."""
+        return False
+
+    async def retention_pass(self, end_ns: int, every_s: float) -> int | None:
+        """Delete the spans that ended before `end_ns`, unless another collector on this store did within `every_s`
+        (then None): one retention pass per interval, however many collectors share the store."""
+        return await self.delete_before(end_ns)
 
     @abc.abstractmethod
     async def state_transaction(self, work: Callable[[StateTransaction], T]) -> T:
