@@ -286,7 +286,7 @@ def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
         finally:
             runner.kill()
     assert done["done"] and {r["status"] for r in done["rollouts"]} == {"succeeded"}, output
-    assert "claiming failed, retrying" in output
+    assert "unreachable" in output and "answers again after" in output  # the client rode it out, and said so
     assert runner.returncode == 0
 
 
