@@ -61,8 +61,8 @@ _AMBIGUOUS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, http
 class _Retry:
     """One request's retries: backoff with jitter, the bound, the start and recovery lines (see the docstring)."""
 
-    def __init__(self, url: str, path: str, retry_for_s: float, repeatable: bool) -> None:
-        self.url, self.path, self.retry_for_s, self.repeatable = url, path, retry_for_s, repeatable
+    def __init__(self, url: str, retry_for_s: float, repeatable: bool) -> None:
+        self.url, self.retry_for_s, self.repeatable = url, retry_for_s, repeatable
         self.started = time.monotonic()
         self.failures = 0
 
@@ -71,9 +71,7 @@ class _Retry:
         transient = isinstance(exc, _UNSENT) or (self.repeatable and isinstance(exc, _AMBIGUOUS))
         elapsed = time.monotonic() - self.started
         if not transient or elapsed >= self.retry_for_s:
-            if isinstance(exc, _Unavailable) and not transient:
-                raise CollectorError(f"POST {self.path}: {exc}")
-            said = f"collector at {self.url} unreachable"
+            said = f"collector at {self.url} {'unavailable' if isinstance(exc, _Unavailable) else 'unreachable'}"
             if transient and self.failures:
                 said += f" for {elapsed:.0f} s ({self.failures + 1} tries; the bound is {self.retry_for_s:g} s)"
             raise CollectorError(f"{said}: {exc.__class__.__name__}: {exc}") from exc
@@ -288,7 +286,7 @@ class Client(CollectorCalls):
         repeatable: bool = True,
         **options: Any,
     ) -> Any:
-        retry = _Retry(self.url, path, self.retry_for_s, repeatable)
+        retry = _Retry(self.url, self.retry_for_s, repeatable)
         while True:
             try:
                 answer = _checked(self._http.request(method, path, **options), pick, flat_spans)
@@ -340,7 +338,7 @@ class AsyncClient(CollectorCalls):
         repeatable: bool = True,
         **options: Any,
     ) -> Any:
-        retry = _Retry(self.url, path, self.retry_for_s, repeatable)
+        retry = _Retry(self.url, self.retry_for_s, repeatable)
         while True:
             try:
                 answer = _checked(await self._http.request(method, path, **options), pick, flat_spans)
