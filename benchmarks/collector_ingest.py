@@ -7,7 +7,8 @@ Measures, with acknowledgement only after commit:
    spans with realistic attributes (rollout ids, 20-50 token ids); spans/s committed;
 2. ack latency at a fixed offered load (5k spans/s, paced), p50/p99;
 3. RSS of the collector under overload (3x the senders, unpaced, 1 MiB in-flight budget) and how many 503s;
-4. reading one 2,000-span rollout from a store holding `--big-store` spans (the trainer's hot path), median of 20.
+4. reading one 2,000-span rollout from a store holding `--big-store` spans (the trainer's hot path), median of 20;
+5. PostgreSQL only: the sustained load split over two collectors on the one database, against one collector.
 The baseline printed beside each figure is the same load against a bare receiver that decodes the protobuf and
 drops it (no store): what storing costs is the ratio between the two.
 """
@@ -107,11 +108,16 @@ def sender(
 
 
 def run_senders(
-    url: str, workers: int, seconds: float, rate: float | None = None, al_rollouts: list | None = None
+    url: str | list[str], workers: int, seconds: float, rate: float | None = None, al_rollouts: list | None = None
 ) -> tuple[list[float], dict]:
+    """`workers` sender processes; with several URLs (collectors), sender w sends to URL w modulo their number."""
+    urls = [url] if isinstance(url, str) else url
     results: mp.Queue = mp.Queue()
     processes = [
-        mp.Process(target=sender, args=(url, w + 1, seconds, rate / workers if rate else None, results, al_rollouts))
+        mp.Process(
+            target=sender,
+            args=(urls[w % len(urls)], w + 1, seconds, rate / workers if rate else None, results, al_rollouts),
+        )
         for w in range(workers)
     ]
     for process in processes:
@@ -234,7 +240,9 @@ def agent_lightning_rate(agl_bin: str, seconds: float) -> float:
         process.wait(timeout=30)
 
 
-def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
+def measure(store_url: str, label: str, seconds: float, big_store: int, *, sustained_only: bool = False) -> None:
+    """Every measurement of the module docstring on one store (`sustained_only`: 1 and 5 only, the quick mode's
+    PostgreSQL run)."""
     print(f"\n== {label}: {store_url.split('@')[-1]}")
     bare, bare_url = bare_receiver()
     try:
@@ -253,6 +261,10 @@ def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
             f"sustained ingest (ack after commit): {rate:,.0f} spans/s   bare decode-and-drop receiver: "
             f"{bare_rate:,.0f} spans/s   ratio {rate / bare_rate:.2f}x   statuses {statuses}"
         )
+        if sustained_only:
+            collector.stop()
+            two_collectors(store_url, seconds, rate)
+            return
         lat, statuses = run_senders(collector.url, 2, seconds, rate=5000)
         print(
             f"ack latency at 5,000 spans/s offered: p50 {percentile(lat, 0.5) * 1000:.1f} ms   "
@@ -272,8 +284,25 @@ def measure(store_url: str, label: str, seconds: float, big_store: int) -> None:
         )
     finally:
         collector.stop()
+    if store_url.startswith("postgresql"):
+        two_collectors(store_url, seconds, rate)
     if big_store:
         read_big_rollout(store_url, big_store)
+
+
+def two_collectors(store_url: str, seconds: float, one_rate: float) -> None:
+    """The same 4 senders split over two collectors on the one database (any of them ingests: scale-out)."""
+    collectors = [CollectorProcess(store_url), CollectorProcess(store_url)]
+    try:
+        _, statuses = run_senders([c.url for c in collectors], 4, seconds)
+    finally:
+        for collector in collectors:
+            collector.stop()
+    rate = statuses.get(200, 0) * BATCH / seconds
+    if not rate:
+        sys.exit(f"two collectors committed no batch in {seconds:g} s (statuses {statuses}): nothing measured")
+    print(f"two collectors on one PostgreSQL (ack after commit): {rate:,.0f} spans/s   one collector: "
+          f"{one_rate:,.0f} spans/s   ratio {rate / one_rate:.2f}x   statuses {statuses}")  # fmt: skip
 
 
 def read_big_rollout(store_url: str, total: int) -> None:
@@ -364,10 +393,10 @@ def main() -> None:
         help="path to the `agl` command of a separate venv with agentlightning==0.3.0: also measure "
         "its store server's /v1/traces under the same load",
     )
-    parser.add_argument("--quick", action="store_true", help="SQLite, 1 s per load, a 20k-span store: that it runs")
+    parser.add_argument("--quick", action="store_true", help="1 s per load, a 20k-span store: that it runs")
     args = parser.parse_args()
     if args.quick:
-        args.store, args.seconds, args.big_store = "sqlite", 1.0, 20_000
+        args.store, args.seconds, args.big_store = "both", 1.0, 20_000
     if args.agent_lightning:
         print("\n== Agent Lightning 0.3 side by side (same senders, same batches)")
         theirs = agent_lightning_rate(args.agent_lightning, args.seconds)
@@ -389,7 +418,8 @@ def main() -> None:
 
         cluster = ThrowawayPostgres(fsync=True).start()
         try:
-            measure(cluster.create_database("bench"), "PostgreSQL 15 (fsync on)", args.seconds, args.big_store)
+            measure(cluster.create_database("bench"), "PostgreSQL 15 (fsync on)", args.seconds, args.big_store,
+                    sustained_only=args.quick)  # fmt: skip
         finally:
             cluster.destroy()
     print(f"\nmachine: {os.cpu_count()} cores; senders, collector and database share them")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # benchmark -> what its output must have (the comparison it exists to print)
 HERE: dict[str, tuple[str, ...]] = {
     "capture_overhead": ("lightning-otel",),
-    "collector_ingest": ("sustained ingest (ack after commit)",),
+    "collector_ingest": ("sustained ingest (ack after commit)", "two collectors on one PostgreSQL"),
     "trainer_throughput": ("ratio to uninstrumented", "per attempt (40)", "to_complete"),  # and the breakdown
     "tinker_step_time": ("ratio traced / direct",),
     "reward_model_service": ("ratio batched / unbatched",),
