@@ -15,11 +15,10 @@ Opt-in: off unless a value is given.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from lightning_otel import semconv
 from lightning_otel.flat_span import Span
@@ -60,8 +59,8 @@ def _tool_call_ids(span: Span) -> set[str]:
     raw = (span.get("attributes") or {}).get(semconv.GEN_AI_OUTPUT_MESSAGES)
     if isinstance(raw, str):
         try:
-            raw = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            raw = json.loads(raw)  # the stdlib's: adapters run where only the contract is installed (runners)
+        except json.JSONDecodeError:
             return set()
     ids: set[str] = set()
     for message in raw if isinstance(raw, list) else ():
