@@ -187,6 +187,19 @@ def test_an_agent_process_loads_only_capture():
     assert rooms <= {"face", "auto", "capture", "instrumentors", "semconv", "version"}, sorted(loaded)
 
 
+def test_a_runner_process_loads_without_the_collector_servers_libraries():
+    """Runners run in the agent's environment, which may lack the collector's server extras (orjson, starlette,
+    uvicorn, grpc): the runner, the runtime and the adapters must import without them."""
+    code = (
+        "import sys\n"
+        "for name in ('orjson', 'starlette', 'uvicorn', 'grpc', 'psycopg'):\n"
+        "    sys.modules[name] = None  # importing it fails\n"
+        "import lightning_otel.runtime.runner, lightning_otel.adapters.triplets, lightning_otel.adapters.credit\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_the_face_still_offers_every_public_name():
     import lightning_otel
 
