@@ -37,6 +37,7 @@ from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout_method
 from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
 
 log = logging.getLogger("lightning_otel.runtime.runner")
+STOPPING_RETRY_S = 5.0
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -148,12 +149,17 @@ class Runner:
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._resources: dict[int | None, dict[str, Any]] = {}
         self._stopping: asyncio.Event | None = None
+        self._client: AsyncClient | None = None
         self._heartbeat_interval_s = 5.0
 
     def stop(self) -> None:
-        """Stop claiming and cancel the running rollouts (reported failed, so they retry elsewhere)."""
+        """Stop claiming and cancel the running rollouts (reported failed, so they retry elsewhere). A stopping
+        runner no longer rides out a collector that is gone (it often stopped first): its last reports wait
+        `STOPPING_RETRY_S` at most."""
         if self._stopping is not None:
             self._stopping.set()
+        if self._client is not None:
+            self._client.retry_for_s = min(self._client.retry_for_s, STOPPING_RETRY_S)
 
     async def run(self, *, max_rollouts: int | None = None) -> RunnerStats:
         """Claim and run rollouts until `stop()` (or `max_rollouts` claimed and finished)."""
@@ -161,6 +167,7 @@ class Runner:
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
         self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
         async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
+            self._client = client
             if self.stop_when_training_ends:  # an earlier training's end, published before we started, does not count
                 latest = await _latest_resources(client)
                 self._training_version = int(latest["version"]) if latest else 0
@@ -402,11 +409,15 @@ def run_runner_process(
     runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
                     stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
 
+    def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes
+        runner.stop()
+        exporter.retry_for_s = 0.0
+
     async def main() -> RunnerStats:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signum, runner.stop)
+                loop.add_signal_handler(signum, stop)
         return await runner.run(max_rollouts=max_rollouts)
 
     try:
