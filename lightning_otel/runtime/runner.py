@@ -409,7 +409,11 @@ def run_runner_process(
     runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
                     stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
 
+    stopping = False
+
     def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes
+        nonlocal stopping
+        stopping = True
         runner.stop()
         exporter.retry_for_s = 0.0
 
@@ -423,7 +427,7 @@ def run_runner_process(
     try:
         return asyncio.run(main())
     finally:
-        flush_spans()
+        flush_spans(5_000 if stopping else 30_000)
 
 
 def run_runner_processes(agent: LitAgent, collector_url: str, *, n_runners: int = 1, **options: Any) -> int:
