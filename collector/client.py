@@ -61,8 +61,8 @@ _AMBIGUOUS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, http
 class _Retry:
     """One request's retries: backoff with jitter, the bound, the start and recovery lines (see the docstring)."""
 
-    def __init__(self, url: str, retry_for_s: float, repeatable: bool) -> None:
-        self.url, self.retry_for_s, self.repeatable = url, retry_for_s, repeatable
+    def __init__(self, client: Client | AsyncClient, repeatable: bool) -> None:
+        self.client, self.url, self.repeatable = client, client.url, repeatable
         self.started = time.monotonic()
         self.failures = 0
 
@@ -70,19 +70,20 @@ class _Retry:
         """Seconds to wait before the next try, or raise the CollectorError that ends the request."""
         transient = isinstance(exc, _UNSENT) or (self.repeatable and isinstance(exc, _AMBIGUOUS))
         elapsed = time.monotonic() - self.started
-        if not transient or elapsed >= self.retry_for_s:
+        bound = self.client.retry_for_s  # read each time: a process that is stopping lowers it
+        if not transient or elapsed >= bound:
             said = f"collector at {self.url} {'unavailable' if isinstance(exc, _Unavailable) else 'unreachable'}"
             if transient and self.failures:
-                said += f" for {elapsed:.0f} s ({self.failures + 1} tries; the bound is {self.retry_for_s:g} s)"
+                said += f" for {elapsed:.0f} s ({self.failures + 1} tries; the bound is {bound:g} s)"
             raise CollectorError(f"{said}: {exc.__class__.__name__}: {exc}") from exc
         if self.failures == 0:
             log.warning("collector at %s unreachable (%s: %s): retrying for up to %g s", self.url,
-                        exc.__class__.__name__, exc, self.retry_for_s)  # fmt: skip
+                        exc.__class__.__name__, exc, bound)  # fmt: skip
         self.failures += 1
         retry_after = _retry_after(exc)
         backoff = min(5.0, 0.25 * 2 ** min(self.failures - 1, 5)) * random.uniform(0.5, 1.0)
         wait = max(backoff, retry_after or 0.0)
-        return max(0.0, min(wait, self.retry_for_s - elapsed))
+        return max(0.0, min(wait, 2.0, bound - elapsed))  # short sleeps: a lowered bound is heard within 2 s
 
     def succeeded(self) -> None:
         if self.failures:
@@ -286,7 +287,7 @@ class Client(CollectorCalls):
         repeatable: bool = True,
         **options: Any,
     ) -> Any:
-        retry = _Retry(self.url, self.retry_for_s, repeatable)
+        retry = _Retry(self, repeatable)
         while True:
             try:
                 answer = _checked(self._http.request(method, path, **options), pick, flat_spans)
@@ -338,7 +339,7 @@ class AsyncClient(CollectorCalls):
         repeatable: bool = True,
         **options: Any,
     ) -> Any:
-        retry = _Retry(self.url, self.retry_for_s, repeatable)
+        retry = _Retry(self, repeatable)
         while True:
             try:
                 answer = _checked(await self._http.request(method, path, **options), pick, flat_spans)
