@@ -54,6 +54,7 @@ _ROOMS = {
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
+    "lightning_otel.runtime.ray_runners": ("RayRunners",),  # runners as Ray actors (ray imported when they start)
     "lightning_otel.runtime.runner": ("run_runner_processes",),  # a script's `runner` command
     "lightning_otel.runtime.output": ("quiet",),  # our lines on the terminal, other libraries' in a log file
     "lightning_otel.runtime.http_agent": ("AgentServiceError", "HttpAgent"),

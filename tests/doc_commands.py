@@ -12,6 +12,7 @@ YOUR_PROGRAM = "not run here: your program; the same command on a test program r
 SETUP = "not run here: an environment's install, done by nox for its lane (noxfile.py)"
 # a benchmark's full run is minutes, by hand; its --quick mode (same code, tiny sizes) runs in:
 QUICK = "tests/test_benchmark_quick_modes.py::test_quick_mode_runs_and_prints_its_comparison"
+RECIPE = "not run here: machines of your own; tried by hand on one machine with two Ray nodes (the output is on the page), its shape tested in tests/collector/test_multi_node_training.py"
 QUICK_VERL = "tests/verl_lane/test_benchmark_quick_modes.py::test_quick_mode_runs_and_prints_its_comparison"
 
 COMMANDS: dict[str, str] = {
@@ -30,6 +31,15 @@ COMMANDS: dict[str, str] = {
     "http://jaeger:4318 --forward-otlp grpc://otel-collector:4317": "not run here: a PostgreSQL and a Jaeger of your own; the store, auth and forwarding are tested in "
     "tests/collector/ (test_store_conformance, test_forwarder, test_collector_process)",
     "agl-otel-collector link demo-rollout-0 --jaeger-ui-url http://jaeger:16686": "tests/collector/test_collector_process.py::test_ready_lines_env_configuration_and_sigterm",
+    # docs/training/scale-out.md: the multi-machine recipe
+    'pip install "lightning-otel[verl,postgres]"': SETUP,
+    "createdb -h db-host -U agl agl": RECIPE,
+    "agl-otel-collector --store postgresql://agl@db-host/agl --host 0.0.0.0": RECIPE,
+    "export RAY_AUTH_MODE=token": RECIPE,
+    "ray start --head --port 6379 --num-cpus 8 --num-gpus 1": RECIPE,
+    "ray start --address head-host:6379": RECIPE,
+    "lightning-otel train --ci-fast --agent examples.sql_agent.graph_agent:sql_graph_rollout --train examples/sql_agent/tasks.jsonl --agent-match write --runners 2 --runners-on ray --ray-address head-host:6379 --collector http://head-host:16686": RECIPE,
+    ".venv/bin/python benchmarks/scale_out.py": QUICK,
     # docs/development.md
     "bash .ci/prerequisites": CI,
     ".venv/bin/python -m pytest -n 2 --dist loadfile": CI,
@@ -51,7 +61,7 @@ COMMANDS: dict[str, str] = {
     # docs/training/credit.md
     "lightning-otel train --agent my_pkg.agents:sql_rollout --train tasks.jsonl --agent-match write --advantage anchor "
     "--process-rewards tool_error=-0.5": YOUR_PROGRAM
-    + " tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit",
+    + " tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray",
     ".venv/bin/python benchmarks/credit_assignment.py": QUICK,
     # docs/training/reward-models.md
     "lightning-otel reward-model convert --input raw.jsonl --output pairs.jsonl": "tests/rewards/test_preferences.py::test_the_cli_exits_non_zero_on_bad_input_and_converts_good_input",
@@ -66,7 +76,7 @@ COMMANDS: dict[str, str] = {
     "val.jsonl --model Qwen/Qwen2.5-0.5B-Instruct --agent-match write --runners 4 data.train_batch_size=32 "
     "actor_rollout_ref.rollout.n=8": NEEDS_GPU,
     "lightning-otel train --ci-fast --agent examples.sql_agent.graph_agent:sql_graph_rollout --train "
-    "examples/sql_agent/tasks.jsonl --agent-match write": "tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit",
+    "examples/sql_agent/tasks.jsonl --agent-match write": "tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray",
     "python examples/sql_agent/agent.py --dev": "tests/test_demo_and_example.py::test_example_dev_run",
     "lightning-otel-run --token-ids -- python examples/sql_agent/agent.py --base-url http://127.0.0.1:8000/v1": YOUR_PROGRAM
     + " tests/test_ways_in.py",

@@ -22,6 +22,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "reward_model_service": ("ratio batched / unbatched",),
     "cpu_replica_batching": ("batched (CPUReplica default)",),
     "credit_assignment": ("pooled grpo: final success", "pooled anchor: final success", "gain anchor - grpo"),
+    "scale_out": ("Ray actors", "local processes", "ratio two collectors / one"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 

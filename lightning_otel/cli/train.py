@@ -70,7 +70,13 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--val", help="validation tasks, same format")
     train.add_argument("--agent-match", type=regex, default=None,
                        help="regex on gen_ai.agent.name selecting the trained calls")  # fmt: skip
-    train.add_argument("--runners", type=int, default=2, help="runner processes (default 2)")
+    train.add_argument("--runners", type=int, default=2, help="runners (default 2)")
+    train.add_argument("--runners-on", choices=["local", "ray"], default="local",
+                       help="local: runner processes on this machine (default); ray: runner actors on a Ray cluster "
+                            "(verl's, or the one at --ray-address)")  # fmt: skip
+    train.add_argument("--ray-address", default=None,
+                       help="--runners-on ray: the cluster verl and the runners join (auto, host:6379)")  # fmt: skip
+    train.add_argument("--runner-cpus", type=float, default=1.0, help="--runners-on ray: CPUs each actor reserves")
     train.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
                        help="grpo: every call of a rollout gets its final reward's advantage (default); anchor: "
                             "per-call credit (returns and anchor states from the traces)")  # fmt: skip
@@ -233,14 +239,20 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The Trainer's collector arguments: a running collector, or where the embedded one listens."""
+    """The Trainer's collector and runner arguments: a running collector, or where the embedded one listens; runner
+    actors on Ray when asked."""
+    import lightning_otel
     from lightning_otel.collector.server import CollectorConfig
 
     embedded = CollectorConfig(
         host=args.collector_host, http_port=args.otlp_port, grpc_port=None, query_port=args.collector_port,
         store_url=None,  # type: ignore[arg-type]  (the Trainer's default: SQLite in a temporary directory)
     )  # fmt: skip
+    runners = None
+    if getattr(args, "runners_on", "local") == "ray":
+        runners = lightning_otel.RayRunners(n=args.runners, num_cpus=args.runner_cpus, address=args.ray_address)
     return {
+        "runners": runners,
         "collector": args.collector or embedded,
         "policy_notify_file": args.policy_notify_file,
         "span_wait_s": args.span_wait_s,

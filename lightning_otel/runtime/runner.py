@@ -377,6 +377,37 @@ async def _latest_resources(client: AsyncClient) -> dict[str, Any] | None:
         return None
 
 
+def instrumented_runner(
+    agent: LitAgent,
+    collector_url: str,
+    *,
+    runner_id: str | None = None,
+    max_concurrency: int = 16,
+    auth_token: str | None = None,
+    otlp_endpoint: str | None = None,
+    capture_content: bool | None = None,
+    stop_when_training_ends: bool = False,
+    idle_stop_s: float = 600.0,
+) -> tuple[Runner, Any]:
+    """Instrument this process to export to the collector (its OTLP endpoint asked of it unless given) and build a
+    Runner: the part of a runner process's main that a runner elsewhere (a Ray actor) shares. Returns the runner and
+    its span exporter (a stopping runner lowers the exporter's `retry_for_s`)."""
+    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
+    from lightning_otel.capture.setup import instrument
+    from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
+
+    if otlp_endpoint is None:
+        with Client(collector_url, auth_token=auth_token, timeout=10) as client:
+            otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
+    # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
+    # spans ride out a collector restart or store outage as long as the runner's own requests do
+    exporter = otlp_http_exporter(otlp_endpoint, auth_token=auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
+    instrument(exporter=exporter, capture_content=capture_content)
+    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
+                    stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
+    return runner, exporter
+
+
 def run_runner_process(
     agent: LitAgent,
     collector_url: str,
@@ -394,21 +425,19 @@ def run_runner_process(
     `capture_content`: record message content on LLM spans (None: as the environment says);
     `stop_when_training_ends`: exit when a training on this collector publishes its end (a runner started on its
     own: the CLI's default)."""
-    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import flush as flush_spans
-    from lightning_otel.capture.setup import instrument
-    from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
 
-    if otlp_endpoint is None:
-        with Client(collector_url, auth_token=auth_token, timeout=10) as client:
-            otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
-    # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
-    # spans ride out a collector restart or store outage as long as the runner's own requests do
-    exporter = otlp_http_exporter(otlp_endpoint, auth_token=auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
-    instrument(exporter=exporter, capture_content=capture_content)
-    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
-                    stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
-
+    runner, exporter = instrumented_runner(
+        agent,
+        collector_url,
+        runner_id=runner_id,
+        max_concurrency=max_concurrency,
+        auth_token=auth_token,
+        otlp_endpoint=otlp_endpoint,
+        capture_content=capture_content,
+        stop_when_training_ends=stop_when_training_ends,
+        idle_stop_s=idle_stop_s,
+    )
     stopping = False
 
     def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes

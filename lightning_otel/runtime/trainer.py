@@ -59,6 +59,7 @@ from lightning_otel.runtime.algorithm import (
 )
 from lightning_otel.runtime.lit_agent import LitAgent, check_agent
 from lightning_otel.runtime.policy_address import notify_file_from_env
+from lightning_otel.runtime.ray_runners import RayRunnerPool, RayRunners
 from lightning_otel.runtime.resources import LLM, ProxyLLM
 from lightning_otel.runtime.runner_environment import offline_defaults_for_children
 
@@ -225,7 +226,8 @@ class Trainer:
     `max_attempts` per rollout; `rollout_timeout_s`; `span_wait_s` (late spans from other processes);
     `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch);
     `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
-    backoff, a line when it starts and one when it recovers) before it fails (300 s).
+    backoff, a line when it starts and one when it recovers) before it fails (300 s); `runners`: `RayRunners(...)`
+    runs the runners as actors on a Ray cluster instead of local processes (`n_runners` is then its `n`).
     Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
     """
 
@@ -248,8 +250,11 @@ class Trainer:
         policy_notify_file: str | Path | None = None,
         no_runner_timeout_s: float | None = None,
         collector_retry_s: float = DEFAULT_RETRY_FOR_S,
+        runners: RayRunners | None = None,
         **shorthands: Any,
     ) -> None:
+        if runners is not None and n_runners not in (None, getattr(runners, "n", None)):
+            raise ValueError(f"n_runners={n_runners} and runners={runners!r}: give the number in RayRunners(n=...)")
         n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", shorthands.pop("max_tasks", None), "max_rollouts", max_rollouts,
                                 default=None)  # fmt: skip
@@ -257,6 +262,13 @@ class Trainer:
             raise ValueError("max_rollouts must be >= 1 (rollouts per runner) or None (no limit)")
         if n_runners < 0:
             raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
+        if runners is not None:
+            if not isinstance(runners, RayRunners):
+                raise TypeError(f"runners= takes a RayRunners(...), not {runners!r} (local processes: n_runners=)")
+            if max_rollouts is not None:
+                raise ValueError("max_rollouts is for local runner processes; RayRunners runs until the training ends")
+            n_runners = runners.n
+        self.runners = runners
         self.n_runners = n_runners
         self.max_rollouts = max_rollouts
         self.algorithm = algorithm or Baseline()
@@ -355,7 +367,7 @@ class Trainer:
     @contextlib.contextmanager
     def _session(self, agent: LitAgent) -> Iterator[TrainingRun]:
         check_agent(agent)
-        if self.n_runners:
+        if self.n_runners and self.runners is None:  # Ray's cloudpickle sends what pickle cannot
             try:
                 pickle.dumps(agent)
             except Exception as exc:
@@ -369,17 +381,30 @@ class Trainer:
             client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=self.collector_retry_s))
             if self.initial_resources:
                 publish_resources(client, self.initial_resources, self.policy_notify_file)
-            pool = RunnerPool(
-                agent,
-                client,
-                url,
-                n_runners=self.n_runners,
-                max_concurrency=self.max_concurrency,
-                auth_token=self.auth_token,
-                max_restarts=max(3, 3 * self.n_runners),
-                max_rollouts=self.max_rollouts,
-                capture_content=self.capture_content,
-            )
+            pool: RunnerPool | RayRunnerPool
+            if self.runners is not None:
+                pool = RayRunnerPool(
+                    self.runners,
+                    agent,
+                    client,
+                    url,
+                    max_concurrency=self.max_concurrency,
+                    auth_token=self.auth_token,
+                    capture_content=self.capture_content,
+                    max_replacements=max(3, 3 * self.n_runners),
+                )
+            else:
+                pool = RunnerPool(
+                    agent,
+                    client,
+                    url,
+                    n_runners=self.n_runners,
+                    max_concurrency=self.max_concurrency,
+                    auth_token=self.auth_token,
+                    max_restarts=max(3, 3 * self.n_runners),
+                    max_rollouts=self.max_rollouts,
+                    capture_content=self.capture_content,
+                )
             pool.start()
             stack.callback(pool.stop)
             shown = self.progress and not self.algorithm.shows_progress  # one live display at a time

@@ -1,6 +1,8 @@
 """A `VERL(...).run` on CPU leaves the calling process as it found it: its environment, verl's resolved platform and
 registries, and every function or class the CPU backend rebinds (in verl's workers, which end with the run). Run in a
-fresh interpreter, one GRPO step end to end, everything compared before and after."""
+fresh interpreter, two GRPO steps end to end, everything compared before and after. The same run (one verl start
+for both: each costs about two minutes on CI's 2 cores) counts failed rollouts: its first step's rollouts all fail,
+and that step keeps the policy."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,35 +51,43 @@ def state():
 before = state()
 config = {
     "algorithm": {"adv_estimator": "grpo"},
-    "data": {"train_batch_size": 2, "max_prompt_length": 128, "max_response_length": 8},
+    "data": {"train_batch_size": 2, "max_prompt_length": 256, "max_response_length": 16, "shuffle": False},
     "actor_rollout_ref": {
         "model": {"path": str(save_tiny_model(sys.argv[2]))},
         "rollout": {"n": 3, "log_prob_micro_batch_size_per_gpu": 4},
-        "actor": {"ppo_mini_batch_size": 2, "ppo_micro_batch_size_per_gpu": 4},
+        "actor": {"ppo_mini_batch_size": 2, "ppo_micro_batch_size_per_gpu": 4, "optim": {"lr": 1e-3}},
     },
-    "trainer": {"total_training_steps": 1, "val_before_train": False, "test_freq": -1, "save_freq": -1,
+    "trainer": {"total_training_steps": 2, "val_before_train": False, "test_freq": -1, "save_freq": -1,
                 "logger": []},
 }
 trainer = lightning_otel.Trainer(
     n_runners=1, algorithm=lightning_otel.VERL(config, device="cpu"), adapter={"agent_match": "solo"},
     initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")}, progress=False,
+    max_attempts=2,
 )
-tasks = [{"question": "orders", "graded": True}, {"question": "refunds", "graded": True}]
+failing = [{"question": q, "fail_attempts": 9} for q in ("orders", "refunds")]  # step 1: every attempt fails
+# step 2: all succeed; "customers" always scores 1 (a group with nothing to learn), "revenue" is graded
+tasks = [*failing, {"question": "customers"}, {"question": "revenue", "graded": True}]
 result = trainer.fit("tests.programs.runtime_agents:flaky_agent", tasks)
 after = state()
-skipped = [record.metrics["training/skipped_step"] for record in result.steps]
-print(json.dumps({"before": before, "after": after, "skipped": skipped}))
+steps = [{"metrics": record.metrics, "skipped_because": record.skipped_because} for record in result.steps]
+print(json.dumps({"before": before, "after": after, "steps": steps}))
 """
 
 
-def test_a_verl_run_on_cpu_changes_nothing_in_the_calling_process(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("probe")
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT), str(tmp_path / "model")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-c", PROBE, str(ROOT), str(folder / "model")],
+        cwd=folder, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["skipped"] == [0.0]  # a real step ran (its update changed the actor), in worker processes
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_verl_run_on_cpu_changes_nothing_in_the_calling_process(report: dict) -> None:
+    assert [step["metrics"]["training/skipped_step"] for step in report["steps"]] == [1.0, 0.0]  # a real update ran
     before, after = report["before"], report["after"]
     assert before["bindings"] == after["bindings"]
     assert (before["platforms"], before["replicas"], before["rollouts"]) == (
@@ -84,3 +96,14 @@ def test_a_verl_run_on_cpu_changes_nothing_in_the_calling_process(tmp_path: Path
     changed = {key for key in before["environ"].keys() | after["environ"].keys()
                if before["environ"].get(key) != after["environ"].get(key)}  # fmt: skip
     assert not changed, {key: (before["environ"].get(key), after["environ"].get(key)) for key in changed}
+
+
+def test_failed_rollouts_are_counted_and_a_step_without_samples_keeps_the_policy(report: dict) -> None:
+    first, second = report["steps"]
+    assert first["metrics"]["rollout/failed"] == 6 and first["metrics"]["rollout/succeeded"] == 0
+    assert first["metrics"]["training/skipped_step"] == 1 and first["metrics"]["batch/rows"] == 0
+    assert "6 of 6 rollouts did not succeed; first error: RuntimeError: flaky failure" in first["skipped_because"][0]
+    assert second["skipped_because"] == []
+    assert second["metrics"]["rollout/succeeded"] == 6 and second["metrics"]["training/skipped_step"] == 0
+    assert second["metrics"]["training/rollout_probs_diff_max"] < 1e-3  # the policy step 1 kept is the sampler's
+    assert second["metrics"]["rollout/zero_variance_groups"] == 1  # "customers": counted, its advantages 0

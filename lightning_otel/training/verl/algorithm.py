@@ -228,7 +228,11 @@ def _ray_session(config: Any, cpu: bool) -> Iterator[None]:
     runtime_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, ray_init.pop("runtime_env", None) or {}))
     if cpu:
         runtime_env.setdefault("env_vars", {}).update(CPU_ENV)
-    ray_init.setdefault("include_dashboard", False)
+    if os.environ.get("RAY_ADDRESS") or ray_init.get("address"):  # joining a running cluster: its resources are
+        for key in ("num_cpus", "num_gpus", "resources", "object_store_memory"):  # its own (ray.init refuses these)
+            ray_init.pop(key, None)
+    else:
+        ray_init.setdefault("include_dashboard", False)
     ray.init(runtime_env=runtime_env, **ray_init)
     try:
         yield
