@@ -128,7 +128,7 @@ def test_client_reads_rollouts(collector) -> None:
     assert client.rollout_spans("r-1", attempt_id="a-9") == []
     assert client.rollouts_spans(["r-1", "none"]) == {"r-1": spans, "none": []}
     with pytest.raises(CollectorError):
-        Client("http://127.0.0.1:9").rollouts()
+        Client("http://127.0.0.1:9", retry_for_s=0).rollouts()  # (by default it would ride out 300 s of this)
 
 
 def test_wait_for_rollout_is_woken_by_the_commit(collector) -> None:
