@@ -20,7 +20,7 @@ COMMANDS: dict[str, str] = {
     'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" -c constraints.txt && .venv/bin/lightning-otel demo': CI,
     "bash .ci/prerequisites && .venv/bin/python -m pytest -n 2 --dist loadfile && .venv/bin/nox": CI,
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
-    ".venv/bin/lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model": "tests/verl_lane/test_train_demo.py::test_the_demo_trains_and_the_reward_rises",
+    ".venv/bin/lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     ".venv/bin/lightning-otel demo --trace-only": "tests/test_demo_and_example.py::test_demo_prints_each_rollout_with_token_ids_and_rewards",
     # docs/capture.md
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py --its-flags": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",

@@ -51,3 +51,14 @@ def test_example_dev_run(tmp_path):
         check=True,
     )
     assert "reward=" in result.stdout
+
+
+def test_the_training_demo_fails_when_its_reward_did_not_rise() -> None:
+    from lightning_otel.cli.train_demo import rise_verdict
+
+    rising = [0.1] * 10 + [0.2] * 20 + [0.3] * 10  # the seeded demo: ~0.12 -> ~0.29 over 40 steps
+    assert rise_verdict(rising) == (False, "")
+    failed, said = rise_verdict([0.2] * 40)
+    assert failed and said == "the reward did not rise by 0.05 (0.200 -> 0.200 over 40 steps)"
+    assert rise_verdict([0.2] * 10 + [0.24] * 10)[0]  # +0.04 over 20 steps: not enough
+    assert rise_verdict([0.3, 0.1, 0.0, 0.0]) == (False, "(4 steps: too few to judge the rise; 20 or more are)")

@@ -6,7 +6,8 @@ model can learn. Their spans go over OTLP to an embedded `agl-otel-collector` (S
 `agent_match="write"` makes the writer's calls the training samples; verl runs GRPO on CPU through our CPU backend;
 the policy gateway serves the updated weights to the next step. It shows the training loop's progress, the reward's
 rise, writes a reward-curve PNG and says in one line how to open the rollout view over the run's store; every
-other library's output goes to the work directory's demo.log (`-v`: to the terminal).
+other library's output goes to the work directory's demo.log (`-v`: to the terminal). A run of 20 steps or more whose
+reward did not rise by 0.05 (last quarter's mean over the first's) says so and exits 1.
 """
 
 from __future__ import annotations
@@ -117,8 +118,13 @@ def write_reward_curve(rewards: list[float], path: Path) -> Path:
     return path
 
 
+DEFAULT_STEPS = 40
+JUDGED_FROM_STEPS = 20  # fewer steps are a smoke run: their curve says nothing
+MIN_RISE = 0.05  # last quarter's mean reward over the first quarter's (seeded runs rise by ~0.17)
+
+
 def run_train_demo(
-    *, steps: int = 40, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False
+    *, steps: int = DEFAULT_STEPS, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False
 ) -> int:
     try:
         import torch  # noqa: F401
@@ -165,7 +171,25 @@ def run_train_demo(
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
     ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown / 'model'}"
     print(f"see what the trainer saw (runs, steps, span trees, trained tokens): {ui}  (http://127.0.0.1:16687/ui)")
+    failed, verdict = rise_verdict(rewards)
+    if failed:  # the demo exists to show learning: a flat curve is a failure, said so
+        print(f"lightning-otel demo: FAILED: {verdict}; see {log}", file=sys.stderr)
+        return 1
+    if verdict:
+        print(verdict)
     return 0
+
+
+def rise_verdict(rewards: list[float]) -> tuple[bool, str]:
+    """(failed, what to say): a run of `JUDGED_FROM_STEPS` or more fails unless its last quarter's mean reward is
+    `MIN_RISE` above its first quarter's; a shorter one is a smoke run, not judged."""
+    if len(rewards) < JUDGED_FROM_STEPS:
+        return False, f"({len(rewards)} steps: too few to judge the rise; {JUDGED_FROM_STEPS} or more are)"
+    quarter = len(rewards) // 4
+    first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
+    if last < first + MIN_RISE:
+        return True, f"the reward did not rise by {MIN_RISE} ({first:.3f} -> {last:.3f} over {len(rewards)} steps)"
+    return False, ""
 
 
 def main() -> None:

@@ -1,10 +1,9 @@
-"""`lightning-otel demo` (slow: about 2 minutes): a tiny model trained with VERL on CPU learns its toy task, its output
-is short (our lines; other libraries' go to demo.log), and the rollout view opens on its store as the demo says."""
+"""`lightning-otel demo` from the installed wheel: its output is short (our lines; other libraries' go to demo.log),
+and the rollout view opens on its store as the demo says."""
 
 from __future__ import annotations
 
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -14,20 +13,20 @@ import httpx
 from tests.helpers import free_port
 
 
-def test_the_demo_trains_and_the_reward_rises(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "lightning_otel.cli", "demo", "--steps", "40", "--workdir", "agl-demo"]
+def test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens(tmp_path: Path) -> None:
+    """Its 40-step learning run is README command 1, which CI runs on every landing, and which fails when the reward
+    did not rise by 0.05 (tests/test_demo_and_example.py checks that verdict); here a 4-step smoke run of the
+    installed wheel: the output, the files, the rollout view."""
+    command = [sys.executable, "-m", "lightning_otel.cli", "demo", "--steps", "4", "--workdir", "agl-demo"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     rewards = [float(reward) for _, reward in re.findall(r"step (\d+): reward ([0-9.]+)", done.stdout)]
-    assert len(rewards) == 40, done.stdout
-    steps = list(range(len(rewards)))
-    slope = statistics.linear_regression(steps, rewards).slope
-    first, last = statistics.fmean(rewards[:10]), statistics.fmean(rewards[-10:])
-    assert slope > 0 and last > first + 0.05, (first, last, rewards)
+    assert len(rewards) == 4, done.stdout
+    assert "4 steps: too few to judge the rise" in done.stdout
     work = tmp_path / "agl-demo"
     assert (work / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # quiet: our lines only (about 45), every other library's in demo.log
-    assert len(done.stdout.splitlines()) <= 60 and not done.stderr.strip(), (done.stdout, done.stderr[-2000:])
+    # quiet: our lines only, every other library's in demo.log
+    assert len(done.stdout.splitlines()) <= 25 and not done.stderr.strip(), (done.stdout, done.stderr[-2000:])
     assert (work / "demo.log").stat().st_size > 0
     # the rollout view, opened the way the demo's last line says, finds the demo's rollouts
     (ui,) = re.findall(r"(lightning-otel ui \S+ --tokenizer \S+)", done.stdout)
@@ -38,7 +37,7 @@ def test_the_demo_trains_and_the_reward_rises(tmp_path: Path) -> None:
         first_line = viewer.stdout.readline()  # type: ignore[union-attr]
         assert f"http://127.0.0.1:{port}/ui" in first_line, first_line
         counts = httpx.get(f"http://127.0.0.1:{port}/v1/queue/stats").json()["counts"]
-        assert {status: n for status, n in counts.items() if n} == {"succeeded": 40 * 4 * 4}, counts
+        assert {status: n for status, n in counts.items() if n} == {"succeeded": 4 * 4 * 4}, counts
     finally:
         viewer.terminate()
         viewer.wait(30)
