@@ -91,3 +91,9 @@ def test_the_rollout_view_of_a_store_that_does_not_exist_says_so_and_creates_not
                                "no store at /agl-demo/collector.sqlite3", "give its path", cwd=tmp_path)  # fmt: skip
     assert "sqlite:/// is followed by an absolute path" in line
     assert not Path("/agl-demo").exists() and (tmp_path / "agl-demo" / "collector.sqlite3").stat().st_size == 0
+
+
+def test_ray_flags_without_runner_actors_are_named_not_ignored(tmp_path: Path) -> None:
+    command = [*LIGHTNING, "train", "--agent", "m:a", "--train", "t.jsonl", "--ray-address", "auto"]
+    fails_with_one_line(command, "--ray-address and --runner-cpus are for runner actors: add --runners-on ray",
+                        cwd=tmp_path)  # fmt: skip

@@ -26,6 +26,8 @@ def test_the_command_line_asks_for_runner_actors_on_ray() -> None:
                                        "--runner-cpus", "0.5"))  # fmt: skip
     assert options["runners"] == agl.RayRunners(n=4, num_cpus=0.5, address="auto")
     assert collector_options(parsed("--runners", "4"))["runners"] is None  # local processes by default
+    with pytest.raises(ValueError, match="add --runners-on ray"):
+        collector_options(parsed("--ray-address", "auto"))
 
 
 def test_the_trainer_takes_the_number_of_runners_from_ray_runners_and_refuses_what_conflicts() -> None:

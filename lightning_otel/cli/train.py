@@ -77,6 +77,9 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--ray-address", default=None,
                        help="--runners-on ray: the cluster verl and the runners join (auto, host:6379)")  # fmt: skip
     train.add_argument("--runner-cpus", type=float, default=1.0, help="--runners-on ray: CPUs each actor reserves")
+    train.add_argument("--gateway-host", default="127.0.0.1",
+                       help="where the policy gateway listens; 0.0.0.0: runners on other machines reach it by this "
+                            "machine's name")  # fmt: skip
     train.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
                        help="grpo: every call of a rollout gets its final reward's advantage (default); anchor: "
                             "per-call credit (returns and anchor states from the traces)")  # fmt: skip
@@ -180,6 +183,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
+        collector_options(args)  # the flags' combinations, before anything is loaded
         tasks = load_tasks(args.train)  # the files first: cheaper than importing the agent
         val_tasks = load_tasks(args.val) if args.val else None
         agent = load_agent(args.agent)
@@ -215,7 +219,9 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
-            algorithm = lightning_otel.VERL(config, overrides=overrides, advantage=args.advantage)  # a line a step
+            algorithm = lightning_otel.VERL(
+                config, overrides=overrides, advantage=args.advantage, gateway_host=args.gateway_host
+            )  # a line a step; fmt: skip
             trainer = lightning_otel.Trainer(
                 n_runners=args.runners,
                 algorithm=algorithm,
@@ -249,8 +255,10 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         store_url=None,  # type: ignore[arg-type]  (the Trainer's default: SQLite in a temporary directory)
     )  # fmt: skip
     runners = None
-    if getattr(args, "runners_on", "local") == "ray":
+    if args.runners_on == "ray":
         runners = lightning_otel.RayRunners(n=args.runners, num_cpus=args.runner_cpus, address=args.ray_address)
+    elif args.ray_address or args.runner_cpus != 1.0:  # not silently ignored
+        raise ValueError("--ray-address and --runner-cpus are for runner actors: add --runners-on ray")
     return {
         "runners": runners,
         "collector": args.collector or embedded,

@@ -253,7 +253,9 @@ class Trainer:
         runners: RayRunners | None = None,
         **shorthands: Any,
     ) -> None:
-        if runners is not None and n_runners not in (None, getattr(runners, "n", None)):
+        if runners is not None and not isinstance(runners, RayRunners):
+            raise TypeError(f"runners= takes a RayRunners(...), not {runners!r} (local processes: n_runners=)")
+        if runners is not None and n_runners not in (None, runners.n):
             raise ValueError(f"n_runners={n_runners} and runners={runners!r}: give the number in RayRunners(n=...)")
         n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", shorthands.pop("max_tasks", None), "max_rollouts", max_rollouts,
@@ -263,8 +265,6 @@ class Trainer:
         if n_runners < 0:
             raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
         if runners is not None:
-            if not isinstance(runners, RayRunners):
-                raise TypeError(f"runners= takes a RayRunners(...), not {runners!r} (local processes: n_runners=)")
             if max_rollouts is not None:
                 raise ValueError("max_rollouts is for local runner processes; RayRunners runs until the training ends")
             n_runners = runners.n
