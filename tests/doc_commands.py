@@ -39,7 +39,7 @@ COMMANDS: dict[str, str] = {
     "ray start --head --port 6379 --num-cpus 8 --num-gpus 1": RECIPE,
     "ray start --address head-host:6379": RECIPE,
     "lightning-otel train --ci-fast --agent examples.sql_agent.graph_agent:sql_graph_rollout --train examples/sql_agent/tasks.jsonl --agent-match write --runners 2 --runners-on ray --ray-address head-host:6379 --collector http://head-host:16686 --gateway-host 0.0.0.0": RECIPE,
-    ".venv/bin/python benchmarks/scale_out.py": QUICK,
+    ".venv/bin/python benchmarks/scale_out.py": "tests/collector/test_multi_node_training.py::test_the_scale_out_benchmarks_quick_mode_runs_and_prints_its_comparison",
     # docs/development.md
     "bash .ci/prerequisites": CI,
     ".venv/bin/python -m pytest -n 2 --dist loadfile": CI,

@@ -1,7 +1,8 @@
 """Benchmarks cannot rot unseen: each one's `--quick` mode (tiny sizes, seconds) runs here, as a reader would run it
 (`python benchmarks/NAME.py --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
 what it measured is not a measurement (rollouts lost, nothing exported, steps missing), so that fails here too.
-The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py)."""
+The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py);
+scale_out's beside the multi-node test (tests/collector/test_multi_node_training.py)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,26 @@ ROOT = Path(__file__).resolve().parents[1]
 # benchmark -> what its output must have (the comparison it exists to print)
 HERE: dict[str, tuple[str, ...]] = {
     "capture_overhead": ("lightning-otel",),
-    "collector_ingest": ("sustained ingest (ack after commit)", "two collectors on one PostgreSQL"),
     "trainer_throughput": ("ratio to uninstrumented", "per attempt (40)", "to_complete"),  # and the breakdown
     "tinker_step_time": ("ratio traced / direct",),
     "reward_model_service": ("ratio batched / unbatched",),
     "cpu_replica_batching": ("batched (CPUReplica default)",),
+    "collector_ingest": ("sustained ingest (ack after commit)", "two collectors on one PostgreSQL"),
     "credit_assignment": ("pooled grpo: final success", "pooled anchor: final success", "gain anchor - grpo"),
-    "scale_out": ("Ray actors", "local processes", "ratio two collectors / one"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
+# scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which
+# `ray.init()` could join), and off this file's worker
+WITH_THE_MULTI_NODE_TEST = ("scale_out",)
 
 
 def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
     benchmarks = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if not path.stem.startswith("_")}
-    assert benchmarks == set(HERE) | set(IN_THE_VERL_LANE)
+    assert benchmarks == set(HERE) | set(IN_THE_VERL_LANE) | set(WITH_THE_MULTI_NODE_TEST)
     verl_lane = (ROOT / "tests" / "verl_lane" / "test_benchmark_quick_modes.py").read_text()
     assert all(f'"{name}"' in verl_lane for name in IN_THE_VERL_LANE)
+    multi_node = (ROOT / "tests" / "collector" / "test_multi_node_training.py").read_text()
+    assert all(f'"{name}"' in multi_node for name in WITH_THE_MULTI_NODE_TEST)
 
 
 @pytest.mark.parametrize("name", sorted(HERE))

@@ -23,6 +23,7 @@ from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.schedule import Schedule
 from tests.collector.helpers import CollectorProcess
+from tests.helpers import run_benchmark_quick
 from tests.training.backends import RecordingBackend
 
 ray = pytest.importorskip("ray")  # the trainer extra's verl brings it; the openai3 lane has no Ray
@@ -136,3 +137,10 @@ def _wait_for_actors(address: str, n: int, timeout: float = 120) -> list:
             return actors
         time.sleep(0.5)
     return []
+
+
+def test_the_scale_out_benchmarks_quick_mode_runs_and_prints_its_comparison() -> None:
+    """Here, not in tests/test_benchmark_quick_modes.py: its Trainer starts a Ray of its own, which must not meet the
+    cluster above (one file runs on one worker, one test at a time)."""
+    run_benchmark_quick(Path(REPO), "scale_out", ("Ray actors", "local processes", "ratio two collectors / one"),
+                        timeout=300)  # fmt: skip
