@@ -290,9 +290,10 @@ def measure(store_url: str, label: str, seconds: float, big_store: int, *, susta
         read_big_rollout(store_url, big_store)
 
 
-def two_collectors(store_url: str, seconds: float, one_rate: float) -> None:
-    """The same 4 senders split over two collectors on the one database (any of them ingests: scale-out)."""
-    collectors = [CollectorProcess(store_url), CollectorProcess(store_url)]
+def collectors_rate(store_url: str, n: int, seconds: float) -> tuple[float, dict]:
+    """Spans/s acknowledged after commit with the 4 senders split over `n` collectors on one store, and the
+    statuses; exits when nothing was committed (no figure)."""
+    collectors = [CollectorProcess(store_url) for _ in range(n)]
     try:
         _, statuses = run_senders([c.url for c in collectors], 4, seconds)
     finally:
@@ -300,7 +301,13 @@ def two_collectors(store_url: str, seconds: float, one_rate: float) -> None:
             collector.stop()
     rate = statuses.get(200, 0) * BATCH / seconds
     if not rate:
-        sys.exit(f"two collectors committed no batch in {seconds:g} s (statuses {statuses}): nothing measured")
+        sys.exit(f"{n} collector(s) committed no batch in {seconds:g} s (statuses {statuses}): nothing measured")
+    return rate, statuses
+
+
+def two_collectors(store_url: str, seconds: float, one_rate: float) -> None:
+    """The same 4 senders split over two collectors on the one database (any of them ingests: scale-out)."""
+    rate, statuses = collectors_rate(store_url, 2, seconds)
     print(f"two collectors on one PostgreSQL (ack after commit): {rate:,.0f} spans/s   one collector: "
           f"{one_rate:,.0f} spans/s   ratio {rate / one_rate:.2f}x   statuses {statuses}")  # fmt: skip
 

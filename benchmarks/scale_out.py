@@ -29,7 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import lightning_otel
 from benchmarks.capture_overhead import start_server
-from benchmarks.collector_ingest import BATCH, CollectorProcess, run_senders
+from benchmarks.collector_ingest import collectors_rate
 from benchmarks.trainer_throughput import uninstrumented
 from lightning_otel.collector import EmbeddedCollector
 from tests.programs.runtime_agents import four_calls
@@ -100,15 +100,7 @@ def collector_scaling(seconds: float) -> None:
         store = cluster.create_database("scale_out")
         rates = []
         for n in (1, 2):
-            collectors = [CollectorProcess(store) for _ in range(n)]
-            try:
-                _, statuses = run_senders([c.url for c in collectors], 4, seconds)
-            finally:
-                for collector in collectors:
-                    collector.stop()
-            rate = statuses.get(200, 0) * BATCH / seconds
-            if not rate:
-                sys.exit(f"{n} collector(s) committed no batch in {seconds:g} s (statuses {statuses}): no figure")
+            rate, statuses = collectors_rate(store, n, seconds)
             rates.append(rate)
             print(f"  {n} collector(s) on one PostgreSQL (ack after commit): {rate:9,.0f} spans/s   "
                   f"statuses {statuses}")  # fmt: skip
