@@ -165,8 +165,7 @@ def run_train_demo(
         curve: Path | str = shown / "reward_curve.png"
     except ImportError:  # the [demo] extra brings matplotlib; the run itself does not need it
         curve = "not drawn (pip install matplotlib)"
-    quarter = max(1, len(rewards) // 4)
-    first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
+    quarter, first, last = quarter_means(rewards)
     print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}; curve {curve}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
     ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown / 'model'}"
@@ -180,13 +179,18 @@ def run_train_demo(
     return 0
 
 
+def quarter_means(rewards: list[float]) -> tuple[int, float, float]:
+    """(n, mean of the first n rewards, mean of the last n), n a quarter of the steps (at least one)."""
+    quarter = max(1, len(rewards) // 4)
+    return quarter, statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
+
+
 def rise_verdict(rewards: list[float]) -> tuple[bool, str]:
     """(failed, what to say): a run of `JUDGED_FROM_STEPS` or more fails unless its last quarter's mean reward is
     `MIN_RISE` above its first quarter's; a shorter one is a smoke run, not judged."""
     if len(rewards) < JUDGED_FROM_STEPS:
         return False, f"({len(rewards)} steps: too few to judge the rise; {JUDGED_FROM_STEPS} or more are)"
-    quarter = len(rewards) // 4
-    first, last = statistics.fmean(rewards[:quarter]), statistics.fmean(rewards[-quarter:])
+    _, first, last = quarter_means(rewards)
     if last < first + MIN_RISE:
         return True, f"the reward did not rise by {MIN_RISE} ({first:.3f} -> {last:.3f} over {len(rewards)} steps)"
     return False, ""

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -140,7 +140,6 @@ class _Actor:
     runner_id: str
     serving: Any  # the ObjectRef of its `serve` call, or of a `where` probe while Ray restarts it
     restarting: bool = False
-    where: dict[str, Any] = field(default_factory=dict)
 
 
 class RayRunnerPool:
@@ -226,8 +225,6 @@ class RayRunnerPool:
                 f"not start within {PLACE_TIMEOUT_S:.0f} s: the Ray cluster has no room for them beside what runs "
                 f"there already ({ray.available_resources()} free); give the nodes more CPUs or ask for fewer"
             ) from None
-        for actor, where in zip(self.actors.values(), wheres, strict=True):
-            actor.where = where
         from collections import Counter
 
         from lightning_otel.runtime.output import terminal
@@ -307,7 +304,7 @@ class RayRunnerPool:
                     continue
                 else:
                     if actor.restarting:  # the probe answered: Ray restarted it; serve under a new runner id
-                        actor.restarting, actor.where = False, answer
+                        actor.restarting = False
                         actor.runner_id = self._new_runner_id(actor.name)
                         actor.serving = actor.handle.serve.remote(actor.runner_id)
                         log.warning("%s is back (pid %s): serving as %s", actor.name, answer["pid"], actor.runner_id)
