@@ -60,6 +60,7 @@ def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
         record["adapter_mode"] = metadata.get("adapter_mode", "transition")
         record["estimator"] = metadata.get("estimator")  # how the run turned rewards into advantages
         record["process_rewards"] = metadata.get("process_rewards")
+        record["max_staleness"] = metadata.get("max_staleness")  # asynchronous training's bound (None: synchronous)
         if metadata.get("policy_version") is not None:  # the weights' version, when the algorithm knows it
             record["policy_version"] = metadata["policy_version"]
     return records
@@ -107,6 +108,7 @@ def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "run_id": run_id,
                 "agent_match": first["agent_match"],
+                "max_staleness": first["max_staleness"],
                 "started_ns": min(s["started_ns"] for s in steps),
                 "rollouts": sum(s["rollouts"] for s in steps),
                 "steps": sorted(steps, key=lambda s: (s["mode"], s["step"])),
@@ -166,6 +168,10 @@ async def step_rollouts(
                 "reward": record["reward"],
                 "error": record["error"],
                 "policy_version": record["policy_version"],
+                # the versions that sampled its selected calls (asynchronous training: often newer than queued)
+                "sampled_versions": sorted(
+                    {t.policy_version for t in adapted.triplets if t.policy_version is not None} if adapted else set()
+                ),
                 "runner_id": record["runner_id"],
                 "agents": diagnostics.agents_seen if diagnostics else [],
                 "rollout_agents": diagnostics.rollout_agents if diagnostics else [],
@@ -177,8 +183,12 @@ async def step_rollouts(
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
+    sampled: dict[int, int] = {}
+    for rollout in rollouts:
+        for version in rollout["sampled_versions"]:
+            sampled[version] = sampled.get(version, 0) + 1
     return {"run_id": run_id, "agent_match": pattern, "run_agent_match": run["agent_match"], "step": summary,
-            "rollouts": rollouts}  # fmt: skip
+            "max_staleness": run["max_staleness"], "sampled_versions": sampled, "rollouts": rollouts}  # fmt: skip
 
 
 def _messages(attributes: dict[str, Any], key: str) -> Any:

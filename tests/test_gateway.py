@@ -1,8 +1,14 @@
 """The policy gateway: sticky routing, enforced sampling, token ids always, streams passed through with their ids,
-503 while paused, its own LLM span attributed by headers or by the URL path, one sample when the client's
+503 while paused, held (not refused) and drained around a weight swap, its own LLM span attributed by headers or
+by the URL path, one sample when the client's
 instrumentor records the same call."""
 
 from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from typing import Any
 
 import httpx
 import openai
@@ -217,3 +223,78 @@ def test_a_bare_agents_calls_are_all_read_although_the_gateway_exports_in_batche
         assert {t.response_ids[0] for t in triplets} == set(replica.served)
     else:  # what happened before: the rollouts were read before the gateway's batch left, no sample at all
         assert triplets == []
+
+
+class _VersionedStreamingReplica:
+    """A replica that streams slowly and names, in every chunk, the version its weights have at that moment: a swap
+    during a stream would show as two versions in one response (what the gateway's hold must prevent)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+
+    def app(self) -> Any:
+        import asyncio
+
+        from starlette.applications import Starlette
+        from starlette.responses import StreamingResponse
+        from starlette.routing import Route
+
+        async def chat(request: Any) -> Any:
+            async def events() -> Any:
+                for index in range(8):
+                    delta = {"index": 0, "delta": {"content": f"w{index} "}, "finish_reason": None}
+                    chunk = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "choices": [delta],
+                             "agl_policy_version": self.version}  # fmt: skip
+                    yield f"data: {json.dumps(chunk)}\n\n"
+                    await asyncio.sleep(0.05)
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+
+        return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def _stream_versions(base_url: str) -> list[int]:
+    body = {"model": "agl-tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    versions = []
+    with httpx.stream("POST", f"{base_url}/chat/completions", json=body, timeout=30) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                versions.append(json.loads(line[6:])["agl_policy_version"])
+    return versions
+
+
+def test_a_weight_swap_under_hold_waits_for_streams_in_flight_and_holds_new_requests(agl_spans: SpanCapture) -> None:
+    from lightning_otel.serving.app_server import AppServer
+
+    replica = _VersionedStreamingReplica()
+    with AppServer(replica.app(), host="127.0.0.1", port=0, name="versioned-replica") as upstream:
+        gateway = PolicyGateway([f"http://127.0.0.1:{upstream.port}/v1"])
+        with GatewayServer(gateway) as server, concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(_stream_versions, server.base_url)
+            time.sleep(0.15)  # the first stream is under way
+            with gateway.held() as in_flight:
+                swapped_at = time.monotonic()
+                second = pool.submit(_stream_versions, server.base_url)  # arrives during the swap: waits
+                time.sleep(0.3)
+                replica.version += 1
+            assert in_flight == 1
+            before, after = first.result(30), second.result(30)
+    assert before == [0] * 8  # drained: it finished on the old weights before the swap began
+    assert after == [1] * 8  # held, then served wholly by the new weights
+    assert gateway.pause_s_total >= 0.3 and time.monotonic() - swapped_at >= 0.3
+
+
+def test_validation_rollouts_get_validation_sampling_beside_training_ones(replicas, agl_spans: SpanCapture) -> None:
+    """Asynchronous training validates while training rollouts run: sampling is chosen per rollout, not by a mode."""
+    gateway = PolicyGateway(
+        [replicas[0].base_url], sampling={"temperature": 1.0}, validation_sampling={"temperature": 0.0}
+    )
+    with GatewayServer(gateway) as server:
+        proxy = lightning_otel.ProxyLLM(server.base_url, "agl-tiny")
+        gateway.validate_rollouts(["ro-val"])
+        chat(proxy.get_base_url("ro-val", "at-1"), "validating")
+        chat(proxy.get_base_url("ro-train", "at-1"), "training")
+        gateway.validate_rollouts(["ro-val"], done=True)
+        chat(proxy.get_base_url("ro-val", "at-2"), "after")
+    assert [r.body["temperature"] for r in replicas[0].requests] == [0.0, 1.0, 1.0]

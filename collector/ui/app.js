@@ -110,7 +110,8 @@ async function showRuns() {
     parts.push(el("section", { class: "run", "data-testid": "run", "data-run-id": run.run_id },
       el("h2", {}, "run ", el("code", { text: run.run_id })),
       el("p", { class: "muted" }, `agent_match `, el("code", { text: JSON.stringify(run.agent_match) }),
-         ` · ${run.rollouts} rollouts · started ${fmt.time(run.started_ns)}`),
+         ` · ${run.rollouts} rollouts · started ${fmt.time(run.started_ns)}`,
+         run.max_staleness ? ` · asynchronous (max_staleness ${run.max_staleness})` : ""),
       train.length ? rewardChart(train) : null,
       el("table", {}, el("tr", {}, ...["step", "rollouts", "status", "mean reward", "policy version", "started"]
         .map((h) => el("th", { text: h }))), rows)));
@@ -152,7 +153,8 @@ async function showStep(runId, mode, step, agentMatch) {
       el("td", {}, el("a", { href: `#/rollout/${fmt.enc(r.rollout_id)}${query}`, class: "mono", text: r.rollout_id })),
       el("td", { text: r.task_id }), statusCell(r.status),
       el("td", { text: fmt.reward(r.reward) }), el("td", { text: r.attempts }),
-      el("td", { class: "mono", text: r.runner_id ?? "—" }), el("td", { text: r.policy_version ?? "—" }),
+      el("td", { class: "mono", text: r.runner_id ?? "—" }),
+      el("td", { "data-testid": "versions", text: `${r.policy_version ?? "—"}${r.sampled_versions.length ? ` → ${r.sampled_versions.join(", ")}` : ""}` }),
       el("td", { text: r.agents.join(", ") || "—" }), el("td", { text: r.llm_calls }),
       el("td", { class: "samples", text: r.samples }),
       el("td", {}, r.no_sample_reason ? el("div", { class: "reason", text: r.no_sample_reason }) : null,
@@ -162,10 +164,11 @@ async function showStep(runId, mode, step, agentMatch) {
     el("p", {}, el("a", { href: "#/", text: "runs" }), " / ", el("code", { text: runId })),
     el("h1", { text: `${mode} step ${step}` }),
     el("p", { class: "muted", text: `${data.step.rollouts} rollouts · mean reward ${fmt.reward(data.step.reward_mean)} · policy version ${data.step.policy_versions.join(", ") || "—"}` }),
+    data.max_staleness ? el("p", { class: "muted", "data-testid": "async-note", text: `asynchronous training (max_staleness ${data.max_staleness}): rollouts queued under one version may be sampled by newer ones; rollouts sampled by: ${Object.entries(data.sampled_versions).map(([v, n]) => `v${v} ×${n}`).join(", ") || "—"}` }) : null,
     matchBox(data.agent_match, data.run_agent_match,
              (value) => go(`#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`)),
     el("table", { "data-testid": "rollouts" },
-      el("tr", {}, ...["rollout", "task", "status", "reward", "attempts", "runner", "policy", "agents", "LLM calls",
+      el("tr", {}, ...["rollout", "task", "status", "reward", "attempts", "runner", "policy (queued → sampled)", "agents", "LLM calls",
                        "samples", "each call: selected? why"].map((h) => el("th", { text: h }))), rows),
   ];
 }

@@ -61,6 +61,9 @@ class Triplet:
     calls_after: int = 0
     rewards_ahead: list[tuple[int, float]] = field(default_factory=list)
     reward_sources: dict[str, str] = field(default_factory=dict)  # reward name -> what gave it ("trace", ...)
+    # The oldest policy version that sampled any of its calls (`agl.llm.policy_version`; None: not recorded):
+    # asynchronous training bounds how far behind the trained policy it may be.
+    policy_version: int | None = None
 
     @property
     def new_input(self) -> list[int]:
@@ -161,6 +164,7 @@ class _Call:
     logprobs: list[float] | None
     complete: bool
     response_id: str | None
+    policy_version: int | None = None
     rewards: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
@@ -180,7 +184,15 @@ def _call(span: Span) -> _Call:
         logprobs=[float(x) for x in logprobs] if logprobs else None,
         complete=attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE) is not False,
         response_id=attributes.get(semconv.GEN_AI_RESPONSE_ID),
+        policy_version=_version(attributes.get(semconv.AGL_POLICY_VERSION)),
     )
+
+
+def _version(value: object) -> int | None:
+    try:
+        return int(value) if value is not None else None  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
 
 
 def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_Call]:
@@ -428,6 +440,9 @@ class TraceToTriplet:
             response_ids=[c.response_id for c in calls if c.response_id],
             span_ids=[str(c.span.get("spanId")) for c in calls],
             reward_sources={name: source for call in calls for name, source in call.sources.items()},
+            policy_version=min(versions)
+            if (versions := [c.policy_version for c in calls if c.policy_version is not None])
+            else None,
         )
 
     def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:

@@ -14,6 +14,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a tiny model with VERL on CPU from its agents' traces")
     demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 2 minutes on 2 cores)")
+    demo.add_argument("--max-staleness", type=int, default=0, metavar="K",
+                      help="asynchronous training: the runners never wait for the update; samples at most K policy "
+                           "versions old (default 0: synchronous steps)")  # fmt: skip
     demo.add_argument("--workdir", default="agl-demo", help="model, collector store and reward curve (agl-demo/)")
     demo.add_argument("--trace-only", action="store_true", help="no training: trace a two-agent program and show "
                       "what a trainer receives (needs no torch)")  # fmt: skip
@@ -72,7 +75,9 @@ def run_demo_command(args: argparse.Namespace) -> int:
         return run_demo()
     from lightning_otel.cli.train_demo import run_train_demo
 
-    return run_train_demo(steps=args.steps, workdir=args.workdir, verbose=args.verbose)
+    return run_train_demo(
+        steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness
+    )
 
 
 def run_runner(args: argparse.Namespace) -> int:

@@ -83,6 +83,9 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
                        help="grpo: every call of a rollout gets its final reward's advantage (default); anchor: "
                             "per-call credit (returns and anchor states from the traces)")  # fmt: skip
+    train.add_argument("--max-staleness", type=int, default=0, metavar="K",
+                       help="0: synchronous steps (default); K >= 1: asynchronous training, the runners never wait "
+                            "for the update and samples are at most K policy versions old (CPU replicas)")  # fmt: skip
     train.add_argument(
         "--process-rewards",
         type=process_rewards,
@@ -220,7 +223,11 @@ def run_train(args: argparse.Namespace) -> int:
         with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
             algorithm = lightning_otel.VERL(
-                config, overrides=overrides, advantage=args.advantage, gateway_host=args.gateway_host
+                config,
+                overrides=overrides,
+                advantage=args.advantage,
+                gateway_host=args.gateway_host,
+                max_staleness=args.max_staleness,
             )  # a line a step; fmt: skip
             trainer = lightning_otel.Trainer(
                 n_runners=args.runners,

@@ -124,8 +124,9 @@ MIN_RISE = 0.05  # last quarter's mean reward over the first quarter's (seeded r
 
 
 def run_train_demo(
-    *, steps: int = DEFAULT_STEPS, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False
-) -> int:
+    *, steps: int = DEFAULT_STEPS, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False,
+    max_staleness: int = 0,
+) -> int:  # fmt: skip
     try:
         import torch  # noqa: F401
         import verl  # noqa: F401
@@ -153,7 +154,9 @@ def run_train_demo(
         with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:  # each demo run starts empty
             trainer = lightning_otel.Trainer(
                 n_runners=runners,
-                algorithm=lightning_otel.VERL(demo_config(model, steps, work), device="cpu"),
+                algorithm=lightning_otel.VERL(
+                    demo_config(model, steps, work), device="cpu", max_staleness=max_staleness
+                ),
                 adapter={"agent_match": "write"},
                 initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
                 collector=addresses.query,

@@ -158,6 +158,8 @@ class TrainingRun:
         # How the algorithm turns rewards into advantages (`AdvantageEstimator.describe()`, with `group_by_agent`):
         # recorded on every rollout, so the rollout view shows each call's return and advantage as it was trained.
         self.estimator_settings: dict[str, Any] | None = None
+        # Asynchronous training's staleness bound (the loop sets it), recorded on every rollout for the rollout view.
+        self.max_staleness: int = 0
         self.adapter = adapter
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
@@ -165,6 +167,9 @@ class TrainingRun:
         self.check_runners = check_runners or (lambda: None)
         self.span_wait_s = span_wait_s
         self.policy_notify_file = policy_notify_file
+        # How many rollouts the runners can run at once (the Trainer's runners x their concurrency; None: unknown,
+        # runners started elsewhere): asynchronous training's runner idle share is measured against it.
+        self.runner_slots: int | None = None
         self._batches = 0
         self._open: set[str] = set()  # rollouts this training queued and has not seen final (it owns them: `release`)
         self._span_sources: list[Callable[[], bool]] = []
@@ -203,6 +208,7 @@ class TrainingRun:
             "adapter_mode": self.adapter.mode,
             **({"policy_version": self.policy_version} if self.policy_version is not None else {}),
             **({"estimator": self.estimator_settings} if self.estimator_settings else {}),
+            **({"max_staleness": self.max_staleness} if self.max_staleness else {}),
             **({"process_rewards": process.as_config()} if (process := self.adapter.process_rewards) else {}),
         }
         specs = []
@@ -244,9 +250,9 @@ class TrainingRun:
             if answer is None or answer["done"] or (deadline is not None and time.monotonic() >= deadline):
                 return records
             if records and all(record["status"] == QUEUING for record in records):
-                warned = self._no_runner(batch, time.monotonic() - started, warned)
+                warned = self.no_runner(batch, time.monotonic() - started, warned)
 
-    def _no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
+    def no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
         """Nothing of the batch claimed yet: say so once after the warning delay; past the timeout, cancel and stop."""
         where = getattr(self.client, "url", "the collector")
         if self.no_runner_timeout_s is not None and waited >= self.no_runner_timeout_s:
@@ -317,6 +323,15 @@ class TrainingRun:
         unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL_STATUSES]
         if unfinished:  # past the caller's timeout: stop them so runners move on
             self.client.cancel(unfinished)
+        result = self.read(batch, records)
+        result.wall_s, result.wait_s = time.monotonic() - started, waited
+        return result
+
+    def read(self, batch: RolloutBatch, records: list[dict[str, Any]]) -> BatchResult:
+        """The batch's rollouts as they are (`records`: their queue records, final ones read): every succeeded
+        rollout's spans in one call, complete (`span_wait_s`), adapted."""
+        started = time.monotonic()
+        self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
         succeeded = [record for record in records if record["status"] == "succeeded"]
         spans: dict[str, list[Span]] = {}
         incomplete: dict[str, int] = {}
@@ -343,8 +358,8 @@ class TrainingRun:
             for record in succeeded
         }
         return BatchResult(
-            batch, records, spans, adapted, wall_s=time.monotonic() - started, wait_s=waited,
-            incomplete=incomplete, gateway_calls=gateway_calls,
+            batch, records, spans, adapted, wall_s=time.monotonic() - started, incomplete=incomplete,
+            gateway_calls=gateway_calls,
         )  # fmt: skip
 
     def late_spans(self, result: BatchResult, wait_s: float = 6.0) -> int:

@@ -422,6 +422,7 @@ class Trainer:
                 # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
             )
+            run.runner_slots = self.n_runners * self.max_concurrency or None
             if self.collector:  # an external collector may hold what a dead training queued
                 run.take_queue()
                 run.start()  # runners started on their own see a training running

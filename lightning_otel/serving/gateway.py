@@ -4,11 +4,14 @@
     with GatewayServer(gateway) as server:             # server.base_url -> LLM(server.base_url, model)
         gateway.pause()                                 # weights syncing: 503 + Retry-After
         gateway.resume()
+        with gateway.held():                            # asynchronous training's weight swap: new requests wait,
+            replicas.load(new_weights)                  # the ones in flight finish first (drained), then resume
 
 Every chat/completions request is forwarded to one replica, sticky by rollout id (rendezvous hashing, so a rollout
 keeps its replica's prefix cache and few rollouts move when replicas change), with the trainer's sampling
-parameters enforced (`sampling` while training, `validation_sampling` in `mode="val"`) and token ids and logprobs
-always requested. Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
+parameters enforced (`sampling` while training, `validation_sampling` in `mode="val"` or for the rollouts named in
+`validate_rollouts`, so validation can run beside training rollouts) and token ids and logprobs always requested.
+Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
 caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
 `/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`), and name their agent with an
@@ -18,12 +21,15 @@ records the same call, both spans carry the same response id and the adapter kee
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import hashlib
 import itertools
 import json
 import socket
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +80,11 @@ class PolicyGateway:
         self.tracer = tracer
         self.timeout_s = timeout_s
         self._paused = False
+        self._held = False  # held(): new requests wait (not refused) while the weights change
+        self._in_flight = 0  # requests forwarded and not yet answered in full (streams until their last byte)
+        self._in_flight_lock = threading.Lock()
+        self._val_rollouts: set[str] = set()
+        self.pause_s_total = 0.0  # time spent held (the weight swaps of asynchronous training)
         self._served: collections.Counter[tuple[str, str]] = collections.Counter()  # per rollout attempt
         self._round_robin = itertools.count()
         self._http: httpx.AsyncClient | None = None
@@ -85,6 +96,32 @@ class PolicyGateway:
 
     def resume(self) -> None:
         self._paused = False
+
+    @contextlib.contextmanager
+    def held(self, drain_timeout_s: float = 600.0) -> Iterator[int]:
+        """While the weights change under running rollouts: new requests wait here (no 503: the agent sees a slow
+        call, not an error), the ones in flight finish on the old weights (drained: the block starts when none is
+        left, or after `drain_timeout_s`), then requests resume on the new ones. No response mixes weights. Yields
+        how many requests were in flight when the hold began."""
+        began = time.monotonic()
+        self._held = True
+        with self._in_flight_lock:
+            in_flight = self._in_flight
+        try:
+            deadline = began + drain_timeout_s
+            while self._in_flight and time.monotonic() < deadline:
+                time.sleep(0.005)
+            yield in_flight
+        finally:
+            self._held = False
+            self.pause_s_total += time.monotonic() - began
+
+    def validate_rollouts(self, rollout_ids: Sequence[str], *, done: bool = False) -> None:
+        """Serve these rollouts with `validation_sampling` whatever the mode (`done=True`: forget them)."""
+        if done:
+            self._val_rollouts.difference_update(rollout_ids)
+        else:
+            self._val_rollouts.update(rollout_ids)
 
     def set_mode(self, mode: str) -> None:
         if mode not in ("train", "val"):
@@ -141,18 +178,38 @@ class PolicyGateway:
             self.tracer = get_tracer()
         return self.tracer
 
+    async def _enter(self) -> None:
+        """Count the request in flight, after any hold (a hold that starts now waits for it)."""
+        while True:
+            with self._in_flight_lock:
+                if not self._held:
+                    self._in_flight += 1
+                    return
+            await asyncio.sleep(0.005)
+
+    def _leave(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= 1
+
     async def _proxy(self, request: Request) -> Response:
         if self._paused:
             return openai_error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
+        await self._enter()
+        streaming = False
+        try:
+            response = await self._forward(request)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streaming:  # a stream leaves when its last byte is sent (relay's finally)
+                self._leave()
+
+    async def _forward(self, request: Request) -> Response:
         path = request.url.path.split("/v1/", 1)[1]
         kind, operation = _ENDPOINTS[path]
         body = await json_object_body(request)
         if isinstance(body, Response):
             return body
-        body.update(self.sampling if self.mode == "train" else self.validation_sampling)
-        if self.model:
-            body["model"] = self.model
-        body.update(missing_token_id_params(kind, body))
         ctx = extract_context(request.headers)
         rollout_id = request.path_params.get("rollout_id")
         if rollout_id:
@@ -160,6 +217,11 @@ class PolicyGateway:
         if agent_name := request.headers.get(AGENT_NAME_HEADER, "").strip():
             ctx = context_with_agent(agent_name, ctx)  # a bare client names its agent: agent_match can select it
         identity = current_rollout(ctx)
+        validating = self.mode == "val" or (identity is not None and identity.rollout_id in self._val_rollouts)
+        body.update(self.validation_sampling if validating else self.sampling)
+        if self.model:
+            body["model"] = self.model
+        body.update(missing_token_id_params(kind, body))
         url = f"{self.replica_for(identity.rollout_id if identity else None)}/{path}"
         token = context.attach(ctx)
         try:
@@ -216,6 +278,7 @@ class PolicyGateway:
                 await upstream.aclose()
                 call.finish(stream_complete=complete)  # a client that left early: ids so far, marked incomplete
                 self._count(identity)
+                self._leave()
 
         return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
 

@@ -110,6 +110,9 @@ class OpenAITestServer:
         self.model = model
         self.strict = strict
         self.latency_s = latency_s
+        # Set it (a test backend's publish does) and every answer names it, as our replicas name the weights'
+        # version that sampled it (`agl_policy_version`).
+        self.policy_version: int | None = None
         self.requests: list[RecordedRequest] = []
         self.served: dict[str, ServedCall] = {}
         self._scripted: deque[str | Reply] = deque()
@@ -118,6 +121,11 @@ class OpenAITestServer:
         self._ids = itertools.count(1)
         self._server = AppServer(self.app(), host=host, port=port, name="agl-openai-test-server")
         self.host, self.port = self._server.host, self._server.port
+
+    def _version(self) -> dict[str, int]:
+        from lightning_otel import semconv
+
+        return {semconv.POLICY_VERSION_FIELD: self.policy_version} if self.policy_version is not None else {}
 
     # --- configuration ---------------------------------------------------------------------------------------
     @property
@@ -217,7 +225,7 @@ class OpenAITestServer:
             self._record(request, response_id, prompt_ids, generations)
             if body.get("stream"):
                 return sse(self._chat_stream(body, response_id, prompt_ids, generations))
-            return JSONResponse(self._chat_response(body, response_id, prompt_ids, generations))
+            return JSONResponse({**self._chat_response(body, response_id, prompt_ids, generations), **self._version()})
 
         async def completions(request: Request) -> Response:
             body = await read(request)
@@ -234,7 +242,9 @@ class OpenAITestServer:
             self._record(request, response_id, prompt_ids, generations)
             if body.get("stream"):
                 return sse(self._completion_stream(body, response_id, prompt_ids, generations))
-            return JSONResponse(self._completion_response(body, response_id, prompt_ids, generations))
+            return JSONResponse(
+                {**self._completion_response(body, response_id, prompt_ids, generations), **self._version()}
+            )
 
         async def responses(request: Request) -> Response:
             body = await read(request)

@@ -44,8 +44,11 @@ def sampled_datums(engine: LocalEngine, count: int = 3) -> list[Datum]:
     return datums
 
 
-def reference_loss(model: torch.nn.Module, datums: list[Datum], loss_fn: str) -> torch.Tensor:
-    """Tinker's definitions, written out with no padding: one sequence at a time, summed."""
+def reference_loss(
+    model: torch.nn.Module, datums: list[Datum], loss_fn: str, tis_cap: float | None = None
+) -> torch.Tensor:
+    """Tinker's definitions, written out with no padding: one sequence at a time, summed. `tis_cap`: truncated
+    importance sampling, min(ratio, cap) as a constant weight on the log-probability's gradient."""
     total = torch.zeros(())
     for datum in datums:
         logits = model(input_ids=torch.tensor([datum.model_input])).logits[0].float()
@@ -56,7 +59,10 @@ def reference_loss(model: torch.nn.Module, datums: list[Datum], loss_fn: str) ->
             continue
         ratio = torch.exp(logp - torch.tensor(datum.loss_fn_inputs["logprobs"]))
         advantages = torch.tensor(datum.loss_fn_inputs["advantages"])
-        if loss_fn == "importance_sampling":
+        if loss_fn == "importance_sampling" and tis_cap is not None:
+            weight = torch.clamp(ratio.detach(), max=tis_cap)
+            total = total - (weight * advantages * (logp - logp.detach() + 1.0)).sum()  # value min(r, C) * A
+        elif loss_fn == "importance_sampling":
             total = total - (ratio * advantages).sum()
         else:
             clipped = torch.clamp(ratio, 0.8, 1.2)
@@ -85,6 +91,23 @@ def test_loss_and_gradients_match_torch(tiny_model_dir: Path, loss_fn: str) -> N
     assert compared > 0
     # per-datum outputs: each target's logprob under the trained weights, one per position
     assert [len(out["logprobs"]) for out in output.loss_fn_outputs] == [len(d.model_input) for d in datums]
+
+
+def test_truncated_importance_sampling_caps_each_tokens_weight(tiny_model_dir: Path) -> None:
+    engine = make_engine(tiny_model_dir)
+    datums = sampled_datums(engine)  # odd tokens' sampler logprobs 0.4 too high, even ones 0.3 too low: ratios ~1.35
+    reference_model = copy.deepcopy(engine.model)
+    output = engine.forward_backward(datums, "importance_sampling", {"tis_cap": 1.1})
+    expected = reference_loss(reference_model, datums, "importance_sampling", tis_cap=1.1)
+    expected.backward()
+    assert output.metrics["loss:sum"] == pytest.approx(float(expected.detach()), rel=1e-5, abs=1e-6)
+    reference_grads = dict(reference_model.named_parameters())
+    for name, parameter in engine.model.named_parameters():
+        if parameter.requires_grad:
+            torch.testing.assert_close(parameter.grad, reference_grads[name].grad, rtol=1e-4, atol=1e-6)
+    engine.model.zero_grad()
+    uncapped = engine.forward_backward(datums, "importance_sampling").metrics["loss:sum"]
+    assert uncapped != pytest.approx(output.metrics["loss:sum"])  # the cap bit: some ratios were above 1.1
 
 
 def test_ppo_clips_where_importance_sampling_does_not(tiny_model_dir: Path) -> None:

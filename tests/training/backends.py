@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,13 +15,15 @@ from lightning_otel.training.loop.samples import Sample
 
 
 class RecordingBackend(Backend):
-    """A replica that answers with 1 to 5 words in turn (rewards vary within a group), after `latency_s`; updates
-    are recorded, each one a new version; checkpoints are files."""
+    """A replica that answers with 1 to 5 words in turn (rewards vary within a group), after `latency_s`, naming the
+    version that sampled it; updates are recorded (each taking `update_s`), each one a new version; checkpoints are
+    files."""
 
     name = "recording"
 
-    def __init__(self, folder: Path, *, resume: bool = False, latency_s: float = 0.0) -> None:
-        self.folder, self.resume, self.latency_s = folder, resume, latency_s
+    def __init__(self, folder: Path, *, resume: bool = False, latency_s: float = 0.0, update_s: float = 0.0) -> None:
+        self.folder, self.resume, self.latency_s, self.update_s = folder, resume, latency_s, update_s
+        self.server: OpenAITestServer | None = None
         self.updates: list[tuple[int, list[Sample]]] = []
         self.version = 0
         self._dirty = False
@@ -30,16 +33,21 @@ class RecordingBackend(Backend):
     def serving(self) -> Iterator[PolicyReplicas]:
         replies = lambda body: " ".join(["word"] * (next(self._words) % 5 + 1))  # noqa: E731
         with OpenAITestServer(replies, latency_s=self.latency_s) as server:
+            self.server = server
+            server.policy_version = self.version  # every answer names the version that sampled it
             yield PolicyReplicas([server.base_url], "agl-tiny")
 
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         self.updates.append((step, list(samples)))
+        time.sleep(self.update_s)  # an update that takes time: asynchronous training overlaps rollouts with it
         self._dirty = True
         return {"recording/samples": float(len(samples))}
 
     def publish(self, step: int) -> int:
         if self._dirty:
             self.version, self._dirty = self.version + 1, False
+        if self.server is not None:
+            self.server.policy_version = self.version
         return self.version
 
     def save(self, step: int) -> str:

@@ -96,3 +96,18 @@ def test_a_step_whose_rewards_never_vary_is_skipped_and_a_run_of_them_raises(col
 def test_the_step_line_leaves_out_what_the_backend_does_not_have() -> None:
     line = console_line(3, {"rollout/reward_mean": 0.5, "training/policy_version": float("nan"), "rollout/failed": 0})
     assert line == "step 3: reward 0.500  failed 0"
+
+
+def test_a_client_nothing_instruments_trains_on_the_gateways_spans_alone(collector: str, tmp_path: Path) -> None:
+    """An agent service that is not instrumented (the agent-service example run bare): every call the gateway served
+    becomes a sample named by the agent its header gave."""
+    backend = RecordingBackend(tmp_path)
+    loop = TrainingLoop(backend, schedule=Schedule(batch_size=2, group_size=3, max_steps=1),
+                        estimator=GroupAdvantage(), sampling={"temperature": 1.0, "max_tokens": 16})  # fmt: skip
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=loop, adapter={"agent_match": "^solver$"},
+                          progress=False)  # fmt: skip
+    (record,) = trainer.fit("tests.training.agents:bare_length_agent", TASKS[:2]).steps
+    metrics = record.metrics
+    assert metrics["rollout/gateway_calls"] == metrics["rollout/triplets"] == 12  # 2 tasks x 3 rollouts x 2 calls
+    assert metrics["rollout/duplicate_calls"] == 0 and record.sample_agents == {"solver": 12}
+    assert not record.skipped_because and len(backend.updates[0][1]) == 12

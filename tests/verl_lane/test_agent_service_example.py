@@ -1,8 +1,8 @@
 """The agent-service example as its README runs it: the OpenAI Agents SDK service in its own environment (the
 `openai_agents` lane's: openai 3.x, which this one cannot hold), the trainer here with VERL on CPU. Two GRPO steps
 against the service instrumented by `lightning-otel-run` with default exporter settings (its spans arrive ~5 s after
-it answered), and two against the same service bare; every call the gateway served must become a sample named by
-the service's agent."""
+it answered); every call the gateway served must become a sample named by the service's agent. (A bare service, the
+gateway's spans alone, trains the same way: tests/training/test_loop.py checks that path without a verl start.)"""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _start_service(command: list[str], port: int, env: dict[str, str]) -> subpro
         time.sleep(0.2)
 
 
-@pytest.fixture(params=["instrumented", "bare"])
+@pytest.fixture(params=["instrumented"])
 def service(request: pytest.FixtureRequest, service_bin: Path) -> Iterator[tuple[str, str, int]]:
     """(mode, the service's /chat URL, the OTLP port the trainer's collector must listen on)."""
     port, otlp_port = free_port(), free_port()

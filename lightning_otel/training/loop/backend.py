@@ -8,9 +8,9 @@
 
 The loop calls, per step: the runners' rollouts through the policy gateway in front of `serving()`'s replicas,
 `pause_serving()` once they are in, `update(samples, step)` when some sample can move the policy (raise
-`NothingToUpdate` when the backend finds none can), `publish(step)` (after a skipped step too: replicas that rested
-wake up), then `save(step)` on the checkpoint schedule. `load()` before the first step returns the step to resume
-after (0: a fresh start); `finish()` after the last step.
+`NothingToUpdate` when the backend finds none can), `prepare_publish(step)` then `publish(step)` (after a skipped
+step too: replicas that rested wake up), then `save(step)` on the checkpoint schedule. `load()` before the first
+step returns the step to resume after (0: a fresh start); `finish()` after the last step.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ class Backend(abc.ABC):
     # selected by `agent_match` (None: the trainer's adapter's)
     learns_from_text: ClassVar[bool] = False
     agent_match: str | None = None
+    # True: its replicas keep serving while `update` runs, so the loop may train asynchronously (`max_staleness`);
+    # otherwise `why_not_async` says why not.
+    serves_while_updating: bool = True
+    why_not_async: str = ""
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas | None]:
@@ -64,6 +68,10 @@ class Backend(abc.ABC):
     def idle_metrics(self) -> dict[str, float]:
         """The backend's metrics for a step it did not train (zeros), so every step logs the same names."""
         return {}
+
+    def prepare_publish(self, step: int) -> None:  # noqa: B027  (most backends have nothing to prepare)
+        """Before `publish`, while the replicas still serve: the slow part of making the new weights servable (a
+        snapshot, a copy), so that asynchronous training holds the gateway only for the swap itself."""
 
     def publish(self, step: int) -> int | None:
         """Make the current weights servable; return the policy version the replicas now serve."""

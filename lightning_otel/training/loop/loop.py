@@ -16,11 +16,19 @@ The loop serves the policy (a policy gateway in front of the backend's replicas,
 5. validates (before the first step, every `val_every`, after the last), saves (every `save_every`, after the last),
    logs one metric table (`metrics.LOOP_METRICS` + the backend's own) to the trackers and calls `on_step`.
 A run in which no step trained raises `NothingTrained` with the first skipped step's reasons.
+
+Asynchronous (`max_staleness=k`, k >= 1; backends that serve while they update): the runners never wait for the
+update. The tasks of the next k steps stay queued ahead; a step trains on the first `batch_size` complete groups
+whose oldest call was sampled at most k policy versions before the one being trained (`staleness.AsyncRollouts`:
+older groups are dropped, counted and run again; unfinished ones carry over); the gateway keeps serving while the
+backend updates and holds new requests only while the weights change (drained: requests in flight finish on the old
+weights; no response mixes weights, each names its version). `async/*` metrics say what happened.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -36,6 +44,7 @@ from lightning_otel.training.loop.backend import Backend, NothingToUpdate, Polic
 from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
 from lightning_otel.training.loop.schedule import Schedule
+from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
 
 log = logging.getLogger("lightning_otel.training")
 
@@ -69,7 +78,8 @@ class TrainingLoop(Algorithm):
     backend of your own. `sampling`/`validation_sampling`: what the gateway enforces on every policy call
     (temperature, top_p, max_tokens) while training / validating; `group_by_agent`: groups per task and agent;
     `rollout_timeout_s`: a step's rollouts still running then are cancelled; `gateway_host`/`gateway_port`: where the
-    gateway listens ("0.0.0.0" for runners on other machines)."""
+    gateway listens ("0.0.0.0" for runners on other machines); `max_staleness`: 0 (synchronous steps, the default)
+    or k >= 1 (asynchronous: see the module docstring)."""
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
 
@@ -88,7 +98,16 @@ class TrainingLoop(Algorithm):
         rollout_timeout_s: float | None = None,
         gateway_host: str = "127.0.0.1",
         gateway_port: int = 0,
+        max_staleness: int = 0,
     ) -> None:
+        if max_staleness < 0:
+            raise ValueError(f"max_staleness must be >= 0 (0: synchronous steps), got {max_staleness}")
+        if max_staleness and not backend.serves_while_updating:
+            raise ValueError(
+                f"max_staleness={max_staleness}: the {backend.name} backend cannot serve the policy while it updates "
+                f"({backend.why_not_async}); use max_staleness=0"
+            )
+        self.max_staleness = max_staleness
         self.backend, self.schedule, self.estimator = backend, schedule, estimator
         self.sampling = dict(sampling or {})
         self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
@@ -110,6 +129,7 @@ class TrainingLoop(Algorithm):
         steps = self.schedule.steps(train_tasks)
         val_tasks = list(val_tasks or [])
         result = LoopResult()
+        run.max_staleness = self.max_staleness
         if (settings := self.estimator.describe()) is not None:
             run.estimator_settings = {**settings, "group_by_agent": self.group_by_agent}
         started = time.monotonic()
@@ -123,10 +143,16 @@ class TrainingLoop(Algorithm):
                 log.info("resuming after step %d (the backend's latest checkpoint)", resumed)
             self.trackers.start(len(steps), resumed)
             self._publish(run, resumed)
+            pipeline = self._pipeline(run, stack)
             if val_tasks and self.schedule.val_at_start:
                 self._record_validation(result, resumed, run, val_tasks)
             for step in range(resumed + 1, len(steps) + 1):
-                record = self._step(run, step, steps[step - 1], len(train_tasks))
+                rollouts = (
+                    functools.partial(self._synchronous, run, steps[step - 1])
+                    if pipeline is None
+                    else functools.partial(self._asynchronous, run, pipeline, steps, step)
+                )
+                record = self._step(run, step, rollouts, len(train_tasks))
                 if val_tasks and self.schedule.validates_after(step, len(steps)):
                     record.metrics.update(self._record_validation(result, step, run, val_tasks, log_it=False))
                 if self.schedule.saves_after(step, len(steps)) and (path := self.backend.save(step)):
@@ -142,17 +168,56 @@ class TrainingLoop(Algorithm):
         return result
 
     # --- one step ------------------------------------------------------------------------------------------------
-    def _step(self, run: TrainingRun, step: int, tasks: list[Any], task_count: int) -> StepRecord:
-        began = time.monotonic()
-        version = run.policy_version
+    def _synchronous(self, run: TrainingRun, tasks: list[Any]) -> tuple[BatchResult, Taken | None]:
         batch = self._rollouts(run, tasks, mode="train", n=self.schedule.group_size)
         self.backend.pause_serving()
+        return batch, None
+
+    def _asynchronous(
+        self, run: TrainingRun, pipeline: AsyncRollouts, steps: list[list[Any]], step: int
+    ) -> tuple[BatchResult, Taken]:
+        for ahead in range(step, min(step + self.max_staleness, len(steps)) + 1):
+            if ahead not in self._queued_steps:  # the next k steps' tasks run while this one trains
+                pipeline.queue(steps[ahead - 1])
+                self._queued_steps.add(ahead)
+        taken = pipeline.take(len(steps[step - 1]), run.policy_version)
+        return taken.result, taken
+
+    def _pipeline(self, run: TrainingRun, stack: contextlib.ExitStack) -> AsyncRollouts | None:
+        """Asynchronous training's rollouts (None: synchronous steps); the gateway stays open from here on. The
+        runners' usage is sampled in both modes (`rollout/runner_idle_share`)."""
+        capacity = self.schedule.batch_size * self.schedule.group_size
+        slots = getattr(run, "runner_slots", None)
+        self._usage = RunnerUsage(run.client, min(capacity, slots) if slots else capacity).start()
+        stack.callback(self._usage.stop)
+        self._queued_steps: set[int] = set()
+        if not self.max_staleness:
+            return None
+        pipeline = AsyncRollouts(run, group_size=self.schedule.group_size, max_staleness=self.max_staleness,
+                                 rollout_timeout_s=self.rollout_timeout_s)  # fmt: skip
+        stack.callback(pipeline.cancel_rest)
+        if self._gateway is not None:
+            self._gateway.set_mode("train")
+            self._gateway.resume()
+        return pipeline
+
+    def _step(
+        self, run: TrainingRun, step: int, rollouts: Callable[[], tuple[BatchResult, Taken | None]], task_count: int
+    ) -> StepRecord:
+        began = time.monotonic()
+        version = run.policy_version
+        batch, taken = rollouts()
         generated = time.monotonic()
         if self.backend.learns_from_text:
             match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
             samples, metrics = message_samples(batch, match, group_by_agent=self.group_by_agent)
         else:
             samples, metrics = samples_from(batch, group_by_agent=self.group_by_agent)
+        if taken is not None:
+            metrics.update(_async_metrics(taken))
+            for sample in samples:
+                sample.staleness = taken.staleness.get(sample.rollout, 0)
+            metrics.update(_staleness_histogram(samples))
         rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
         metrics.update(self.estimator.assign(samples, rewards))
         record = StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards)
@@ -179,7 +244,16 @@ class TrainingLoop(Algorithm):
         if record.skipped_because:
             log.warning("step %d trained nothing: %s", step, "; ".join(record.skipped_because))
         began_publish = time.monotonic()
-        self._publish(run, step)
+        self.backend.prepare_publish(step)  # the slow part, while the replicas serve
+        if taken is not None and self._gateway is not None:
+            pause_before = self._gateway.pause_s_total
+            with self._gateway.held() as in_flight:  # new requests wait; those in flight finish on the old weights
+                self._publish(run, step)
+            metrics["async/gateway_pause_s"] = self._gateway.pause_s_total - pause_before
+            metrics["async/in_flight_at_pause"] = float(in_flight)
+        else:
+            self._publish(run, step)
+        metrics["rollout/runner_idle_share"] = self._usage.lap()
         metrics.update({
             "timing_s/update": update_s,
             "timing_s/publish": time.monotonic() - began_publish,
@@ -198,6 +272,13 @@ class TrainingLoop(Algorithm):
 
     def _rollouts(self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int) -> BatchResult:
         gateway = self._gateway
+        if self.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
+            batch = run.submit(tasks, n=n, mode=mode)
+            gateway.validate_rollouts(batch.rollout_ids)
+            try:
+                return run.collect(batch, timeout=self.rollout_timeout_s)
+            finally:
+                gateway.validate_rollouts(batch.rollout_ids, done=True)
         if gateway is not None:
             gateway.set_mode(mode)
             gateway.resume()
@@ -246,6 +327,25 @@ class TrainingLoop(Algorithm):
             run.update_resources({**run.latest_resources(), self.policy_resource: policy})
             log.info("policy gateway %s over %s (%s)", server.base_url, replicas.urls, self.backend.name)
             yield gateway
+
+
+def _async_metrics(taken: Taken) -> dict[str, float]:
+    return {
+        "async/dropped_stale_groups": float(taken.dropped_stale),
+        "async/carried_over_groups": float(taken.carried_over),
+        "async/wait_s": taken.waited_s,
+    }
+
+
+def _staleness_histogram(samples: Sequence[Sample]) -> dict[str, float]:
+    counts: dict[int, int] = {}
+    for sample in samples:
+        counts[sample.staleness] = counts.get(sample.staleness, 0) + 1
+    metrics = {f"async/staleness_{k}": float(n) for k, n in sorted(counts.items())}
+    if samples:
+        metrics["async/staleness_mean"] = sum(k * n for k, n in counts.items()) / len(samples)
+        metrics["async/staleness_max"] = float(max(counts))
+    return metrics
 
 
 def _note(record: StepRecord) -> str:

@@ -37,6 +37,7 @@ LOOP_METRICS: dict[str, str] = {
     "rollout/groups": "groups (tasks, per agent with group_by_agent) with samples",
     "rollout/zero_variance_groups": "groups whose rollouts all got the same reward (no GRPO signal)",
     "rollout/runners": "runners that ran the step's rollouts",
+    "rollout/runner_idle_share": "1 - mean rollouts running / min(runner slots, a step's rollouts), over the step",
     "rollout/calls_without_content": "text backends (SFT): selected calls without message content",
     "training/samples": "samples the estimator saw",
     "training/samples_with_advantage": "samples with a non-zero advantage (policy-gradient losses)",
@@ -53,6 +54,18 @@ LOOP_METRICS: dict[str, str] = {
     "timing_s/update": "the backend's update (skipped steps: 0)",
     "timing_s/publish": "making the new weights servable (weight sync, sampler swap)",
     "timing_s/step": "the whole step (validation and checkpoints excluded)",
+}
+# Only with asynchronous training (`max_staleness` >= 1).
+ASYNC_METRICS: dict[str, str] = {
+    "async/staleness_mean": "mean versions behind the trained policy over the trained samples",
+    "async/staleness_max": "the oldest trained sample's versions behind (never above max_staleness)",
+    "async/staleness_K": "trained samples K versions behind (one metric per K seen: the staleness histogram)",
+    "async/dropped_stale_groups": "groups dropped as older than max_staleness since the previous step (run again)",
+    "async/carried_over_groups": "groups queued, running or complete and not trained: the next steps'",
+    "async/wait_s": "seconds the trainer waited for complete groups (the rest ran during the previous update)",
+    "async/gateway_pause_s": "seconds the gateway held new requests while the weights changed (drain + swap)",
+    "async/in_flight_at_pause": "requests in flight when the hold began (finished on the old weights)",
+    "async/logprob_gap_staleness_K": "mean |trainer - sampler| logprob per trained token, samples K versions behind",
 }
 # Only with per-call credit (`AnchorAdvantage`).
 CREDIT_METRICS: dict[str, str] = {
@@ -85,6 +98,9 @@ CONSOLE_KEYS = {
     "train/constant_groups": "constant groups",
     "training/policy_version": "policy v",
     "policy/version": "policy v",
+    "async/staleness_max": "stale max",
+    "async/dropped_stale_groups": "dropped stale",
+    "rollout/runner_idle_share": "runners idle",
     "train/grad_norm": "grad norm",
     "time/rollouts_s": "rollouts s",
     "time/train_s": "train s",

@@ -25,6 +25,7 @@ class Sample:
     rollout: str = ""  # the rollout it came from (the triplet's, when there is one)
     step_rewards_total: float = 0.0  # the rollout's step rewards (intermediate and process rewards; credit module)
     credit: Any = None  # set by credit-assigning estimators: the call's return and advantage parts
+    staleness: int = 0  # asynchronous training: policy versions between its sampler and the trained policy
 
     def __post_init__(self) -> None:
         if not self.rollout and self.triplet is not None:

@@ -119,7 +119,9 @@ class Tinker(Algorithm):
     advantage; dropped by default); `group_by_agent`: advantages per task and agent; `advantage`: "grpo" (reward -
     the group's mean, tinker-cookbook's; default) or "anchor" (per-call credit, `AnchorAdvantage` with the same
     baseline); `estimator`: another advantage estimator; `logger`: "console", "jsonl" (`log_dir`/metrics.jsonl) and
-    VERL's trackers; `on_step(step, metrics)`: called after each step.
+    VERL's trackers; `on_step(step, metrics)`: called after each step; `max_staleness`: 0 (synchronous steps) or k:
+    asynchronous training, samples at most k policy versions old (see `lightning_otel.training.loop`); `tis_cap`:
+    truncated importance sampling per token at this cap (importance_sampling only; off by default).
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
@@ -150,8 +152,12 @@ class Tinker(Algorithm):
         on_step: Callable[[int, dict[str, float]], None] | None = None,
         gateway_host: str = "127.0.0.1",
         gateway_port: int = 0,
+        max_staleness: int = 0,
+        tis_cap: float | None = None,
         **shorthands: Any,
     ) -> None:
+        if tis_cap is not None and (loss_fn != "importance_sampling" or tis_cap <= 0):
+            raise ValueError(f"tis_cap={tis_cap} needs loss_fn='importance_sampling' and a cap > 0 (e.g. 2.0)")
         if loss_fn not in LOSS_INPUTS:
             raise ValueError(f"loss_fn must be one of {', '.join(LOSS_INPUTS)}, got {loss_fn!r}")
         if adam is not None and learning_rate is not None:
@@ -159,6 +165,9 @@ class Tinker(Algorithm):
         self.engine = engine
         self.schedule = _schedule(schedule, shorthands)
         self.loss_fn, self.loss_fn_config = loss_fn, dict(loss_fn_config or {})
+        if tis_cap is not None:
+            self.loss_fn_config["tis_cap"] = float(tis_cap)
+        self.max_staleness = max_staleness
         self.adam = adam or AdamParams(learning_rate=learning_rate if learning_rate is not None else 1e-4)
         self.sampling = {"temperature": temperature, "top_p": 1.0, "max_tokens": max_tokens}
         self.validation_sampling = {"temperature": val_temperature, "top_p": 1.0, "max_tokens": max_tokens}
@@ -203,7 +212,7 @@ class Tinker(Algorithm):
             backend, schedule=self.schedule, estimator=self.estimator, sampling=self.sampling,
             validation_sampling=self.validation_sampling, group_by_agent=self.group_by_agent, trackers=trackers,
             on_step=step_done, policy_resource=self.policy_resource, gateway_host=self.gateway_host,
-            gateway_port=self.gateway_port,
+            gateway_port=self.gateway_port, max_staleness=self.max_staleness,
         )  # fmt: skip
         result.loop = loop_result = loop.run(run, list(train_dataset), list(val_dataset or []))
         result.validation = [(r.step, r.metrics.get("val/reward_mean", math.nan)) for r in loop_result.validations]
@@ -214,5 +223,5 @@ class Tinker(Algorithm):
         return {
             "base_model": self.engine.base_model, "batch_size": self.schedule.batch_size,
             "group_size": self.schedule.group_size, "loss_fn": self.loss_fn, "learning_rate": self.adam.learning_rate,
-            **self.sampling,
+            "max_staleness": self.max_staleness, **self.loss_fn_config, **self.sampling,
         }  # fmt: skip

@@ -8,10 +8,11 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.samples import Sample
-from lightning_otel.training.tinker.datums import sample_datums
+from lightning_otel.training.tinker.datums import DatumBatch, sample_datums
 from lightning_otel.training.tinker.engine import EngineSamplerReplica, TrainingEngine
 from lightning_otel.training.tinker.types import AdamParams
 
@@ -38,6 +39,7 @@ class TinkerBackend(Backend):
         self.keep_constant_groups, self.model_name, self.resume = keep_constant_groups, model_name, resume
         self.replica: EngineSamplerReplica | None = None
         self._trained_since_publish = False
+        self._next_sampler: Any = None  # prepare_publish's snapshot of the new weights, swapped in by publish
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas]:
@@ -66,18 +68,26 @@ class TinkerBackend(Backend):
                  f"{built.samples_without_logprobs} samples without logprobs"], metrics
             )  # fmt: skip
         output = self.engine.forward_backward(built.datums, self.loss_fn, self.loss_fn_config)
+        if self.loss_fn != "cross_entropy":
+            metrics.update(logprob_gaps(built, output.loss_fn_outputs))
         optim = self.engine.optim_step(self.adam)
         self._trained_since_publish = True
         metrics["train/loss_sum"] = output.metrics.get("loss:sum", math.nan)
         metrics["train/grad_norm"] = optim.metrics.get("grad_norm", math.nan)
         return metrics
 
-    def publish(self, step: int) -> int:
+    def prepare_publish(self, step: int) -> None:
+        """The new weights' sampler (a snapshot: the slow part), made while the current one still serves."""
+        assert self.replica is not None, "prepare_publish() runs inside serving()"
+        if self._trained_since_publish and self._next_sampler is None:  # a skipped step keeps the same sampler
+            self._next_sampler = self.engine.save_weights_and_get_sampler(f"step-{self.replica.weight_version + 1}")
+
+    def publish(self, step: int) -> int:  # a reference swap: requests in flight finish on the sampler they began with
         assert self.replica is not None, "publish() runs inside serving()"
-        if self._trained_since_publish:  # a skipped step keeps serving the same sampler (and version)
-            version = self.replica.weight_version + 1
-            self.replica.use(self.engine.save_weights_and_get_sampler(f"step-{version}"))
-            self._trained_since_publish = False
+        self.prepare_publish(step)  # when the loop did not
+        if self._next_sampler is not None:
+            self.replica.use(self._next_sampler)
+            self._next_sampler, self._trained_since_publish = None, False
         return self.replica.weight_version
 
     def save(self, step: int) -> str:
@@ -98,3 +108,17 @@ class TinkerBackend(Backend):
         self.engine.load_state(str(path))
         self._trained_since_publish = True  # the loaded weights are served from the first step
         return step
+
+
+def logprob_gaps(built: DatumBatch, outputs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Mean |trainer - sampler| logprob over the trained tokens (those with a sampler logprob), per staleness: how
+    far the sampled policy is from the one being trained (`async/logprob_gap_staleness_K`)."""
+    sums: dict[int, list[float]] = {}
+    for datum, output, staleness in zip(built.datums, outputs, built.staleness, strict=False):
+        sampled = datum.loss_fn_inputs["logprobs"]
+        trained = output.get("logprobs") or []
+        gaps = [abs(t - s) for t, s in zip(trained, sampled, strict=False) if s != 0.0]
+        total = sums.setdefault(staleness, [0.0, 0.0])
+        total[0] += sum(gaps)
+        total[1] += len(gaps)
+    return {f"async/logprob_gap_staleness_{k}": v[0] / v[1] for k, v in sorted(sums.items()) if v[1]}

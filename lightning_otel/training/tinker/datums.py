@@ -33,6 +33,7 @@ class DatumBatch:
     samples_without_logprobs: int = 0  # left out of importance_sampling/ppo (no sampler logprobs)
     samples_without_reward: int = 0
     trained_tokens: int = 0
+    staleness: list[int] = field(default_factory=list)  # per datum: its sample's policy versions behind
 
 
 def triplet_datum(triplet: Triplet, *, advantage: float, loss_fn: str) -> Datum:
@@ -75,6 +76,7 @@ def sample_datums(
             batch.samples_without_logprobs += 1
             continue
         batch.datums.append(triplet_datum(triplet, advantage=sample.advantage or 0.0, loss_fn=loss_fn))
+        batch.staleness.append(sample.staleness)
         batch.trained_tokens += sum(triplet.response_mask or [1] * len(triplet.response_token_ids))
     return batch
 

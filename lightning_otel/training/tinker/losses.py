@@ -5,6 +5,11 @@
 - ppo:                  -min(ratio * advantages, clip(ratio, clip_low_threshold, clip_high_threshold) * advantages)
                         with ratio = exp(logp - logp_sampler); thresholds 0.8 and 1.2 unless configured.
 
+importance_sampling with `tis_cap: C` in the loss config (asynchronous training's off-policy correction): truncated
+importance sampling per token, -min(exp(logp - logp_sampler), C) * advantages, the weight taken as a constant
+(gradient min(ratio, C) * advantages * dlogp): a token the sampler found far likelier than the trained policy no
+longer blows up the step.
+
 `logp` is the trained policy's log-probability of each target token (what `forward_backward` computes),
 `logp_sampler` the sampler's (`loss_fn_inputs["logprobs"]`). Positions whose advantage is 0 add nothing and get no
 gradient: that is how prompts and observation tokens are left out.
@@ -30,6 +35,10 @@ def importance_sampling(
     logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float]
 ) -> torch.Tensor:
     ratio = torch.exp(logp - inputs["logprobs"])
+    cap = config.get("tis_cap")
+    if cap is not None:
+        weight = ratio.detach().clamp(max=float(cap))
+        return -weight * torch.exp(logp - logp.detach()) * inputs["advantages"]
     return -ratio * inputs["advantages"]
 
 

@@ -62,6 +62,9 @@ class VERL(Algorithm):
     estimators replace verl's). `device`: "cpu" or "cuda";
     default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
     and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
+    `max_staleness`: 0 (synchronous steps) or k >= 1, asynchronous training (the loop's; on CPU replicas only: vLLM
+    replicas sleep while the colocated actor trains). Its off-policy correction is verl's own:
+    `algorithm.rollout_correction.rollout_is=token` (truncated at `rollout_is_threshold`, 2.0).
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
@@ -81,6 +84,7 @@ class VERL(Algorithm):
         rollout_timeout_s: float | None = None,
         gateway_host: str = "127.0.0.1",
         gateway_port: int = 0,
+        max_staleness: int = 0,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -101,6 +105,7 @@ class VERL(Algorithm):
         self.on_step = on_step
         self.rollout_timeout_s = rollout_timeout_s
         self.gateway_host, self.gateway_port = gateway_host, gateway_port
+        self.max_staleness = max_staleness
         self.backend: Any = None  # the run's VERLBackend (verl's workers), while it runs
 
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any:
@@ -108,6 +113,7 @@ class VERL(Algorithm):
             raise ValueError("VERL needs a non-empty train dataset")
         from lightning_otel.training.verl.config import compose_verl_config
         from lightning_otel.training.verl.config_checks import check_model_path
+        from lightning_otel.training.verl.cpu import ROLLOUT_NAME as CPU_ROLLOUT
         from lightning_otel.training.verl.cpu import cpu_driver  # imported before the CPU environment is set
         from lightning_otel.training.verl.trainer import VERLBackend, VERLResult
 
@@ -117,6 +123,12 @@ class VERL(Algorithm):
             cpu = self.device == "cpu" if self.device else _no_gpu()
             config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
             check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
+            if self.max_staleness and str(config.actor_rollout_ref.rollout.name) != CPU_ROLLOUT:
+                raise ValueError(
+                    f"max_staleness={self.max_staleness} needs replicas that serve while the actor trains: the CPU "
+                    f"rollout ({CPU_ROLLOUT!r}); verl's {config.actor_rollout_ref.rollout.name!r} replicas sleep "
+                    "beside the colocated actor. Use max_staleness=0"
+                )
             train_tasks, val_tasks = list(train_dataset), list(val_dataset or [])
             if cpu:
                 stack.enter_context(cpu_driver(CPU_ENV))
@@ -139,6 +151,7 @@ class VERL(Algorithm):
                 rollout_timeout_s=self.rollout_timeout_s,
                 gateway_host=self.gateway_host,
                 gateway_port=self.gateway_port,
+                max_staleness=self.max_staleness,
             )
             result = loop.run(run, train_tasks, val_tasks)
             return VERLResult(result.steps, result.validations, backend.replica_weight_versions())

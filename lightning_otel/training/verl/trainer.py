@@ -35,6 +35,7 @@ from lightning_otel.training.loop.loop import StepRecord
 from lightning_otel.training.loop.samples import Sample, samples_from
 from lightning_otel.training.verl import verl_internals
 from lightning_otel.training.verl.batch import BatchShape, BatchStats, NoTrainableRows, build_batch
+from lightning_otel.training.verl.cpu import ROLLOUT_NAME
 
 log = logging.getLogger("lightning_otel.verl")
 
@@ -156,6 +157,9 @@ class VERLBackend(Backend):
         self.trainer.init_workers()
         self.total_steps = int(self.trainer.total_training_steps)
         self._mini_batches = 1
+        # The CPU replicas are Ray actors of their own, serving while the actor trains; vLLM's sleep beside it.
+        self.serves_while_updating = str(config.actor_rollout_ref.rollout.name) == ROLLOUT_NAME
+        self.why_not_async = "verl's vLLM replicas sleep while the colocated actor trains"
 
     # --- serving -------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
