@@ -81,7 +81,7 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
         schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,
                               val_every=args.steps, val_group_size=args.val_group_size, seed=seed),
         learning_rate=args.learning_rate, max_tokens=1, temperature=1.0, val_temperature=1.0, logger=(),
-        max_staleness=MODES[mode],
+        max_staleness=MODES[mode], tis_cap=args.tis_cap if MODES[mode] else None,
     )  # fmt: skip
     trainer = agl.Trainer(n_runners=2, max_concurrency=64, algorithm=algorithm, progress=False)
     with agl.quiet(workdir / f"{mode}-{seed}.log"):
@@ -93,6 +93,7 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
     samples = [record.metrics["training/samples"] for record in steps]
     return {
         "mode": mode,
+        "tis_cap": args.tis_cap if MODES[mode] else None,
         "seed": seed,
         "steps": len(steps),
         "trained_steps": sum(1 for record in steps if not record.skipped_because),
@@ -109,6 +110,10 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
             for record in result.loop.validations
         ],
     }
+
+
+def _label(run: dict[str, Any]) -> str:
+    return run["mode"] + (f" tis {run['tis_cap']:g}" if run.get("tis_cap") else "")
 
 
 def standard_error(success: float, count: int) -> float:
@@ -128,7 +133,7 @@ def summary(runs: list[dict[str, Any]], *, every_step: bool = True) -> tuple[lis
         (_, start, _), (_, end, count) = run["success"][0], run["success"][-1]
         quarters = " ".join(f"{q:.2f}" for q in run["reward_quarters"])
         lines.append(
-            f"{run['mode']:<5} {run['seed']:>4} {run['wall_s']:>7.1f} {speedup:>6.2f}x {run['rollouts_per_s']:>10.1f} "
+            f"{_label(run):<5} {run['seed']:>4} {run['wall_s']:>7.1f} {speedup:>6.2f}x {run['rollouts_per_s']:>10.1f} "
             f"{run['runner_idle_share']:>5.2f} {run['staleness_mean']:>5.2f} {run['dropped_stale_groups']:>7.0f} "
             f"{run['gateway_pause_s']:>7.2f}  {quarters:<26} {start:.3f} -> {end:.3f} "
             f"+-{standard_error(end, count):.3f}"
@@ -142,9 +147,13 @@ def summary(runs: list[dict[str, Any]], *, every_step: bool = True) -> tuple[lis
         ratios = [sync[run["seed"]]["wall_s"] / run["wall_s"] for run in of_mode if run["seed"] in sync]
         ends = [run["success"][-1] for run in of_mode]
         wins, count = sum(s * n for _, s, n in ends), sum(n for _, _, n in ends)
+        speedup = (
+            f"{min(ratios):.2f}-{max(ratios):.2f}x (mean {statistics.fmean(ratios):.2f}x, {len(ratios)} seeds)"
+            if ratios
+            else "not measured (no sync run of the same seed)"
+        )
         lines.append(
-            f"{mode}: speedup over sync {min(ratios):.2f}-{max(ratios):.2f}x (mean {statistics.fmean(ratios):.2f}x, "
-            f"{len(ratios)} seeds); final success pooled {wins / count:.3f} "
+            f"{_label(of_mode[0])}: speedup over sync {speedup}; final success pooled {wins / count:.3f} "
             f"+- {standard_error(wins / count, count):.3f} "
             f"({count} rollouts); samples {statistics.fmean(run['samples'] for run in of_mode):.0f} a run"
         )
@@ -162,6 +171,7 @@ def main() -> int:
     parser.add_argument("--tool-median-s", type=float, default=0.5)
     parser.add_argument("--tool-sigma", type=float, default=1.0)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--tis-cap", type=float, default=None, help="asynchronous modes: truncated IS at this cap")
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: that it runs (the tests run it)")
     args = parser.parse_args()

@@ -63,6 +63,10 @@ COMMANDS: dict[str, str] = {
     "--process-rewards tool_error=-0.5": YOUR_PROGRAM
     + " tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray",
     ".venv/bin/python benchmarks/credit_assignment.py": QUICK,
+    # docs/training/async.md
+    "lightning-otel demo --max-staleness 1": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
+    "lightning-otel train --agent my_agent:agent --train tasks.jsonl --max-staleness 1 ...": YOUR_PROGRAM
+    + " tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray",
     # docs/training/reward-models.md
     "lightning-otel reward-model convert --input raw.jsonl --output pairs.jsonl": "tests/rewards/test_preferences.py::test_the_cli_exits_non_zero_on_bad_input_and_converts_good_input",
     "lightning-otel reward-model train --model BASE --data pairs.jsonl --output rm/": "tests/rewards/test_reward_model_training.py::test_the_cli_trains_a_reward_model_that_beats_chance_on_held_out_questions",

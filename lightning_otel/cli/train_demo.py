@@ -140,8 +140,10 @@ def run_train_demo(
     work = shown.resolve()
     work.mkdir(parents=True, exist_ok=True)
     model, store, log = work / "model", work / "collector.sqlite3", shown / "demo.log"
+    mode = f", asynchronous (max_staleness={max_staleness})" if max_staleness else ""
     print(
-        f"lightning-otel demo: {steps} GRPO steps on CPU; policy: a tiny random Qwen2 built offline ({shown / 'model'})"
+        f"lightning-otel demo: {steps} GRPO steps on CPU{mode}; policy: a tiny random Qwen2 built offline "
+        f"({shown / 'model'})"
     )
     print("task: write answers in capital letters (reward = capital-letter share); agents `write` and `check`, "
           "agent_match='write'")  # fmt: skip

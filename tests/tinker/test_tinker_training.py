@@ -117,3 +117,27 @@ def test_a_runner_started_on_its_own_stops_when_the_training_ends(collector: str
     assert runner.returncode == 0, output
     assert "the training this runner served has ended" in output
     assert time.monotonic() - started < 30
+
+
+def test_asynchronous_tinker_trains_stale_samples_within_the_bound_and_measures_their_gap(
+    tiny_model_dir: Path, collector: str
+) -> None:
+    """`max_staleness=1`: the next step's groups run while the engine updates; samples one version behind are trained
+    with truncated importance sampling (`tis_cap`), and the trainer-vs-sampler logprob gap is measured per
+    staleness."""
+    algorithm = tinker(tiny_model_dir, max_steps=3, val_every=0, max_staleness=1, tis_cap=2.0)
+    assert algorithm.loss_fn_config == {"tis_cap": 2.0}
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=algorithm, progress=False)
+    result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS)
+    assert len(result.steps) == 3 and all(step["train/datums"] == 8.0 for step in result.steps)
+    assert all(step["async/staleness_max"] <= 1 for step in result.steps)
+    gaps = {key: value for step in result.steps for key, value in step.items() if "logprob_gap" in key}
+    assert "async/logprob_gap_staleness_0" in gaps or "async/logprob_gap_staleness_1" in gaps
+    assert all(value >= 0.0 for value in gaps.values())
+    # step 1 trains the first policy's own samples: the trainer recomputes the sampler's logprobs (a tiny gap)
+    assert result.steps[0].get("async/logprob_gap_staleness_0", 0.0) < 0.05
+
+
+def test_tis_cap_needs_importance_sampling(tiny_model_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"tis_cap=2\.0 needs loss_fn='importance_sampling'"):
+        tinker(tiny_model_dir, loss_fn="ppo", tis_cap=2.0)

@@ -113,12 +113,15 @@ def test_only_the_matched_agents_calls_became_samples_once_each(training: tuple)
 
 
 def test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray(tmp_path: Path) -> None:
+    """Composed: per-call credit, runner actors on verl's Ray, asynchronous steps (verl's CPU replicas serve while
+    the actor trains); one verl start for all three."""
     command = [
         sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast",
         "--agent", "examples.sql_agent.graph_agent:sql_graph_rollout",
         "--train", str(ROOT / "examples/sql_agent/tasks.jsonl"), "--agent-match", "write", "--runners", "2",
         "--runners-on", "ray",  # runner actors, started on the Ray verl starts (with its runtime environment)
         "--advantage", "anchor", "--process-rewards", "tool_error=-0.5,truncated=-0.1",  # per-call credit
+        "--max-staleness", "1",  # the next step's rollouts run while the actor trains
         "--log-file", str(tmp_path / "train.log"),
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -126,3 +129,4 @@ def test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_
     assert "step 1: reward" in done.stdout and "trained 2 of 2 steps" in done.stdout
     assert "anchored" in done.stdout  # the step line's anchor coverage: the loop ran the anchor estimator
     assert "runners: 2 Ray actors on 1 node(s)" in done.stdout  # the rollouts ran in Ray actors
+    assert "stale max" in done.stdout  # asynchronous: the step line shows the trained samples' oldest staleness

@@ -51,6 +51,10 @@ class Backend(abc.ABC):
     # otherwise `why_not_async` says why not.
     serves_while_updating: bool = True
     why_not_async: str = ""
+    # True: `publish` swaps weights so that each request is answered wholly by the weights it began with (a sampler
+    # swapped by reference, a replica that loads weights between batches): asynchronous training need not hold the
+    # gateway around it. False (the safe default): the gateway holds new requests and drains those in flight.
+    atomic_weight_swap: bool = False
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas | None]:

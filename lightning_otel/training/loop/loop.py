@@ -22,7 +22,8 @@ update. The tasks of the next k steps stay queued ahead; a step trains on the fi
 whose oldest call was sampled at most k policy versions before the one being trained (`staleness.AsyncRollouts`:
 older groups are dropped, counted and run again; unfinished ones carry over); the gateway keeps serving while the
 backend updates and holds new requests only while the weights change (drained: requests in flight finish on the old
-weights; no response mixes weights, each names its version). `async/*` metrics say what happened.
+weights; no response mixes weights, each names its version), not at all for a backend whose swap is atomic per
+request (`Backend.atomic_weight_swap`). `async/*` metrics say what happened.
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ class TrainingLoop(Algorithm):
             log.warning("step %d trained nothing: %s", step, "; ".join(record.skipped_because))
         began_publish = time.monotonic()
         self.backend.prepare_publish(step)  # the slow part, while the replicas serve
-        if taken is not None and self._gateway is not None:
+        if taken is not None and self._gateway is not None and not self.backend.atomic_weight_swap:
             pause_before = self._gateway.pause_s_total
             with self._gateway.held() as in_flight:  # new requests wait; those in flight finish on the old weights
                 self._publish(run, step)

@@ -23,6 +23,7 @@ class TinkerBackend(Backend):
     log_dir."""
 
     name = "tinker"
+    atomic_weight_swap = True  # a sampler swapped by reference: a request in flight ends on the one it began with
 
     def __init__(
         self,
