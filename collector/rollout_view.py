@@ -22,8 +22,9 @@ from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records
 from lightning_otel.collector.rollout_state import NotFound, get_rollout_detail
-from lightning_otel.collector.store import SpanStore, StateTransaction
+from lightning_otel.collector.store import SpanStore, StateTransaction, TraceQuery
 from lightning_otel.collector.token_text import TokenText
+from lightning_otel.collector.trace_search import find_traces
 from lightning_otel.flat_span import Span
 
 NO_RUN = "(no run id)"
@@ -183,12 +184,27 @@ async def step_rollouts(
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
+    trainer = await _trainer_step(store, run_id, step) if mode == "train" else None
     sampled: dict[int, int] = {}
     for rollout in rollouts:
         for version in rollout["sampled_versions"]:
             sampled[version] = sampled.get(version, 0) + 1
     return {"run_id": run_id, "agent_match": pattern, "run_agent_match": run["agent_match"], "step": summary,
-            "max_staleness": run["max_staleness"], "sampled_versions": sampled, "rollouts": rollouts}  # fmt: skip
+            "max_staleness": run["max_staleness"], "sampled_versions": sampled, "trainer_metrics": trainer,
+            "rollouts": rollouts}  # fmt: skip
+
+
+async def _trainer_step(store: SpanStore, run_id: str, step: int) -> dict[str, float] | None:
+    """The metrics the trainer logged for training step `step` of the run (its `agl.training.step` span), if any."""
+    tags = {semconv.AGL_RUN_ID: run_id, semconv.AGL_TRAINING_STEP: str(step)}
+    query = TraceQuery(service=semconv.TRAINER_SERVICE, operation=semconv.TRAINING_STEP_SPAN, tags=tags, limit=1)
+    prefix = semconv.AGL_METRIC_PREFIX
+    for spans in await find_traces(store, query):
+        for span in map(flat_span, spans):
+            if span["name"] == semconv.TRAINING_STEP_SPAN:
+                attributes = span.get("attributes") or {}
+                return {k.removeprefix(prefix): float(v) for k, v in attributes.items() if k.startswith(prefix)}
+    return None
 
 
 def _messages(attributes: dict[str, Any], key: str) -> Any:

@@ -64,6 +64,13 @@ POLICY_VERSION_FIELD = "agl_policy_version"
 AGL_CHOICE_COUNT = "agl.llm.choice_count"
 AGL_CHOICE_RESPONSE_TOKEN_IDS = "agl.llm.choice.{index}.response_token_ids"
 AGL_CHOICE_RESPONSE_LOGPROBS = "agl.llm.choice.{index}.response_logprobs"
+# The trainer's span for each training step (service `agl-trainer`): its run, its number, and every metric the step
+# logged as an `agl.metric.<name>` attribute.
+TRAINING_STEP_SPAN = "agl.training.step"
+TRAINER_SERVICE = "agl-trainer"
+AGL_RUN_ID = "agl.run.id"
+AGL_TRAINING_STEP = "agl.training.step"
+AGL_METRIC_PREFIX = "agl.metric."
 AGL_REWARD_VALUE = "agl.reward.value"
 AGL_REWARD_NAME = "agl.reward.name"
 AGL_REWARD_RESPONSE_ID = "agl.reward.response_id"

@@ -145,6 +145,18 @@ function decisionCell(decision) {
 }
 
 // --- a step ----------------------------------------------------------------------------------------------------
+// The trainer's own metrics for training step N (its agl.training.step span): asynchronous training's first
+// (staleness histogram, dropped and carried-over groups, gateway pause, runner idle share), then the rest.
+function trainerMetrics(step, metrics) {
+  const names = Object.keys(metrics).sort((a, b) =>
+    (b.startsWith("async/") - a.startsWith("async/")) || a.localeCompare(b));
+  const shown = (value) => Number.isInteger(value) ? String(value) : value.toFixed(3);
+  return el("details", { class: "trainer-metrics", "data-testid": "trainer-metrics", open: "" },
+    el("summary", { text: `the trainer's step ${step}: ${names.length} metrics` }),
+    el("table", {}, ...names.map((name) => el("tr", { "data-metric": name },
+      el("td", { class: "mono", text: name }), el("td", { text: shown(metrics[name]) })))));
+}
+
 async function showStep(runId, mode, step, agentMatch) {
   const query = agentMatch === undefined ? "" : `?agent_match=${fmt.enc(agentMatch)}`;
   const data = await api(`/v1/ui/runs/${fmt.enc(runId)}/${fmt.enc(mode)}/${fmt.enc(step)}${query}`);
@@ -165,6 +177,7 @@ async function showStep(runId, mode, step, agentMatch) {
     el("h1", { text: `${mode} step ${step}` }),
     el("p", { class: "muted", text: `${data.step.rollouts} rollouts · mean reward ${fmt.reward(data.step.reward_mean)} · policy version ${data.step.policy_versions.join(", ") || "—"}` }),
     data.max_staleness ? el("p", { class: "muted", "data-testid": "async-note", text: `asynchronous training (max_staleness ${data.max_staleness}): rollouts queued under one version may be sampled by newer ones; rollouts sampled by: ${Object.entries(data.sampled_versions).map(([v, n]) => `v${v} ×${n}`).join(", ") || "—"}` }) : null,
+    data.trainer_metrics ? trainerMetrics(step, data.trainer_metrics) : null,
     matchBox(data.agent_match, data.run_agent_match,
              (value) => go(`#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`)),
     el("table", { "data-testid": "rollouts" },

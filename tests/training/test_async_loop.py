@@ -67,6 +67,8 @@ def test_the_staleness_bound_holds_on_the_spans_versions_and_stale_groups_are_dr
         assert record.metrics["async/staleness_max"] <= 1
     # the runners ran the next step's groups while the backend updated: older samples were trained
     assert sum(record.metrics.get("async/staleness_1", 0) for record in result.steps) > 0
+    # the next step's groups were in flight when each step took its groups (the last step has none left)
+    assert all(record.metrics["async/carried_over_groups"] >= 1 for record in result.steps[:-1])
     dropped = sum(record.metrics["async/dropped_stale_groups"] for record in result.steps)
     assert dropped >= 1  # the slow task's first group: counted, and its task run again
     assert _trained_tasks(backend) == Counter({f"t{i}": 3 for i in range(8)})  # every task once, none lost
@@ -79,6 +81,10 @@ def test_the_staleness_bound_holds_on_the_spans_versions_and_stale_groups_are_dr
     step = httpx.get(f"{collector}/v1/ui/runs/{run['run_id']}/train/2").json()
     assert step["max_staleness"] == 1 and sum(step["sampled_versions"].values()) == len(step["rollouts"])
     assert all(row["sampled_versions"] for row in step["rollouts"] if row["status"] == "succeeded")
+    # and the trainer's own metrics for that step (its agl.training.step span): what the progress line showed
+    trained = step["trainer_metrics"]
+    assert trained["async/staleness_max"] == result.steps[1].metrics["async/staleness_max"] <= 1
+    assert trained["training/samples"] == 6 and "async/gateway_pause_s" in trained
 
 
 def test_a_runner_dying_mid_step_does_not_stall_the_pipeline(collector: str, tmp_path: Path) -> None:

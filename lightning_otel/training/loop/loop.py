@@ -46,6 +46,7 @@ from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
+from lightning_otel.training.loop.step_spans import step_spans
 
 log = logging.getLogger("lightning_otel.training")
 
@@ -145,9 +146,11 @@ class TrainingLoop(Algorithm):
             self.trackers.start(len(steps), resumed)
             self._publish(run, resumed)
             pipeline = self._pipeline(run, stack)
+            record_span = stack.enter_context(step_spans(run))  # each step's metrics, in the collector too
             if val_tasks and self.schedule.val_at_start:
                 self._record_validation(result, resumed, run, val_tasks)
             for step in range(resumed + 1, len(steps) + 1):
+                step_began_ns = time.time_ns()
                 rollouts = (
                     functools.partial(self._synchronous, run, steps[step - 1])
                     if pipeline is None
@@ -159,6 +162,7 @@ class TrainingLoop(Algorithm):
                 if self.schedule.saves_after(step, len(steps)) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
                 result.steps.append(record)
+                record_span(step, record.metrics, step_began_ns)
                 self.trackers.log(step, record.metrics, note=_note(record))
                 if self.on_step is not None:
                     self.on_step(step, record.metrics)

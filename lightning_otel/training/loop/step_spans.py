@@ -1,0 +1,41 @@
+"""Each training step as a span in the collector: `agl.training.step` (service `agl-trainer`), its run and step
+number, and every metric the step logged as an `agl.metric.<name>` attribute (async/ staleness histogram, pause
+time, rewards, timings, the backend's). The rollout view's step page shows them beside the step's rollouts, and
+Jaeger or Phoenix show the steps on the same timeline as the rollouts they trained on.
+
+    with step_spans(run) as record:
+        record(step, metrics, started_ns)     # after the step: one span from started_ns to now
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from lightning_otel import semconv
+from lightning_otel.runtime.algorithm import TrainingRun
+
+Record = Callable[[int, Mapping[str, float], int], None]
+
+
+@contextlib.contextmanager
+def step_spans(run: TrainingRun) -> Iterator[Record]:
+    """A recorder of step spans exporting to the run's collector (flushed when the block ends)."""
+    from lightning_otel.serving.gateway import collector_tracer
+
+    with collector_tracer(run.client, service_name=semconv.TRAINER_SERVICE) as spans:
+
+        def record(step: int, metrics: Mapping[str, float], started_ns: int) -> None:
+            attributes: dict[str, str | int | float] = {
+                semconv.AGL_RUN_ID: run.run_id,
+                semconv.AGL_TRAINING_STEP: step,
+            }
+            for name, value in metrics.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    attributes[semconv.AGL_METRIC_PREFIX + name] = float(value)
+            span = spans.tracer.start_span(semconv.TRAINING_STEP_SPAN, start_time=started_ns, attributes=attributes)
+            span.end(end_time=time.time_ns())
+
+        yield record
