@@ -22,8 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING
-from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch, TrainingRun
+from lightning_otel.runtime.algorithm import FINAL_STATUSES, QUEUING, BatchResult, RolloutBatch, TrainingRun
 
 log = logging.getLogger("lightning_otel.training")
 
