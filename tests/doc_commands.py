@@ -89,6 +89,9 @@ COMMANDS: dict[str, str] = {
     # examples/agent_grpo/README.md
     "cd examples/agent_grpo": "tests/verl_lane/test_agent_grpo_example.py::test_two_grpo_steps_with_the_reward_model_as_a_reward_source",
     "python medical_data.py data": "tests/verl_lane/test_agent_grpo_example.py::test_the_reward_model_learns_the_preference_set",
+    "agl store --port 9999": "tests/test_agent_lightning_spellings.py::test_agl_store_starts_a_collector_whose_query_api_is_on_the_port",
+    "AGL_MANAGED_STORE=0 python train_sql_agent.py --llm-proxy --model /path/to/model --external-store-address http://localhost:9999": NEEDS_GPU
+    + "; its spellings are tested in tests/test_agent_lightning_spellings.py",
     "lightning-otel reward-model convert --input data/raw_preferences.jsonl --output data/pairs.jsonl": "tests/verl_lane/test_agent_grpo_example.py::test_the_reward_model_learns_the_preference_set",
     "lightning-otel reward-model train --model BASE_MODEL --data data/pairs.jsonl --output runs/reward_model": NEEDS_GPU,
     "lightning-otel reward-model serve --model runs/reward_model --port 8010": "tests/verl_lane/test_agent_grpo_example.py::test_two_grpo_steps_with_the_reward_model_as_a_reward_source",

@@ -125,6 +125,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a running agl-otel-collector's query URL (default: an embedded one)",
     )
     parser.add_argument("--collector-port", type=int, default=16686, help="the embedded collector's API port")
+    parser.add_argument("--llm-proxy", action="store_true",
+                        help="Agent Lightning's flag: here the policy gateway always proxies the agents' LLM calls "
+                             "(accepted; says so)")  # fmt: skip
     parser.add_argument("--store", help="the embedded collector's store (default sqlite:///WORKDIR/collector.sqlite3)")
     parser.add_argument("--n-runners", type=int, default=2)
     parser.add_argument("--runner-python", help="run the agent's runners with this Python (another environment)")
@@ -140,6 +143,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if os.environ.get("AGL_MANAGED_STORE", "").strip().lower() in ("0", "false", "no") and not args.collector:
+        print("train_sql_agent: AGL_MANAGED_STORE=0 starts no collector here; give the running one's address: "
+              "--external-store-address http://localhost:9999 (`agl store --port 9999` starts one)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.llm_proxy:
+        print("--llm-proxy: the policy gateway proxies every LLM call of the agents here (token ids, versions); "
+              "nothing more to turn on", flush=True)  # fmt: skip
     if not (args.data / "questions_train.jsonl").exists():
         from medical_data import write_all
 

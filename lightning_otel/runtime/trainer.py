@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
 import sys
 import tempfile
@@ -277,6 +278,12 @@ class Trainer:
         self.auth_token = auth_token
         # A running collector's URL, or the embedded one's config (given, or from the shorthands; SQLite in a
         # temporary directory and free loopback ports by default).
+        if os.environ.get("AGL_MANAGED_STORE", "").strip().lower() in ("0", "false", "no") and not collector:
+            raise ValueError(  # Agent Lightning's switch: never ignored, never an embedded store behind its back
+                "AGL_MANAGED_STORE=0: this training starts no collector of its own, and none was given: pass the "
+                "running one's query URL, Trainer(collector='http://localhost:9999') (`agl store --port 9999` "
+                "starts one)"
+            )
         self.collector, self.embedded = _collector_from(collector, shorthands, auth_token)
         if self.auth_token is None:  # a collector config's token is the client's too
             self.auth_token = self.embedded.auth_token
