@@ -298,3 +298,28 @@ def test_validation_rollouts_get_validation_sampling_beside_training_ones(replic
         gateway.validate_rollouts(["ro-val"], done=True)
         chat(proxy.get_base_url("ro-val", "at-2"), "after")
     assert [r.body["temperature"] for r in replicas[0].requests] == [0.0, 1.0, 1.0]
+
+
+def test_streams_left_early_are_not_counted_in_flight_forever(agl_spans: SpanCapture) -> None:
+    """A hold waits for the requests in flight: a stream whose client left (early, or before its body started) must
+    leave the count, or every later weight swap would wait out the drain timeout."""
+    import gc
+
+    from lightning_otel.serving.app_server import AppServer
+
+    replica = _VersionedStreamingReplica()
+    with AppServer(replica.app(), host="127.0.0.1", port=0, name="versioned-replica") as upstream:
+        gateway = PolicyGateway([f"http://127.0.0.1:{upstream.port}/v1"])
+        with GatewayServer(gateway) as server:
+            body = {"model": "agl-tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            for _ in range(4):
+                with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body, timeout=30) as response:
+                    next(response.iter_lines())  # the first chunk, then gone
+            deadline = time.monotonic() + 10
+            while gateway._in_flight and time.monotonic() < deadline:
+                gc.collect()
+                time.sleep(0.05)
+            assert gateway._in_flight == 0
+            with gateway.held() as in_flight:  # so a hold now starts at once
+                assert in_flight == 0
+    assert gateway.pause_s_total < 1.0

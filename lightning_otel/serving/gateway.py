@@ -30,6 +30,7 @@ import json
 import socket
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,18 @@ class PolicyGateway:
         with self._in_flight_lock:
             self._in_flight -= 1
 
+    def _leave_once(self) -> Callable[[], None]:
+        """A stream's leave: called when its last byte is sent, or when the response is dropped unsent (a client
+        gone before the body started), whichever comes first; only the first call counts."""
+        left = threading.Event()
+
+        def leave() -> None:
+            if not left.is_set():
+                left.set()
+                self._leave()
+
+        return leave
+
     async def _proxy(self, request: Request) -> Response:
         if self._paused:
             return openai_error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
@@ -278,9 +291,12 @@ class PolicyGateway:
                 await upstream.aclose()
                 call.finish(stream_complete=complete)  # a client that left early: ids so far, marked incomplete
                 self._count(identity)
-                self._leave()
+                leave()
 
-        return StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
+        leave = self._leave_once()
+        response = StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
+        weakref.finalize(response, leave)  # never counted in flight forever: a drain would wait out its timeout
+        return response
 
 
 @dataclass(frozen=True, slots=True)
