@@ -248,9 +248,10 @@ class CollectorCalls:
         params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
         return self._request("GET", "/v1/queue/rollouts", "rollouts", params=params)
 
-    def queue_stats(self) -> Any:
-        """Rollout counts by status."""
-        return self._request("GET", "/v1/queue/stats", "counts")
+    def queue_stats(self, status: str | None = None) -> Any:
+        """Rollout counts by status (`status`: that one only, cheap on a large queue)."""
+        params = {"status": status} if status else None
+        return self._request("GET", "/v1/queue/stats", "counts", params=params)
 
     def put_resources(self, resources: dict[str, Any]) -> Any:
         """Publish a new version of the named resources (JSON form); returns the version number."""

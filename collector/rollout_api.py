@@ -10,7 +10,7 @@ POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"f
 POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30}          long-poll: answers when all are final
 POST /v1/queue/cancel      {"rollout_ids": [...]}
 POST /v1/queue/runners/{runner_id}/lost   {"error"?}                        fail a dead runner's attempts now
-GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats
+GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats[?status=running]
 GET  /v1/rollouts/{rollout_id}                       one rollout with its attempts
 POST /v1/resources {"resources": {...}} -> {"version"}   GET /v1/resources/latest | /v1/resources/{version}
 """
@@ -161,7 +161,10 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
         return FastJSONResponse({"rollouts": await state.list(status, max(1, min(limit, MAX_BATCH)))})
 
     async def stats(request: Request) -> Response:
-        return JSONResponse({"counts": await state.counts()})
+        status = request.query_params.get("status")
+        if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
+            raise BadQuery(f"unknown status {status!r}")
+        return JSONResponse({"counts": await state.counts(status)})
 
     async def rollout(request: Request) -> Response:
         return FastJSONResponse(await state.rollout(request.path_params["rollout_id"]))

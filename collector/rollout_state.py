@@ -375,7 +375,10 @@ def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[
     return get_rollouts(tx, [row[0] for row in rows])  # in that order, each with its latest attempt's runner
 
 
-def status_counts(tx: StateTransaction) -> dict[str, int]:
+def status_counts(tx: StateTransaction, status: str | None = None) -> dict[str, int]:
+    """Rollouts by status; with `status`, that one only (its range of the status index, not the whole table)."""
+    if status is not None:
+        return {status: tx.execute("SELECT COUNT(*) FROM agl_rollouts WHERE status = ?", (status,))[0][0]}
     counts = dict.fromkeys((QUEUING, RUNNING, SUCCEEDED, FAILED, TIMEOUT, CANCELLED), 0)
     counts.update(
         {status: count for status, count in tx.execute("SELECT status, COUNT(*) FROM agl_rollouts GROUP BY status")}
@@ -605,8 +608,8 @@ class RolloutState:
     async def list(self, status: str | None, limit: int) -> list[dict[str, Any]]:
         return await self.store.state_transaction(lambda tx: list_rollouts(tx, status, limit))
 
-    async def counts(self) -> dict[str, int]:
-        return await self.store.state_transaction(status_counts)
+    async def counts(self, status: str | None = None) -> dict[str, int]:
+        return await self.store.state_transaction(lambda tx: status_counts(tx, status))
 
     async def put_resources(self, resources: dict[str, Any]) -> int:
         return await self.store.state_transaction(lambda tx: put_resources(tx, resources, time.time_ns()))

@@ -37,6 +37,7 @@ def test_queue_round_trip_over_http(start_collector) -> None:
     assert client.rollout(attempt["rollout_id"])["attempt_list"][0]["runner_id"] == "r1"
     assert client.queued_rollouts(status="succeeded")[0]["rollout_id"] == attempt["rollout_id"]
     assert client.queue_stats()["succeeded"] == 1
+    assert client.queue_stats("succeeded") == {"succeeded": 1} and client.queue_stats("running") == {"running": 0}
     assert client.resources()["resources"] == {"main_llm": {"endpoint": "http://127.0.0.1:1/v1"}}
 
 
@@ -76,6 +77,7 @@ def test_long_polls_answer_on_events_not_on_timers(start_collector) -> None:
         ("POST", "/v1/queue/heartbeat", {"runner_id": "r", "attempts": [1]}, 400, "rollout_id"),
         ("POST", "/v1/queue/wait", {"rollout_ids": "a"}, 400, "wrong type"),
         ("GET", "/v1/queue/rollouts?status=done", None, 400, "unknown status"),
+        ("GET", "/v1/queue/stats?status=done", None, 400, "unknown status"),
         ("GET", "/v1/rollouts/nope", None, 404, "no rollout"),
         ("GET", "/v1/resources/latest", None, 404, "no resources"),
         ("GET", "/v1/resources/x1", None, 400, "a number"),

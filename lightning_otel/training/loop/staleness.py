@@ -187,13 +187,13 @@ def _behind(version: int | None, oldest: int | None) -> int:
 
 @dataclass(slots=True)
 class RunnerUsage:
-    """How busy the runners were: a thread samples how many rollouts run (the queue's counts) every `every_s`;
+    """How busy the runners were: a thread samples how many rollouts run (the queue's count) every `every_s`;
     `lap()` returns the idle share since the previous lap (`rollout/runner_idle_share`): 1 - mean running /
     `capacity` (the rollouts the runners could run at once, at most a step's)."""
 
     client: Any
     capacity: int
-    every_s: float = 0.2
+    every_s: float = 0.5
     _busy: float = 0.0
     _since: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -223,7 +223,7 @@ class RunnerUsage:
         last = time.monotonic()
         while not self._stop.wait(self.every_s):
             try:
-                running = int((self.client.queue_stats() or {}).get("running", 0))
+                running = int(self.client.queue_stats("running").get("running", 0))  # one status's index range
             except Exception:  # a metric: a failed sample counts as none running
                 running = 0
             now = time.monotonic()
