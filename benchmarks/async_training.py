@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
+from benchmarks._seeded_runs import finish, standard_error
 
 MODES = {"sync": 0, "k=1": 1, "k=2": 2}
 _draws = threading.local()
@@ -116,10 +117,6 @@ def _label(run: dict[str, Any]) -> str:
     return run["mode"] + (f" tis {run['tis_cap']:g}" if run.get("tis_cap") else "")
 
 
-def standard_error(success: float, count: int) -> float:
-    return math.sqrt(success * (1 - success) / count) if count else math.nan
-
-
 def summary(runs: list[dict[str, Any]], *, every_step: bool = True) -> tuple[list[str], bool]:
     """Lines to print, and whether every run was a measurement (every step trained, or with `every_step=False` some
     step did; the final validation had rollouts)."""
@@ -185,14 +182,7 @@ def main() -> int:
                 runs.append(one_run(mode, seed, args, Path(folder)))
                 print(json.dumps(runs[-1]), flush=True)
     lines, complete = summary(runs, every_step=not args.quick)  # tiny groups: a step may have no reward spread
-    print("\n".join(lines))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(runs, indent=1))
-    if not complete:
-        print("not a measurement: a step trained nothing or a validation had no rollout", file=sys.stderr)
-        return 1
-    return 0
+    return finish(runs, lines, complete, args.out)
 
 
 if __name__ == "__main__":

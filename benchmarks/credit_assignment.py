@@ -40,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
+from benchmarks._seeded_runs import finish, standard_error
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
@@ -122,10 +123,6 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     }
 
 
-def standard_error(success: float, count: int) -> float:
-    return math.sqrt(success * (1 - success) / count) if count else math.nan
-
-
 def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
     """Lines to print, and whether every run was a measurement (each step trained, validations complete)."""
     lines, complete = [], True
@@ -180,14 +177,7 @@ def main() -> int:
                 runs.append(one_run(advantage, seed, args, Path(folder)))
                 print(json.dumps(runs[-1]), flush=True)
     lines, complete = summary(runs)
-    print("\n".join(lines))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(runs, indent=1))
-    if not complete:
-        print("not a measurement: a step trained nothing or a validation had no rollout", file=sys.stderr)
-        return 1
-    return 0
+    return finish(runs, lines, complete, args.out)
 
 
 if __name__ == "__main__":
