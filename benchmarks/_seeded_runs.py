@@ -1,13 +1,30 @@
-"""What the seeded-run benchmarks (credit_assignment, async_training) share: a success rate's standard error, and
-how a run of them ends (the summary printed, every run's numbers written, a non-zero exit when it measured nothing)."""
+"""What the seeded-run benchmarks (credit_assignment, async_training) share: every arm for every seed in a scratch
+folder, a success rate's standard error, and how a run of them ends (the summary printed, every run's numbers
+written, a non-zero exit when it measured nothing)."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def every_arm(
+    seeds: Sequence[int], arms: Sequence[str], one_run: Callable[[str, int, Path], dict[str, Any]], prefix: str
+) -> list[dict[str, Any]]:
+    """`one_run(arm, seed, folder)` for each seed, each arm in turn, in one scratch folder (the models built per seed
+    are shared by the arms); each run's numbers printed as a JSON line as it ends."""
+    runs = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        for seed in seeds:
+            for arm in arms:
+                runs.append(one_run(arm, seed, Path(folder)))
+                print(json.dumps(runs[-1]), flush=True)
+    return runs
 
 
 def standard_error(success: float, count: int) -> float:

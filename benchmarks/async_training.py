@@ -22,12 +22,10 @@ Ratios are against the synchronous run of the same seed.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import finish, standard_error
+from benchmarks._seeded_runs import every_arm, finish, standard_error
 
 MODES = {"sync": 0, "k=1": 1, "k=2": 2}
 _draws = threading.local()
@@ -175,12 +173,7 @@ def main() -> int:
     if args.quick:
         args.seeds, args.steps, args.tasks, args.group_size, args.val_group_size = [0], 3, 2, 2, 2
         args.tool_median_s = 0.05
-    runs = []
-    with tempfile.TemporaryDirectory(prefix="agl-async-") as folder:
-        for seed in args.seeds:
-            for mode in args.modes:
-                runs.append(one_run(mode, seed, args, Path(folder)))
-                print(json.dumps(runs[-1]), flush=True)
+    runs = every_arm(args.seeds, args.modes, lambda mode, seed, folder: one_run(mode, seed, args, folder), "agl-async-")
     lines, complete = summary(runs, every_step=not args.quick)  # tiny groups: a step may have no reward spread
     return finish(runs, lines, complete, args.out)
 

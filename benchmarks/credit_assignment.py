@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import finish, standard_error
+from benchmarks._seeded_runs import every_arm, finish, standard_error
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
@@ -170,12 +168,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.steps, args.mazes, args.group_size, args.val_group_size = [0], 2, 2, 4, 2
-    runs = []
-    with tempfile.TemporaryDirectory(prefix="agl-credit-") as folder:
-        for seed in args.seeds:
-            for advantage in args.advantages:
-                runs.append(one_run(advantage, seed, args, Path(folder)))
-                print(json.dumps(runs[-1]), flush=True)
+    runs = every_arm(
+        args.seeds, args.advantages, lambda arm, seed, folder: one_run(arm, seed, args, folder), "agl-credit-"
+    )
     lines, complete = summary(runs)
     return finish(runs, lines, complete, args.out)
 

@@ -192,7 +192,7 @@ class TrainingLoop(Algorithm):
         """Asynchronous training's rollouts (None: synchronous steps); the gateway stays open from here on. The
         runners' usage is sampled in both modes (`rollout/runner_idle_share`)."""
         capacity = self.schedule.batch_size * self.schedule.group_size
-        slots = getattr(run, "runner_slots", None)
+        slots = run.runner_slots
         self._usage = RunnerUsage(run.client, min(capacity, slots) if slots else capacity).start()
         stack.callback(self._usage.stop)
         self._queued_steps: set[int] = set()
