@@ -248,6 +248,15 @@ class CollectorCalls:
         params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
         return self._request("GET", "/v1/queue/rollouts", "rollouts", params=params)
 
+    def rollouts_page(
+        self, *, order: str = "position", status: str | None = None, after: str | None = None, limit: int = 500
+    ) -> Any:
+        """One page of every rollout, oldest first (`order="group"`: by group, then position): `{"rollouts": [...],
+        "next": cursor}`; pass `after=cursor` for the next page, until `next` is None."""
+        params: dict[str, Any] = {"order": order, "limit": limit}
+        params.update({key: value for key, value in (("status", status), ("after", after)) if value})
+        return self._request("GET", "/v1/queue/rollouts/page", params=params)
+
     def queue_stats(self, status: str | None = None) -> Any:
         """Rollout counts by status (`status`: that one only, cheap on a large queue)."""
         params = {"status": status} if status else None

@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS agl_rollouts (
 );
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_status ON agl_rollouts (status, position);
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_group ON agl_rollouts (group_id);  -- the rollout view's group
+CREATE INDEX IF NOT EXISTS agl_rollouts_by_position ON agl_rollouts (position);  -- paging (export)
+CREATE INDEX IF NOT EXISTS agl_rollouts_by_group_position ON agl_rollouts (group_id, position);
 CREATE TABLE IF NOT EXISTS agl_attempts (
     rollout_id TEXT NOT NULL,
     attempt_id TEXT NOT NULL,

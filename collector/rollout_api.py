@@ -11,6 +11,8 @@ POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30}          long
 POST /v1/queue/cancel      {"rollout_ids": [...]}
 POST /v1/queue/runners/{runner_id}/lost   {"error"?}                        fail a dead runner's attempts now
 GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats[?status=running]
+GET  /v1/queue/rollouts/page?order=position|group&status=&after=CURSOR&limit=500
+                           every rollout oldest first, a page at a time -> {"rollouts": [...], "next": CURSOR|null}
 GET  /v1/rollouts/{rollout_id}                       one rollout with its attempts
 POST /v1/resources {"resources": {...}} -> {"version"}   GET /v1/resources/latest | /v1/resources/{version}
 """
@@ -160,6 +162,19 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
             raise BadQuery("limit must be an integer") from None
         return FastJSONResponse({"rollouts": await state.list(status, max(1, min(limit, MAX_BATCH)))})
 
+    async def page(request: Request) -> Response:
+        status = request.query_params.get("status") or None
+        if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
+            raise BadQuery(f"unknown status {status!r}")
+        try:
+            limit = int(request.query_params.get("limit", "500"))
+        except ValueError:
+            raise BadQuery("limit must be an integer") from None
+        order = request.query_params.get("order", "position")
+        after = request.query_params.get("after") or None
+        records, cursor = await state.page(status, order, after, max(1, min(limit, MAX_BATCH)))
+        return FastJSONResponse({"rollouts": records, "next": cursor})
+
     async def stats(request: Request) -> Response:
         status = request.query_params.get("status")
         if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
@@ -189,6 +204,7 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
         Route("/v1/queue/cancel", cancel, methods=["POST"]),
         Route("/v1/queue/runners/{runner_id}/lost", runner_lost, methods=["POST"]),
         Route("/v1/queue/rollouts", list_rollouts),
+        Route("/v1/queue/rollouts/page", page),
         Route("/v1/queue/stats", stats),
         Route("/v1/rollouts/{rollout_id}", rollout),
         Route("/v1/resources", put_resources, methods=["POST"]),

@@ -375,6 +375,47 @@ def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[
     return get_rollouts(tx, [row[0] for row in rows])  # in that order, each with its latest attempt's runner
 
 
+PAGE_ORDERS = ("position", "group")
+
+
+def page_rollouts(
+    tx: StateTransaction, status: str | None, order: str, after: str | None, limit: int
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Every rollout, oldest first, one page at a time (keyset paging, so a large store is read in flat memory):
+    by queue position, or by group then position (a group's rollouts next to each other). `after` is the cursor
+    the previous page returned; the next one is None after the last page."""
+    if order not in PAGE_ORDERS:
+        raise InvalidRequest(f"order must be one of {list(PAGE_ORDERS)}, got {order!r}")
+    where: list[str] = []
+    parameters: list[object] = []
+    if status is not None:
+        where.append("status = ?")
+        parameters.append(status)
+    if after:
+        position_text, _, group_id = after.partition(":")
+        try:
+            position = int(position_text)
+        except ValueError:
+            raise InvalidRequest(f"after: not a cursor this route returned: {after!r}") from None
+        if order == "position":
+            where.append("position > ?")
+            parameters.append(position)
+        else:
+            where.append("(group_id > ? OR (group_id = ? AND position > ?))")
+            parameters += [group_id, group_id, position]
+    sort = "position" if order == "position" else "group_id, position"
+    rows = tx.execute(
+        f"SELECT rollout_id, position, group_id FROM agl_rollouts{' WHERE ' + ' AND '.join(where) if where else ''} "
+        f"ORDER BY {sort} LIMIT ?",
+        (*parameters, limit),
+    )
+    cursor = None
+    if len(rows) == limit:
+        _, position, group_id = rows[-1]
+        cursor = str(position) if order == "position" else f"{position}:{group_id}"
+    return get_rollouts(tx, [row[0] for row in rows]), cursor
+
+
 def status_counts(tx: StateTransaction, status: str | None = None) -> dict[str, int]:
     """Rollouts by status; with `status`, that one only (its range of the status index, not the whole table)."""
     if status is not None:
@@ -607,6 +648,11 @@ class RolloutState:
 
     async def list(self, status: str | None, limit: int) -> list[dict[str, Any]]:
         return await self.store.state_transaction(lambda tx: list_rollouts(tx, status, limit))
+
+    async def page(
+        self, status: str | None, order: str, after: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        return await self.store.state_transaction(lambda tx: page_rollouts(tx, status, order, after, limit))
 
     async def counts(self, status: str | None = None) -> dict[str, int]:
         return await self.store.state_transaction(lambda tx: status_counts(tx, status))

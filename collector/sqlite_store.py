@@ -92,6 +92,10 @@ class SQLiteStore(SQLReads):
         self.synchronous = options.get("synchronous", "normal").upper()
         if self.synchronous not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous={self.synchronous!r}: use normal or full")
+        try:  # each connection's page cache (a bound, not a reservation): 64 MiB serves; one pass needs little
+            self.cache_mib = int(options.get("cache_mib", "64"))
+        except ValueError:
+            raise ValueError(f"cache_mib={options['cache_mib']!r}: a whole number of MiB") from None
         self.max_batch_spans = max_batch_spans
         self._writes: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -111,7 +115,7 @@ class SQLiteStore(SQLReads):
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={self.synchronous}")
         connection.execute("PRAGMA foreign_keys=OFF")
-        connection.execute("PRAGMA cache_size=-65536")
+        connection.execute(f"PRAGMA cache_size=-{max(1, self.cache_mib) * 1024}")
         return connection
 
     def _reader(self) -> sqlite3.Connection:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lightning_otel.collector.store import SpanStore
 
 
@@ -16,3 +18,26 @@ def open_store(url: str, **options: object) -> SpanStore:
 
         return PostgresStore(url, **options)  # type: ignore[arg-type]
     raise ValueError(f"unsupported store URL {url!r}: use sqlite:///path or postgresql://user@host/db")
+
+
+class NoStore(ValueError):
+    """The store named does not exist."""
+
+
+def existing_store_url(store: str) -> str:
+    """The URL of an existing store: a path becomes sqlite:///ABSOLUTE; a SQLite file must exist."""
+    if "://" not in store:
+        path = Path(store).expanduser().resolve()
+        if not path.is_file():
+            raise NoStore(f"no store at {path} (run the demo or a training first, or give the store's path)")
+        return f"sqlite:///{path}"
+    if store.startswith("sqlite:"):
+        location = store.removeprefix("sqlite://").partition("?")[0]  # as the SQLite store reads it
+        path = Path("/" + location.lstrip("/") if location.startswith("//") else location).expanduser()
+        if not path.is_file():
+            relative = Path(location.lstrip("/"))
+            hint = ""
+            if location.startswith("/") and relative.is_file():  # sqlite:///agl-demo/x meant ./agl-demo/x
+                hint = f": sqlite:/// is followed by an absolute path; for ./{relative} give its path"
+            raise NoStore(f"no store at {path}{hint}")
+    return store

@@ -22,6 +22,11 @@ COMMANDS: dict[str, str] = {
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
     ".venv/bin/lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     ".venv/bin/lightning-otel demo --trace-only": "tests/test_demo_and_example.py::test_demo_prints_each_rollout_with_token_ids_and_rewards",
+    # docs/training/export.md
+    "lightning-otel export agl-demo/collector.sqlite3 sft.jsonl": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
+    "lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
+    "lightning-otel export agl-demo/collector.sqlite3 rollouts-ds --shape rollouts": "tests/test_export.py::test_rollout_rows_hold_every_call_and_the_task",
+    "lightning-otel export http://127.0.0.1:16686 pairs.jsonl --shape pairs --pairs all --margin 0.5 --step 3": "tests/test_export.py::test_the_command_line_from_a_running_collector_and_its_errors",
     # docs/capture.md
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py --its-flags": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
     "opentelemetry-instrument python my_agent.py": "tests/test_ways_in.py::test_opentelemetry_instrument_finds_our_instrumentors",

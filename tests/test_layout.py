@@ -44,6 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     "training.tinker": {"training.loop", "runtime", "serving", "adapters"},
     "training.sft": {"training.loop", "runtime", "adapters"},
     "training.reward_model": {"rewards"},
+    # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted
+    "export": {"adapters", "collector"},
     "testing": {"capture", "serving"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule

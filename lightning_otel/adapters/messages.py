@@ -37,22 +37,30 @@ class TraceToMessages:
         for call in llm_calls(spans, diagnostics):
             if not self._selector.matches(call.agent, rollout_agents):
                 continue
-            attributes = call.span.get("attributes") or {}
-            try:
-                inputs = json.loads(attributes[semconv.GEN_AI_INPUT_MESSAGES])
-                outputs = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
-            except (KeyError, TypeError, ValueError):
+            messages = call_messages(call.span)
+            if messages is None:
                 self.calls_without_content += 1
                 continue
-            if not outputs:
-                self.calls_without_content += 1
-                continue
-            examples.append({"messages": [_openai_message(m) for m in [*inputs, outputs[0]]]})
+            inputs, reply = messages
+            examples.append({"messages": [*inputs, reply]})
         return examples
 
     @staticmethod
     def to_jsonl(examples: Iterable[Mapping[str, Any]]) -> str:
         return "".join(json.dumps(example, ensure_ascii=False) + "\n" for example in examples)
+
+
+def call_messages(span: Span) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """An LLM span's input messages and its reply (choice 0) in OpenAI's chat format; None without content."""
+    attributes = span.get("attributes") or {}
+    try:
+        inputs = json.loads(attributes[semconv.GEN_AI_INPUT_MESSAGES])
+        outputs = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not outputs or not isinstance(inputs, list):
+        return None
+    return [_openai_message(m) for m in inputs], _openai_message(outputs[0])
 
 
 def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:

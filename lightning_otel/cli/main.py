@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     from lightning_otel.cli import ui as ui_cli
 
     ui_cli.add_arguments(ui)
+    export = commands.add_parser("export", help="write a store's rollouts as a dataset: SFT rows, DPO pairs, rollouts")
+    from lightning_otel.cli import export as export_cli
+
+    export_cli.add_arguments(export)
     train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
     from lightning_otel.cli.train import add_arguments
 
@@ -129,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run_demo_command(args))
     if args.command == "runner":
         sys.exit(run_runner(args))
+    if args.command == "export":
+        from lightning_otel.cli import export as export_cli
+
+        sys.exit(export_cli.run(args))
     if args.command == "train":
         from lightning_otel.cli.train import run_train
 

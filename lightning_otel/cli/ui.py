@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
+from lightning_otel.collector.stores import NoStore, existing_store_url
 from lightning_otel.collector.tcp_listener import port_number
 
 
@@ -26,35 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", help="the policy's tokenizer folder: token ids are shown as text")
 
 
-class NoStore(ValueError):
-    """The store named does not exist."""
-
-
-def store_url(store: str) -> str:
-    """The URL of an existing store: a path becomes sqlite:///ABSOLUTE; a SQLite file must exist."""
-    if "://" not in store:
-        path = Path(store).expanduser().resolve()
-        if not path.is_file():
-            raise NoStore(f"no store at {path} (run the demo or a training first, or give the store's path)")
-        return f"sqlite:///{path}"
-    if store.startswith("sqlite:"):
-        location = store.removeprefix("sqlite://").partition("?")[0]  # as the SQLite store reads it
-        path = Path("/" + location.lstrip("/") if location.startswith("//") else location).expanduser()
-        if not path.is_file():
-            relative = Path(location.lstrip("/"))
-            hint = ""
-            if location.startswith("/") and relative.is_file():  # sqlite:///agl-demo/x meant ./agl-demo/x
-                hint = f": sqlite:/// is followed by an absolute path; for ./{relative} give its path"
-            raise NoStore(f"no store at {path}{hint}")
-    return store
-
-
 def run(args: argparse.Namespace) -> int:
     from lightning_otel.collector.client import Client
     from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
 
     try:
-        url = store_url(args.store)
+        url = existing_store_url(args.store)
         config = CollectorConfig(host=args.host, http_port=0, grpc_port=None, query_port=args.port, store_url=url,
                                  tokenizer=args.tokenizer)  # fmt: skip
         collector = EmbeddedCollector(config)

@@ -198,3 +198,28 @@ async def test_a_lost_runners_parked_claim_cannot_take_the_rollouts_its_death_re
     assert await asyncio.wait_for(parked, 2) == []
     (retry,) = await state.claim("healthy", 1, wait_s=0)
     assert (retry["rollout_id"], retry["attempt_id"]) == (queued["rollout_id"], "at-2")
+
+
+async def test_paging_reads_every_rollout_once_by_position_or_by_group(state: RolloutState) -> None:
+    """The export's keyset paging: page by page, each rollout exactly once, in order; by group, a group's rollouts
+    together even when the groups were queued interleaved (group names with ':' in them too)."""
+    queued = []
+    for round_ in range(3):  # groups a:x, b and c each get one rollout per round: interleaved positions
+        for group in ("c", "a:x", "b"):
+            queued += await state.enqueue([RolloutSpec(input={"r": round_}, task_id=group, group_id=group)])
+    ids = [record["rollout_id"] for record in queued]
+    by_group_then_position = sorted(range(len(ids)), key=lambda n: (queued[n]["group_id"], n))
+    for order, expected in (("position", ids), ("group", [ids[n] for n in by_group_then_position])):
+        seen, cursor = [], None
+        while True:
+            page, cursor = await state.page(None, order, cursor, 2)
+            seen += [record["rollout_id"] for record in page]
+            if cursor is None:
+                break
+        assert seen == expected, order
+    by_group, _ = await state.page(None, "group", None, 100)
+    assert [r["group_id"] for r in by_group] == ["a:x"] * 3 + ["b"] * 3 + ["c"] * 3
+    assert (await state.page("succeeded", "position", None, 10)) == ([], None)
+    for bad in (("position", "x"), ("sideways", None)):
+        with pytest.raises(InvalidRequest):
+            await state.page(None, bad[0], bad[1], 10)

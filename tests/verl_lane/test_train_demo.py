@@ -49,3 +49,10 @@ def test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens(tmp_pat
     finally:
         viewer.terminate()
         viewer.wait(30)
+    # the docs' export commands on the demo's store: the writer's calls as SFT rows, its groups as DPO pairs
+    for out, shape in (("sft.jsonl", "sft"), ("pairs.parquet", "pairs")):
+        export = [sys.executable, "-m", "lightning_otel.cli", "export", "agl-demo/collector.sqlite3", out,
+                  "--shape", shape]  # fmt: skip
+        exported = subprocess.run(export, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+        assert "0 of them without token ids" in exported.stdout, exported.stdout
