@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     "lightning-otel export agl-demo/collector.sqlite3 rollouts-ds --shape rollouts": "tests/test_export.py::test_rollout_rows_hold_every_call_and_the_task",
     "lightning-otel export http://127.0.0.1:16686 pairs.jsonl --shape pairs --pairs all --margin 0.5 --step 3": "tests/test_export.py::test_the_command_line_from_a_running_collector_and_its_errors",
+    # docs/training/dpo.md
+    ".venv/bin/python benchmarks/dpo_learning.py": QUICK,
     # docs/capture.md
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py --its-flags": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
     "opentelemetry-instrument python my_agent.py": "tests/test_ways_in.py::test_opentelemetry_instrument_finds_our_instrumentors",

@@ -24,6 +24,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "collector_ingest": ("sustained ingest (ack after commit)", "two collectors on one PostgreSQL"),
     "credit_assignment": ("pooled grpo: final success", "pooled anchor: final success", "gain anchor - grpo"),
     "async_training": ("k=1: speedup over sync", "k=2: speedup over sync"),
+    "dpo_learning": ("dpo: val reward change pooled",),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 # scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which

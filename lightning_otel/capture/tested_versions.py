@@ -3,7 +3,8 @@
 Each module that reaches into a library's private objects (`otel_internals` for opentelemetry-sdk and -api,
 `otlp_exporters` for the OTLP exporters, the OpenAI instrumentor's `openai_wrappers`) checks `is_tested(...)` and
 takes its public-API path on any other release: slower, never wrong. verl has no public path for what the VERL
-backend does: `training/verl/verl_internals.py` refuses another release with the install line.
+backend does: `training/verl/verl_internals.py` refuses another release with the install line, and so does DPO
+(`training/dpo/trl_dpo.py`), which would otherwise train on re-tokenized text instead of the sampled tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ TESTED: dict[str, frozenset[str]] = {
     "opentelemetry-exporter-otlp-proto-grpc": frozenset({"1.44", "1.45"}),
     "openai": frozenset({"2", "3"}),  # request options updated in place (openai builds them for each call)
     "verl": frozenset({"0.9.1"}),  # training/verl/verl_internals.py: the legacy trainer's pieces, the CPU backend
+    "trl": frozenset({"0.29"}),  # training/dpo/trl_dpo.py: DPOTrainer without its re-tokenizing dataset step
 }
 
 

@@ -1,4 +1,5 @@
-"""Training backends, one folder each: `verl/` (GRPO on verl's own pieces; `verl/cpu/` is the CPU backend).
+"""Training, one folder each: `loop/` (the one training loop), `verl/` (GRPO on verl's own pieces; `verl/cpu/` is
+the CPU backend), `tinker/` (the Tinker-shaped engine), `dpo/` (DPO with TRL), `reward_model/`; `sft.py` (SFT).
 
-May import runtime (the `Algorithm` interface), serving (the gateway), adapters and capture.
+Each room's imports are on the layout map (docs/architecture.md).
 """

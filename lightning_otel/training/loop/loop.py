@@ -309,7 +309,8 @@ class TrainingLoop(Algorithm):
         metrics["timing_s/validation"] = time.monotonic() - began
         if math.isnan(metrics.get("val/reward_mean", math.nan)):
             log.warning("validation at step %d: no rollout succeeded with a reward (%s)", step, batch.metrics())
-        result.validations.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids)))
+        rewards = {rollout: float(reward) for rollout, reward in batch.rewards().items() if reward is not None}
+        result.validations.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards))
         if log_it:
             self.trackers.log(step, metrics)
         return metrics

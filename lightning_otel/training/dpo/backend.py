@@ -1,0 +1,141 @@
+"""DPO as a backend of the training loop: the policy served by a CPU replica (vLLM's format, behind the loop's
+gateway, to the same runners every backend uses), each step's pairs trained with TRL's DPOTrainer, the new
+weights loaded into the replica between batches."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lightning_otel.export.shapes import PairCounts, PairRule
+from lightning_otel.training.dpo.pairs import sample_pairs
+from lightning_otel.training.dpo.trl_dpo import DPOStats, train_dpo
+from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
+from lightning_otel.training.loop.samples import Sample
+
+
+def lora_model(model: Any, lora: Any) -> Any:
+    """`model` with LoRA adapters (`lora`: a peft `LoraConfig` or its fields as a dict)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = lora if isinstance(lora, LoraConfig) else LoraConfig(task_type="CAUSAL_LM", **dict(lora))
+    return get_peft_model(model, config)
+
+
+def plain_weights(model: Any) -> dict[str, Any]:
+    """The weights a plain model of the base architecture loads: LoRA merged into a copy when there are adapters."""
+    if hasattr(model, "merge_and_unload"):
+        return copy.deepcopy(model).merge_and_unload().state_dict()
+    return model.state_dict()
+
+
+class DPOBackend(Backend):
+    """`model_path`: a Hugging Face causal LM folder (with its tokenizer); `train_args` go to `train_dpo` (beta,
+    learning_rate, epochs, batch_size, max_length, seed, trl_args). The reference is the starting policy: a frozen
+    copy, or with LoRA the model with its adapters disabled."""
+
+    name = "dpo"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        output_dir: str | Path | None,
+        *,
+        pair_rule: PairRule,
+        train_args: Mapping[str, Any],
+        lora: Any = None,
+        model_name: str = "agl-policy",
+        seed: int = 0,
+    ) -> None:
+        self.model_path, self.output_dir = str(model_path), Path(output_dir) if output_dir is not None else None
+        self.pair_rule, self.train_args, self.lora = pair_rule, dict(train_args), lora
+        self.model_name, self.seed = model_name, seed
+        self.model: Any = None
+        self.ref_model: Any = None
+        self.tokenizer: Any = None
+        self.replica: Any = None
+        self.counts = PairCounts()
+        self.history: list[DPOStats] = []
+        self._trained_since_publish = False
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        if self.lora is not None:
+            self.model = lora_model(model, self.lora)
+        else:
+            self.model = model
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[PolicyReplicas]:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from lightning_otel.serving.cpu_replica import CPUReplica, HFChatTokenizer, ReplicaServer
+
+        self._load()
+        served = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        self.replica = CPUReplica(served, HFChatTokenizer(self.tokenizer), model_name=self.model_name, seed=self.seed)
+        with ReplicaServer(self.replica) as server:
+            yield PolicyReplicas([server.base_url], self.model_name)
+
+    def idle_metrics(self) -> dict[str, float]:
+        return {"dpo/pairs": 0.0}
+
+    def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        counts = PairCounts()
+        pairs, merged = sample_pairs(samples, self.pair_rule, counts)
+        metrics = {
+            "dpo/pairs": float(len(pairs)),
+            "dpo/rollout_pairs": float(counts.rollout_pairs),
+            "dpo/prompts_differ": float(counts.prompts_differ),
+            "dpo/identical_replies": float(counts.identical_replies),
+            "dpo/merged_samples": float(merged),
+        }
+        for name in ("rollout_pairs", "prompts_differ", "identical_replies", "pairs"):
+            setattr(self.counts, name, getattr(self.counts, name) + getattr(counts, name))
+        if not pairs:
+            groups = len({sample.group for sample in samples})
+            raise NothingToUpdate(
+                [f"no preference pair: {groups} groups, none with two rollouts whose rewards differ by more than "
+                 f"{self.pair_rule.margin} at calls with the same prompt ({counts.identical_replies} identical "
+                 f"replies, {counts.prompts_differ} differing prompts)"], metrics,
+            )  # fmt: skip
+        stats = train_dpo(self.model, self.tokenizer, pairs, ref_model=self.ref_model, **self.train_args)
+        self.history.append(stats)
+        self._trained_since_publish = True
+        return {**metrics, **stats.metrics()}
+
+    def publish(self, step: int) -> int:
+        assert self.replica is not None, "publish() runs inside serving()"
+        if self._trained_since_publish:
+            self.replica.update_weights(plain_weights(self.model))
+            self._trained_since_publish = False
+        return self.replica.weight_version
+
+    def save(self, step: int) -> str | None:
+        if self.output_dir is None:
+            return None
+        return str(self._save(self.output_dir / f"step-{step}"))
+
+    def _save(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        model = copy.deepcopy(self.model).merge_and_unload() if self.lora is not None else self.model
+        model.save_pretrained(str(folder))
+        self.tokenizer.save_pretrained(str(folder))
+        return folder
+
+    def finish(self) -> dict[str, float]:
+        if self.output_dir is None or self.model is None:
+            return {}
+        self._save(self.output_dir)
+        losses = [loss for stats in self.history for loss in stats.losses]
+        return {"dpo/total_pairs": float(self.counts.pairs), "dpo/last_loss": losses[-1] if losses else math.nan}

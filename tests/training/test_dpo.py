@@ -1,0 +1,118 @@
+"""`agl.DPO` on the training loop (runner processes, the gateway, a real collector, TRL's DPOTrainer on the tiny
+model) and `agl.dpo_from_pairs` on exported pairs: the pairs trained are the ones `lightning-otel export` forms
+from the same store, the policy served changes version after each trained step, DPO moves the chosen reply's
+likelihood over the rejected one's, a run without a pair says so, and another TRL release is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import lightning_otel as agl
+from lightning_otel import semconv
+from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+from lightning_otel.runtime.sample_diagnosis import NothingTrained
+
+TASKS = [{"task_id": f"t{i}", "question": f"Question number {i}?"} for i in range(4)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("dpo-base") / "tiny")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    path = tmp_path / "c.sqlite3"
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{path}")
+    with EmbeddedCollector(config) as addresses:
+        yield addresses.query, path
+
+
+def _dpo(model_dir: Path, out: Path | None, steps: int, **options) -> agl.DPO:
+    schedule = agl.Schedule(batch_size=2, group_size=4, max_steps=steps)
+    return agl.DPO(model_dir, out, schedule=schedule, max_tokens=8, learning_rate=1e-3, logger=(), **options)
+
+
+def test_online_dpo_trains_the_exported_pairs_and_serves_each_new_policy(tiny_model_dir, store, tmp_path) -> None:
+    collector, path = store
+    trainer = agl.Trainer(n_runners=2, collector=collector, algorithm=_dpo(tiny_model_dir, tmp_path / "out", 3))
+    result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS, TASKS[:2])
+    assert isinstance(result, agl.DPOResult) and len(result.steps) == 3
+    trained = [step for step in result.steps if step["dpo/pairs"] > 0]
+    assert trained, result.steps  # sampled answers of different lengths: groups with a reward spread
+    assert result.pairs == sum(step["dpo/pairs"] for step in result.steps)
+    assert all(step["dpo/prompts_differ"] == 0 for step in result.steps)  # one call a rollout: the task's prompt
+    # each trained step published a new version; the next step's LLM spans name the version that sampled them
+    versions = [step["training/policy_version"] for step in result.steps]
+    assert versions == sorted(versions) and versions[-1] >= len(trained) - 1
+    client = Client(collector)
+    last = result.loop.steps[-1]
+    spans = client.rollouts_spans(last.rollout_ids)
+    sampled = {s["attributes"].get(semconv.AGL_POLICY_VERSION) for spans_ in spans.values() for s in spans_
+               if s["attributes"].get(semconv.GEN_AI_OPERATION_NAME) == "chat"}  # fmt: skip
+    assert sampled == {int(versions[-1])}
+    # the pairs each step trained are the ones the export forms from the same store, step by step
+    run_id = client.rollout(last.rollout_ids[0])["metadata"]["run_id"]
+    for number, step in enumerate(result.steps, start=1):
+        report = agl.export_dataset(path, tmp_path / f"pairs-{number}.jsonl", shape="pairs", run_id=run_id,
+                                    step=number, mode="train", progress=False)  # fmt: skip
+        assert report.rows == step["dpo/pairs"], (number, report.summary())
+    # the saved model is the trained one: it loads, and differs from the start
+    from transformers import AutoModelForCausalLM
+
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    end = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
+    assert any(not torch.equal(start[name], end[name]) for name in start)
+
+
+def test_a_run_whose_groups_never_differ_trains_nothing_and_says_why(tiny_model_dir, store) -> None:
+    collector, _ = store
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=_dpo(tiny_model_dir, None, 2))
+    with pytest.raises(NothingTrained, match="no preference pair"):
+        trainer.fit("tests.tinker.agents:constant_agent", TASKS[:2])
+
+
+def _log_ratio(model, prompt: list[int], chosen: list[int], rejected: list[int]) -> float:
+    def logp(reply: list[int]) -> float:
+        ids = torch.tensor([prompt + reply])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prompt) - 1 : -1]
+        return float(torch.log_softmax(logits, -1).gather(1, torch.tensor(reply)[:, None]).sum())
+
+    return logp(chosen) - logp(rejected)
+
+
+@pytest.mark.parametrize("lora", [None, {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}])
+def test_offline_dpo_from_exported_pairs_prefers_the_chosen_replies(tiny_model_dir, tmp_path, lora) -> None:
+    from transformers import AutoModelForCausalLM
+
+    pairs = [{"prompt_token_ids": [5, 6, 7, 8 + k], "chosen_token_ids": [20 + k, 21, 22],
+              "rejected_token_ids": [40 + k, 41]} for k in range(8)]  # fmt: skip
+    pairs.append({"prompt_token_ids": None, "chosen_token_ids": [1], "rejected_token_ids": [2]})  # no ids: left out
+    before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    stats = agl.dpo_from_pairs(pairs, tiny_model_dir, tmp_path / "out", lora=lora, learning_rate=5e-3, epochs=5,
+                               batch_size=4)  # fmt: skip
+    assert (stats.pairs, stats.pairs_without_token_ids) == (8, 1) and stats.losses
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")  # a plain model (LoRA merged)
+    gains = [_log_ratio(after, p["prompt_token_ids"], p["chosen_token_ids"], p["rejected_token_ids"])
+             - _log_ratio(before, p["prompt_token_ids"], p["chosen_token_ids"], p["rejected_token_ids"])
+             for p in pairs[:8]]  # fmt: skip
+    assert min(gains) > 0, gains
+    assert stats.losses[-1] < stats.losses[0]
+
+
+def test_another_trl_release_is_refused_with_the_install_line(monkeypatch, tiny_model_dir, tmp_path) -> None:
+    from lightning_otel.training.dpo import trl_dpo
+
+    monkeypatch.setattr(trl_dpo, "is_tested", lambda distribution: False)
+    pair = {"prompt_token_ids": [5, 6], "chosen_token_ids": [7], "rejected_token_ids": [8]}
+    with pytest.raises(RuntimeError, match=r"pip install 'trl>=0.29,<0.30'"):
+        agl.dpo_from_pairs([pair], tiny_model_dir, tmp_path / "out")
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        agl.DPO(tiny_model_dir, schedule=agl.Schedule(group_size=1))
