@@ -62,6 +62,7 @@ def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
         record["estimator"] = metadata.get("estimator")  # how the run turned rewards into advantages
         record["process_rewards"] = metadata.get("process_rewards")
         record["max_staleness"] = metadata.get("max_staleness")  # asynchronous training's bound (None: synchronous)
+        record["note"] = metadata.get("note")  # the algorithm's label for the batch (APO: round, candidate, role)
         if metadata.get("policy_version") is not None:  # the weights' version, when the algorithm knows it
             record["policy_version"] = metadata["policy_version"]
     return records
@@ -77,6 +78,7 @@ def _step_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "mode": records[0]["mode"],
         "step": records[0]["step"],
         "batch_id": records[0]["batch_id"],
+        "note": records[0].get("note"),
         "rollouts": len(records),
         "statuses": {status: statuses.count(status) for status in dict.fromkeys(statuses)},
         "reward_mean": _mean([r["reward"] for r in records if r["reward"] is not None]),
@@ -189,9 +191,29 @@ async def step_rollouts(
     for rollout in rollouts:
         for version in rollout["sampled_versions"]:
             sampled[version] = sampled.get(version, 0) + 1
+    prompts = await _prompts(store, {r["policy_version"] for r in records if r["policy_version"] is not None})
     return {"run_id": run_id, "agent_match": pattern, "run_agent_match": run["agent_match"], "step": summary,
             "max_staleness": run["max_staleness"], "sampled_versions": sampled, "trainer_metrics": trainer,
-            "rollouts": rollouts}  # fmt: skip
+            "prompts": prompts, "rollouts": rollouts}  # fmt: skip
+
+
+async def _prompts(store: SpanStore, versions: set[int]) -> dict[str, dict[str, str]]:
+    """The prompt templates among the resources versions the step's rollouts ran with: {version: {name: text}}
+    (an algorithm that changes prompts, APO, shows each candidate on its batch's page)."""
+
+    def read(tx: StateTransaction) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for version in sorted(versions)[:20]:
+            rows = tx.execute("SELECT resources FROM agl_resources WHERE version = ?", (version,))
+            if rows:
+                resources = orjson.loads(rows[0][0])
+                templates = {name: value["template"] for name, value in resources.items()
+                             if isinstance(value, dict) and value.get("__resource__") == "prompt_template"}  # fmt: skip
+                if templates:
+                    found[str(version)] = templates
+        return found
+
+    return await store.state_transaction(read) if versions else {}
 
 
 async def _trainer_step(store: SpanStore, run_id: str, step: int) -> dict[str, float] | None:

@@ -69,6 +69,7 @@ _ROOMS = {
     "lightning_otel.export.dataset_export": ("ExportReport", "export_dataset"),  # stores -> datasets
     "lightning_otel.export.shapes": ("PairRule",),
     "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
+    "lightning_otel.training.apo.algorithm": ("APO", "APOResult"),  # gepa on first use
     "lightning_otel.training.dpo.algorithm": ("DPO", "DPOResult", "dpo_from_pairs"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
     # the training loop every backend runs under; a backend of your own subclasses Backend

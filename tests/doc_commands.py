@@ -27,6 +27,10 @@ COMMANDS: dict[str, str] = {
     "lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     "lightning-otel export agl-demo/collector.sqlite3 rollouts-ds --shape rollouts": "tests/test_export.py::test_rollout_rows_hold_every_call_and_the_task",
     "lightning-otel export http://127.0.0.1:16686 pairs.jsonl --shape pairs --pairs all --margin 0.5 --step 3": "tests/test_export.py::test_the_command_line_from_a_running_collector_and_its_errors",
+    # docs/training/apo.md, examples/apo/README.md
+    "cd examples/apo": "tests/examples/test_apo_example.py::test_the_apo_tutorial_finds_the_prompt_the_grader_needs",
+    "OPENAI_BASE_URL=http://localhost:8000/v1 OPENAI_API_KEY=... ../../.venv/bin/python room_selector_apo.py": "tests/examples/test_apo_example.py::test_the_apo_tutorial_finds_the_prompt_the_grader_needs",
+    "../../.venv/bin/lightning-otel ui apo-out/collector.sqlite3": "tests/examples/test_apo_example.py::test_the_apo_tutorial_finds_the_prompt_the_grader_needs",
     # docs/training/dpo.md
     ".venv/bin/python benchmarks/dpo_learning.py": QUICK,
     # docs/capture.md

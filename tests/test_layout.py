@@ -1,7 +1,8 @@
 """The rooms of `lightning_otel` import each other only in the directions the layout map (docs/architecture.md)
 allows, with no cycle between modules (lazy imports inside functions count too, and so does a module named by a
 string to `importlib.import_module`/`__import__`), every module of the tree is on the map, and an agent process
-loads only capture. `training/` is six rooms (loop, verl, tinker, sft, dpo, reward_model), each with its own row."""
+loads only capture. `training/` is seven rooms (loop, verl, tinker, sft, dpo, apo, reward_model), each with its own
+row."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "training.tinker": {"training.loop", "runtime", "serving", "adapters"},
     "training.sft": {"training.loop", "runtime", "adapters"},
     "training.reward_model": {"rewards"},
+    # APO: candidates run through the run's queue (runtime), conversations read from the spans (adapters)
+    "training.apo": {"runtime", "adapters"},
     # DPO: the loop, a CPU replica (serving), pairs by the export's rule, TRL's internals version-gated
     "training.dpo": {"training.loop", "runtime", "serving", "export", "lightning_otel.capture.tested_versions"},
     # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted
@@ -59,7 +62,7 @@ ALLOWED: dict[str, set[str]] = {
 # Modules loaded by name at run time (a plugin registry), written in the map: source -> the room it loads from.
 # These edges are allowed and left out of the cycle check (the loaded modules import their registry back).
 BY_NAME: dict[str, str] = {"lightning_otel.capture.instrumentor_registry": "instrumentors"}
-TRAINING_ROOMS = ("loop", "verl", "tinker", "sft", "dpo", "reward_model")
+TRAINING_ROOMS = ("loop", "verl", "tinker", "sft", "dpo", "apo", "reward_model")
 
 
 def module_files() -> dict[str, Path]:

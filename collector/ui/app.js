@@ -101,7 +101,8 @@ async function showRuns() {
     const train = run.steps.filter((s) => s.mode === "train");
     const rows = run.steps.map((s) =>
       el("tr", { "data-testid": "step-row" },
-        el("td", {}, el("a", { href: `#/step/${fmt.enc(run.run_id)}/${s.mode}/${s.step}`, text: `${s.mode} ${s.step}` })),
+        el("td", {}, el("a", { href: `#/step/${fmt.enc(run.run_id)}/${s.mode}/${s.step}`, text: `${s.mode} ${s.step}` }),
+           s.note ? el("div", { class: "muted", "data-testid": "step-note", text: s.note }) : null),
         el("td", { text: s.rollouts }),
         el("td", { text: Object.entries(s.statuses).map(([k, v]) => `${v} ${k}`).join(", ") }),
         el("td", { class: "reward", text: fmt.reward(s.reward_mean) }),
@@ -177,6 +178,12 @@ async function showStep(runId, mode, step, agentMatch) {
     el("h1", { text: `${mode} step ${step}` }),
     el("p", { class: "muted", text: `${data.step.rollouts} rollouts · mean reward ${fmt.reward(data.step.reward_mean)} · policy version ${data.step.policy_versions.join(", ") || "—"}` }),
     data.max_staleness ? el("p", { class: "muted", "data-testid": "async-note", text: `asynchronous training (max_staleness ${data.max_staleness}): rollouts queued under one version may be sampled by newer ones; rollouts sampled by: ${Object.entries(data.sampled_versions).map(([v, n]) => `v${v} ×${n}`).join(", ") || "—"}` }) : null,
+    data.step.note ? el("p", { "data-testid": "step-note", text: data.step.note }) : null,
+    ...Object.entries(data.prompts || {}).map(([version, templates]) =>
+      el("details", { class: "prompts", "data-testid": "prompt", "data-version": version, open: "" },
+        el("summary", { text: `the prompt these rollouts ran with (resources version ${version})` }),
+        ...Object.entries(templates).map(([name, text]) =>
+          el("div", {}, el("code", { text: name }), el("pre", { text }))))),
     data.trainer_metrics ? trainerMetrics(step, data.trainer_metrics) : null,
     matchBox(data.agent_match, data.run_agent_match,
              (value) => go(`#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`)),

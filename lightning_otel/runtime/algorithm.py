@@ -192,9 +192,19 @@ class TrainingRun:
         self._call_counters.append(served)
 
     def submit(
-        self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train", task_ids: Sequence[str] | None = None
+        self,
+        tasks: Sequence[Any],
+        *,
+        n: int = 1,
+        mode: str = "train",
+        task_ids: Sequence[str] | None = None,
+        resources_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> RolloutBatch:
-        """Queue `n` rollouts of every task; the `n` rollouts of one task share a group id (GRPO's group)."""
+        """Queue `n` rollouts of every task; the `n` rollouts of one task share a group id (GRPO's group).
+        `resources_version`: the rollouts run with that version of the resources (default: the latest when claimed),
+        so candidates evaluated side by side do not mix; `metadata`: more of it on every rollout (a `note`, a label
+        the rollout view shows for the batch)."""
         if n < 1:
             raise ValueError("n must be >= 1")
         self._batches += 1
@@ -210,6 +220,7 @@ class TrainingRun:
             **({"estimator": self.estimator_settings} if self.estimator_settings else {}),
             **({"max_staleness": self.max_staleness} if self.max_staleness else {}),
             **({"process_rewards": process.as_config()} if (process := self.adapter.process_rewards) else {}),
+            **(metadata or {}),
         }
         specs = []
         for index, task in enumerate(tasks):
@@ -224,6 +235,7 @@ class TrainingRun:
                         "max_attempts": self.max_attempts,
                         "timeout_s": self.rollout_timeout_s,
                         "metadata": metadata,
+                        **({"resources_version": resources_version} if resources_version is not None else {}),
                     }
                 )
         records = self.client.enqueue(specs) if specs else []

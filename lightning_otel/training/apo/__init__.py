@@ -1,0 +1,1 @@
+"""APO: Agent Lightning's prompt optimisation (critiques and edits from traces) with GEPA's search."""
