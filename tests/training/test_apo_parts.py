@@ -48,8 +48,8 @@ def test_an_edit_that_breaks_the_placeholders_is_not_tried() -> None:
                                conversations=[[{"role": "user", "content": "Book 2026-01-01 for 3."}]])  # fmt: skip
         dataset = {"prompt": [{"report": report}]}
         assert adapter.propose_new_texts({"prompt": seed}, dataset, ["prompt"]) == {"prompt": seed}  # kept
-        rejected = [c for c in adapter.candidates.values() if c.rejected_because]
-        assert len(rejected) == 1 and "people" in rejected[0].rejected_because
+        (rejected,) = adapter.rejected
+        assert "people" in (rejected.rejected_because or "") and rejected.parent == "p0"
         child = adapter.propose_new_texts({"prompt": seed}, dataset, ["prompt"])["prompt"]
         assert child == "Book {date} for {attendees}, name the room." and adapter.candidate(child).parent == "p0"
     assert placeholders("{a} {b[0]} {c.d} {{literal}}") == {"a", "b", "c"}

@@ -167,7 +167,7 @@ class APO(Algorithm):
         outcome = APOResult(
             best_prompt=self._best, best_label=winner.label, best_val_score=float(winner.val_score),
             seed_val_score=seed.val_score, final_val_score=final,
-            candidates=[c.json() for c in adapter.candidates.values()], rounds=adapter.round,
+            candidates=[c.json() for c in [*adapter.candidates.values(), *adapter.rejected]], rounds=adapter.round,
             rollouts=evaluator.rollouts, output_dir=self.output_dir,
         )  # fmt: skip
         log.info("APO: best %s %.3f (seed %.3f) after %d rounds, %d rollouts; saved in %s", winner.label,
@@ -188,5 +188,6 @@ class APO(Algorithm):
 
     def _save(self, adapter: TraceGEPAAdapter, best: Candidate) -> None:
         (self.output_dir / "best_prompt.txt").write_text(best.template, encoding="utf-8")
-        history = {"best": best.label, "candidates": [c.json() for c in adapter.candidates.values()]}
+        tried = [c.json() for c in [*adapter.candidates.values(), *adapter.rejected]]
+        history = {"best": best.label, "candidates": tried}
         (self.output_dir / "history.json").write_text(json.dumps(history, indent=1), encoding="utf-8")

@@ -57,9 +57,10 @@ class TraceGEPAAdapter:
         seed_template: str,
     ) -> None:
         self.evaluator, self.chat, self.settings = evaluator, chat, settings
-        self.valset_ids = [id(task) for task in valset]
+        self.valset_ids = sorted(id(task) for task in valset)
         self.fields = placeholders(seed_template)
         self.candidates: dict[str, Candidate] = {seed_template: Candidate("p0", seed_template, None, 0)}
+        self.rejected: list[Candidate] = []  # edits not tried (a broken template), kept for the history
         self.round = 0
         self.on_validation: Any = None  # (candidate) -> None, after a candidate's score on the validation tasks
 
@@ -71,7 +72,7 @@ class TraceGEPAAdapter:
 
         (template,) = candidate.values()
         known = self.candidates.setdefault(template, Candidate(f"p{len(self.candidates)}", template, None, self.round))
-        on_valset = [id(task) for task in batch] == self.valset_ids
+        on_valset = sorted(id(task) for task in batch) == self.valset_ids
         if on_valset:
             note, mode = f"APO round {self.round} · {known.label} · validation", "val"
         else:
@@ -117,9 +118,8 @@ class TraceGEPAAdapter:
                 why = f"its placeholders {sorted(placeholders(edited))} are not the seed's {sorted(self.fields)}"
             if why is not None:  # keep the parent: an identical child cannot beat it, so the search moves on
                 log.warning("APO round %d: edit of %s rejected: %s", self.round, parent.label, why)
-                rejected = Candidate(f"p{len(self.candidates)}-rejected", edited, parent.label, self.round, critique,
-                                     rejected_because=why)  # fmt: skip
-                self.candidates.setdefault(f"\0rejected{len(self.candidates)}", rejected)
+                self.rejected.append(Candidate(f"r{len(self.rejected) + 1}", edited, parent.label, self.round, critique,
+                                               rejected_because=why))  # fmt: skip
                 proposed[name] = template
                 continue
             child = self.candidates.setdefault(
