@@ -35,6 +35,9 @@ def test_the_apo_tutorial_finds_the_prompt_the_grader_needs(tmp_path: Path) -> N
     best = (work / "apo-out" / "best_prompt.txt").read_text()
     assert ASK in best and "{attendees}" in best, best
     assert best in done.stdout and "validation 1.000, seed 0.000" in done.stdout, done.stdout
+    # a perfect candidate ends the search: the seed's 8 validation rollouts, one round (2 minibatches of 4 and the
+    # child's 8 on validation), the winner's 8 on the whole validation set
+    assert "; 32 rollouts," in done.stdout, done.stdout  # 8 + 4 + 4 + 8 + 8
     history = json.loads((work / "apo-out" / "history.json").read_text())
     by_label = {c["label"]: c for c in history["candidates"]}
     assert by_label["p0"]["val_score"] == 0.0 and by_label[history["best"]]["val_score"] == 1.0

@@ -67,8 +67,8 @@ class GEPALog:
 class APO(Algorithm):
     """See the module docstring. Arguments as Agent Lightning's `APO` takes them; `max_metric_calls` overrides the
     rollout budget the beam arguments give; `perfect_score`: a minibatch whose every reward reaches it is not
-    critiqued (GEPA's skip; None: rewards have no ceiling); `output_dir` is where the best prompt and the history
-    are written."""
+    critiqued, and the search stops once a candidate reaches it on every validation task (GEPA's skip and
+    threshold; None: rewards have no ceiling); `output_dir` is where the best prompt and the history are written."""
 
     needs_message_content: ClassVar[bool] = True  # critiques read the conversations on the spans
 
@@ -122,6 +122,7 @@ class APO(Algorithm):
     ) -> APOResult:
         import gepa
         from gepa.strategies.candidate_selector import TopKParetoCandidateSelector
+        from gepa.utils.stop_condition import ScoreThresholdStopper
 
         if not train_dataset:
             raise ValueError("train_dataset is required for APO (its rollouts are what critiques read)")
@@ -151,6 +152,8 @@ class APO(Algorithm):
             reflection_minibatch_size=min(self.gradient_batch_size, len(train)), max_metric_calls=budget,
             skip_perfect_score=self.perfect_score is not None, perfect_score=self.perfect_score or 0.0,
             seed=self.seed, logger=GEPALog(), display_progress_bar=False,
+            # every validation task at the perfect score: nothing left to find (the budget is not spent on it)
+            stop_callbacks=[ScoreThresholdStopper(self.perfect_score)] if self.perfect_score is not None else None,
         )  # fmt: skip
         winner = adapter.candidate(result.best_candidate[name])
         seed = adapter.candidate(seed_prompt.template)
