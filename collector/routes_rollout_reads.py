@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from starlette.requests import Request
@@ -83,7 +82,7 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
         if checked:
             found, incomplete = await read_complete(store, ingestor, keys, float(wait_s))
         else:
-            found, incomplete = await asyncio.gather(*(store.rollout_spans(*key) for key in keys)), {}
+            found, incomplete = await store.attempts_spans(keys), {}
         answer: dict[str, object] = {
             "rollouts": {key[0]: [flat_span(s) for s in spans] for key, spans in zip(keys, found, strict=True)}
         }

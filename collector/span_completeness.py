@@ -53,7 +53,7 @@ async def read_complete(
     they miss."""
     deadline = time.monotonic() + wait_s
     generation = ingestor.commit_generation
-    found = list(await asyncio.gather(*(store.rollout_spans(rollout_id, attempt) for rollout_id, attempt in wanted)))
+    found = await store.attempts_spans(wanted)
     incomplete: dict[int, int] = {}
     pending = range(len(wanted))
     while True:
@@ -70,6 +70,6 @@ async def read_complete(
             return found, incomplete
         generation = ingestor.commit_generation
         pending = list(incomplete)
-        reread = await asyncio.gather(*(store.rollout_spans(*wanted[index]) for index in pending))
+        reread = await store.attempts_spans([wanted[index] for index in pending])
         for index, spans in zip(pending, reread, strict=True):
             found[index] = spans

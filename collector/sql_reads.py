@@ -22,6 +22,7 @@ from lightning_otel.collector.store import (
     WriteResult,
 )
 
+READ_CHUNK = 200  # rollouts per query of a batch read (a bound on the IN list and on the rows in one fetch)
 SPAN_COLUMNS = "s.seq, s.trace_id, s.span_id, s.parent_span_id, s.service, s.span, c.resource, c.scope"
 FROM = "FROM agl_spans s JOIN agl_scopes c ON c.id = s.scope_id"
 INDEXES = """
@@ -102,6 +103,28 @@ class SQLReads(SpanStore):
                 (rollout_id, attempt_id),
             )
         return [stored(row) for row in rows]
+
+    async def attempts_spans(self, wanted: Sequence[tuple[str, str | None]]) -> list[list[StoredSpan]]:
+        """Named attempts are read by rollout id, `READ_CHUNK` rollouts a query (other attempts' spans of those
+        rollouts are left out here); all-attempts and "latest" reads go one rollout at a time."""
+        named = {(rollout_id, attempt) for rollout_id, attempt in wanted if attempt not in (None, "latest")}
+        by_attempt: dict[tuple[str, str], list[StoredSpan]] = {key: [] for key in named}
+        rollout_ids = sorted({rollout_id for rollout_id, _ in named})
+        for start in range(0, len(rollout_ids), READ_CHUNK):
+            chunk = rollout_ids[start : start + READ_CHUNK]
+            rows = await self._read(
+                f"SELECT {SPAN_COLUMNS}, s.rollout_id, s.attempt_id {FROM} "
+                f"WHERE s.rollout_id IN ({', '.join('?' * len(chunk))}) ORDER BY s.seq",
+                chunk,
+            )
+            for row in rows:
+                spans = by_attempt.get((row[-2], row[-1]))
+                if spans is not None:
+                    spans.append(stored(row))
+        others = [key for key in wanted if key[1] in (None, "latest")]
+        read_one_by_one = dict(zip(others, await asyncio.gather(*(self.rollout_spans(*key) for key in others)),
+                                   strict=True))  # fmt: skip
+        return [by_attempt[key] if key in by_attempt else read_one_by_one[key] for key in wanted]  # type: ignore[index]
 
     async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]:
         rows = await self._read(

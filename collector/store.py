@@ -8,6 +8,7 @@ it, and the forwarding outbox tails it with a persisted cursor.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -125,6 +126,11 @@ class SpanStore(abc.ABC):
     @abc.abstractmethod
     async def rollout_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[StoredSpan]:
         """Spans of a rollout (one attempt, `"latest"`, or all with None) in ingest order."""
+
+    async def attempts_spans(self, wanted: Sequence[tuple[str, str | None]]) -> list[list[StoredSpan]]:
+        """`rollout_spans` of many (rollout id, attempt id) pairs at once, in `wanted`'s order (a training batch, a
+        page of an export): a backend may read them in fewer queries than one each."""
+        return list(await asyncio.gather(*(self.rollout_spans(rollout_id, attempt) for rollout_id, attempt in wanted)))
 
     @abc.abstractmethod
     async def trace_spans(self, trace_id: bytes) -> list[StoredSpan]: ...

@@ -60,6 +60,34 @@ async def test_rollout_reads_in_ingest_order_by_attempt_and_latest(span_store) -
     assert await span_store.span_count() == 5
 
 
+async def test_a_batch_read_equals_one_read_per_attempt(span_store) -> None:
+    """`attempts_spans` (a training batch, an export page; read in chunks of rollouts) gives each attempt exactly
+    what `rollout_spans` gives it: ingest order, the attempt's spans only, "latest" and all-attempts reads too, and
+    an empty list for what is not stored; more rollouts than one chunk."""
+    from lightning_otel.collector.sql_reads import READ_CHUNK
+
+    rollouts = READ_CHUNK + 7
+    spans = []
+    for n in range(rollouts):  # two attempts each: a1 with 2 spans, a2 with 1 (written last, so "latest")
+        spans += [make_span(10 + n, 1, rollout=f"r{n}", attempt="a1", start_us=30),
+                  make_span(10 + n, 2, rollout=f"r{n}", attempt="a1", start_us=10)]  # fmt: skip
+    await span_store.write(records(spans))
+    await span_store.write(records([make_span(10 + n, 3, rollout=f"r{n}", attempt="a2") for n in range(rollouts)]))
+    wanted = [(f"r{n}", "a1") for n in reversed(range(rollouts))]
+    wanted += [("r0", "a2"), ("r1", "latest"), ("r2", None), ("nope", "a1"), ("r3", "a9"), ("nope", "latest")]
+    batch = await span_store.attempts_spans(wanted)
+    one_by_one = [await span_store.rollout_spans(*key) for key in wanted]
+    assert [[s.seq for s in spans] for spans in batch] == [[s.seq for s in spans] for spans in one_by_one]
+    assert [len(spans) for spans in batch[:3]] == [2, 2, 2] and [len(spans) for spans in batch[-6:]] == [
+        1,
+        1,
+        3,
+        0,
+        0,
+        0,
+    ]
+
+
 async def test_stored_bytes_round_trip_exactly(span_store) -> None:
     span = make_span(
         7,
