@@ -210,7 +210,7 @@ class TrainingRun:
         self._batches += 1
         self._steps[mode] = step = self._steps.get(mode, 0) + 1
         batch_id = f"b{self._batches}-{uuid.uuid4().hex[:6]}"
-        metadata = {
+        rollout_metadata = {
             "run_id": self.run_id,
             "step": step,
             "batch_id": batch_id,
@@ -234,7 +234,7 @@ class TrainingRun:
                         "mode": mode,
                         "max_attempts": self.max_attempts,
                         "timeout_s": self.rollout_timeout_s,
-                        "metadata": metadata,
+                        "metadata": rollout_metadata,
                         **({"resources_version": resources_version} if resources_version is not None else {}),
                     }
                 )
