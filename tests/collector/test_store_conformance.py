@@ -181,7 +181,9 @@ async def test_sqlite_url_options(tmp_path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         open_store(f"sqlite:///{tmp_path}/x.sqlite3?synchronous=sometimes")
     small = open_store(f"sqlite:///{tmp_path}/full.sqlite3?cache_mib=2")  # the export's: a bounded page cache
-    assert small._connect().execute("PRAGMA cache_size").fetchone()[0] == -2048
+    connection = small._connect()
+    assert connection.execute("PRAGMA cache_size").fetchone()[0] == -2048
+    connection.close()
     with pytest.raises(ValueError, match="cache_mib"):
         open_store(f"sqlite:///{tmp_path}/x.sqlite3?cache_mib=lots")
     with pytest.raises(ValueError, match="names no file"):
