@@ -90,6 +90,22 @@ def _report(body: dict[str, Any]) -> AttemptReport:
     )
 
 
+def _known_status(status: str | None) -> str | None:
+    """A status query parameter: None or one of the queue's statuses (anything else is a 400)."""
+    if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
+        raise BadQuery(f"unknown status {status!r}")
+    return status
+
+
+def _limit(request: Request, default: int) -> int:
+    """The `limit` query parameter, kept within 1..MAX_BATCH."""
+    try:
+        limit = int(request.query_params.get("limit", str(default)))
+    except ValueError:
+        raise BadQuery("limit must be an integer") from None
+    return max(1, min(limit, MAX_BATCH))
+
+
 def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> list[Route]:
     """`info()` describes this collector to runners (its OTLP ports), so a runner needs only the query URL."""
 
@@ -153,32 +169,18 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
         return JSONResponse({"failed": await state.fail_runner(request.path_params["runner_id"], error)})
 
     async def list_rollouts(request: Request) -> Response:
-        status = request.query_params.get("status") or None
-        if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
-            raise BadQuery(f"unknown status {status!r}")
-        try:
-            limit = int(request.query_params.get("limit", "100"))
-        except ValueError:
-            raise BadQuery("limit must be an integer") from None
-        return FastJSONResponse({"rollouts": await state.list(status, max(1, min(limit, MAX_BATCH)))})
+        status = _known_status(request.query_params.get("status") or None)
+        return FastJSONResponse({"rollouts": await state.list(status, _limit(request, 100))})
 
     async def page(request: Request) -> Response:
-        status = request.query_params.get("status") or None
-        if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
-            raise BadQuery(f"unknown status {status!r}")
-        try:
-            limit = int(request.query_params.get("limit", "500"))
-        except ValueError:
-            raise BadQuery("limit must be an integer") from None
+        status = _known_status(request.query_params.get("status") or None)
         order = request.query_params.get("order", "position")
         after = request.query_params.get("after") or None
-        records, cursor = await state.page(status, order, after, max(1, min(limit, MAX_BATCH)))
+        records, cursor = await state.page(status, order, after, _limit(request, 500))
         return FastJSONResponse({"rollouts": records, "next": cursor})
 
     async def stats(request: Request) -> Response:
-        status = request.query_params.get("status")
-        if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
-            raise BadQuery(f"unknown status {status!r}")
+        status = _known_status(request.query_params.get("status"))
         return JSONResponse({"counts": await state.counts(status)})
 
     async def rollout(request: Request) -> Response:

@@ -4,8 +4,9 @@
     lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs      # DPO pairs (best vs worst)
     lightning-otel export http://127.0.0.1:16686 rollouts-ds --shape rollouts --format hf --run RUN_ID
 
-SOURCE is a store (a SQLite file's path, sqlite:///..., postgresql://...) or a running collector's URL. It exits 1
-when no row was written (the summary says what was left out and why) and 2 on an argument or source error.
+SOURCE is a store (a SQLite file's path, sqlite:///ABSOLUTE/PATH, postgresql://...) or a running collector's URL.
+It exits 1 when no row was written (the summary says what was left out and why) and 2 on an argument or source
+error.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lightning_otel.export.writers import FORMATS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="a store (SQLite path, sqlite:///..., postgresql://...) or a collector URL")
+    parser.add_argument("source", help="a store (SQLite path, sqlite:///ABSOLUTE/PATH, postgresql://...) or a URL")
     parser.add_argument("out", help="the file (.jsonl, .parquet) or folder (a datasets folder) to write")
     parser.add_argument("--shape", choices=SHAPES, default="sft",
                         help="sft: a row per selected call; pairs: DPO pairs; rollouts: a row per rollout")  # fmt: skip

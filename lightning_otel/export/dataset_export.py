@@ -4,8 +4,8 @@
     report = agl.export_dataset("agl-demo/collector.sqlite3", "pairs.parquet", shape="pairs")
     report = agl.export_dataset(agl.Client("http://127.0.0.1:16686"), "sft.jsonl", run_id="...", min_reward=1.0)
 
-The source is a store (a SQLite file's path, `sqlite:///...`, `postgresql://...`: read through a collector started
-on loopback for the export) or a running collector (its URL, or a `Client`). Rollouts are read a page at a time
+The source is a store (a SQLite file's path, `sqlite:///ABSOLUTE/PATH`, `postgresql://...`: read through a collector
+started on loopback for the export) or a running collector (its URL, or a `Client`). Rollouts are read a page at a time
 (the queue's keyset paging, then each page's spans in one request) and rows are written as they are made, so memory
 stays flat however large the store. Selection: `status` (default succeeded), `run_id`, `step`, `mode`,
 `min_reward` (sft/rollouts: the rollout's reward; pairs: the chosen side's), `agent_match` (default: the one each
