@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         with Client(addresses.query) as client:
             stats = client.queue_stats()
         rollouts = sum(int(count) for count in stats.values())
-        where = addresses.store.removeprefix("sqlite://") if url.startswith("sqlite:") else addresses.store
+        where = getattr(collector.store, "path", addresses.store)  # a SQLite store's file as it resolved it
         print(f"rollout view: {addresses.query}/ui  ({rollouts} rollouts in {where}; Ctrl-C stops)", flush=True)
         while True:
             time.sleep(3600)

@@ -54,6 +54,8 @@ def test_the_apo_tutorial_finds_the_prompt_the_grader_needs(tmp_path: Path) -> N
         (run,) = httpx.get(f"{addresses.query}/v1/ui/runs").json()["runs"]
         notes = [step["note"] for step in run["steps"]]
         assert any("p0 · validation" in (note or "") for note in notes)
+        assert any("p0 · minibatch, traces for a critique" in (note or "") for note in notes)
+        assert any("p1 · minibatch, against its parent" in (note or "") for note in notes)
         final = next(step for step in run["steps"] if "full validation" in (step["note"] or ""))
         page = httpx.get(f"{addresses.query}/v1/ui/runs/{run['run_id']}/val/{final['step']}").json()
         (templates,) = page["prompts"].values()

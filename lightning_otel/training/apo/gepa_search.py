@@ -76,7 +76,9 @@ class TraceGEPAAdapter:
         if on_valset:
             note, mode = f"APO round {self.round} · {known.label} · validation", "val"
         else:
-            role = "traces for a critique" if capture_traces else "minibatch"
+            # a child on the minibatch its parent ran (the comparison), or a parent whose traces the critique reads
+            against_parent = known.parent is not None and known.round == self.round
+            role = "minibatch, against its parent" if against_parent else "minibatch, traces for a critique"
             note, mode = f"APO round {self.round} · {known.label} · {role}", "train"
         reports = self.evaluator.evaluate(template, batch, mode=mode, note=note)
         scores = [report.score for report in reports]
