@@ -52,7 +52,7 @@ _ROOMS = {
     "lightning_otel.runtime.function_agent": ("llm_rollout", "rollout"),
     "lightning_otel.runtime.resources": ("LLM", "PromptTemplate", "ProxyLLM"),
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
-    "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "TrainingRun"),
+    "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "NoRunner", "TrainingRun"),
     "lightning_otel.runtime.trainer": ("Trainer",),
     "lightning_otel.runtime.ray_runners": ("RayRunners",),  # runners as Ray actors (ray imported when they start)
     "lightning_otel.runtime.runner": ("run_runner_processes",),  # a script's `runner` command

@@ -89,3 +89,29 @@ def test_the_pytest_plugin_loads_without_the_server_extras() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_runner_starts_in_an_environment_with_only_the_agents_extras() -> None:
+    """Runners often live in the agent's own environment (the agent_grpo example's: openai 3, no collector extras):
+    building the CLI's parser and importing the runner must not need the trainer's, the export's or a backend's
+    packages (a top-level `import orjson` under `lightning-otel export` once made every runner die at start)."""
+    trainer_side = (
+        "orjson", "pyarrow", "datasets", "rich", "prometheus_client", "httptools", "trl", "torch", "transformers",
+        "peft", "gepa", "verl", "tinker", "matplotlib", "psycopg", "ray",
+    )  # fmt: skip
+    code = (
+        "import sys\n"
+        f"BLOCKED = {trainer_side!r}\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ImportError('not installed: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import lightning_otel.runtime.runner\n"
+        "from lightning_otel.cli.main import main\n"
+        "sys.argv = ['lightning-otel', 'runner', '--help']\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--collector" in done.stdout

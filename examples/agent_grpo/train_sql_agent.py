@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         collector_port=0 if args.collector else args.collector_port,
         store_url=None if args.collector else store,
         progress=False,
+        # Runners this script starts in another environment: if none claims a batch in 3 minutes, they failed.
+        no_runner_timeout_s=180 if args.runner_python else None,
     )
     stop, runners = threading.Event(), []
     if args.runner_python:
@@ -213,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             result = trainer.fit(AGENT, train_dataset=train_data, val_dataset=val_data or None)
     except agl.NothingTrained as exc:
         print(f"train_sql_agent: FAILED: {exc}", file=sys.stderr)
+        return 1
+    except agl.NoRunner as exc:
+        exits = [runner.poll() for runner in runners]
+        print(f"train_sql_agent: FAILED: {exc}; the runners started here ({args.runner_python}) exited with "
+              f"{exits} (None: still running); their output is in {args.workdir / 'train.log'}",
+              file=sys.stderr)  # fmt: skip
         return 1
     finally:
         stop.set()

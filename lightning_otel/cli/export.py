@@ -15,9 +15,6 @@ import argparse
 import os
 import sys
 
-from lightning_otel.collector.client import CollectorError
-from lightning_otel.collector.stores import NoStore
-from lightning_otel.export.dataset_export import export_dataset
 from lightning_otel.export.rollouts import AGENT_MATCH_OF_RUN
 from lightning_otel.export.shapes import SHAPES, PairRule
 from lightning_otel.export.writers import FORMATS
@@ -48,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: every `lightning-otel` command builds this parser, runners in small environments too.
+    from lightning_otel.collector.client import CollectorError
+    from lightning_otel.collector.stores import NoStore
+    from lightning_otel.export.dataset_export import export_dataset
+
     agent_match = None if args.all_calls else (args.agent_match or AGENT_MATCH_OF_RUN)
     try:
         report = export_dataset(

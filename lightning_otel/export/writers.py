@@ -13,8 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 FORMATS = ("jsonl", "parquet", "hf")
 BATCH_ROWS = 256  # rows per Parquet row group: what is held before a write
 
@@ -37,10 +35,14 @@ def format_of(out: str | Path, format: str | None) -> str:
 
 class JsonlWriter:
     def __init__(self, path: Path) -> None:
+        import orjson  # the collector extra's; imported here so that building the CLI's parser needs none of it
+
+        self._dumps = orjson.dumps
+        self._options = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
         self._file = path.open("wb")
 
     def write(self, row: dict[str, Any]) -> None:
-        self._file.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY))
+        self._file.write(self._dumps(row, option=self._options))
 
     def close(self) -> None:
         self._file.close()

@@ -5,13 +5,16 @@
 
 Inside `quiet`, this process's standard output and error (the file descriptors, so child processes, Ray's workers
 and C extensions too) go to the log; `terminal()` is the console our own lines use (the training loop's progress,
-summaries). `verbose=True` changes nothing: everything stays on the terminal. Warnings we know to be harmless are
-dropped by their message in this process (`HARMLESS_WARNINGS`), not by category.
+summaries). Our own warnings (the `lightning_otel` loggers: a batch no runner claims, spans lost) go to both: a run
+that waits on something must say so where its user looks. `verbose=True` changes nothing: everything stays on the
+terminal. Warnings we know to be harmless are dropped by their message in this process (`HARMLESS_WARNINGS`), not
+by category.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import warnings
@@ -59,9 +62,17 @@ def quiet(log_file: str | Path, *, verbose: bool = False) -> Iterator[Any]:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             _terminal = Console(file=kept, highlight=False, soft_wrap=True)
+            ours = logging.getLogger("lightning_otel")
+            handlers = [logging.StreamHandler(kept), logging.StreamHandler(sys.stderr)]  # the terminal, the log
+            for handler in handlers:
+                handler.setLevel(logging.WARNING)
+                handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+                ours.addHandler(handler)
             try:
                 yield _terminal
             finally:
+                for handler in handlers:
+                    ours.removeHandler(handler)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os.dup2(saved[0], 1)

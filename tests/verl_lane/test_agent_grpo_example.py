@@ -27,9 +27,17 @@ AGENT_PYTHON = os.environ.get("AGL_SERVICE_PYTHON", "")  # the noxfile points it
 CLI = [sys.executable, "-m", "lightning_otel.cli", "reward-model"]
 
 
-def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, **kwargs)
-    assert done.returncode == 0, f"{command}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+def run(command: list[str], log: Path | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`command`, which must succeed; on failure the message carries `log`'s end (where the example sends the rest)."""
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-6000:] if log is not None and log.exists() else ""
+
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{command} ran past 600 s\n{exc.stdout!r}\n{tail()}")
+    assert done.returncode == 0, f"{command}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}\n{tail()}"
     return done
 
 
@@ -78,7 +86,7 @@ def test_two_grpo_steps_with_the_reward_model_as_a_reward_source(reward_model: t
     runs = work / "runs"
     run([sys.executable, "train_sql_agent.py", "--ci-fast", "--device", "cpu", "--data", str(work / "data"),
          "--reward-model-url", url, "--runner-python", AGENT_PYTHON, "--n-runners", "1", "--collector-port", "0",
-         "--workdir", str(runs)], cwd=EXAMPLE)  # fmt: skip
+         "--workdir", str(runs)], log=runs / "train.log", cwd=EXAMPLE)  # fmt: skip
     summary = json.loads((runs / "summary.json").read_text())
     assert [step["step"] for step in summary["steps"]] == [1, 2] and summary["reward_model"] == "rm"
     for step in summary["steps"]:
