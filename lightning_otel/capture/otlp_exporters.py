@@ -2,9 +2,11 @@
 `lightning_otel.capture.otlp_encoding` (~6x cheaper for an LLM span; the message is the same).
 
 Only exporters we construct use them: the one `instrument()` installs, the runners' and the policy gateway's. A
-user's own exporters in the same process are never changed. This is the one module that touches the OTLP exporter
-packages' internals (the HTTP exporter's send path, the gRPC exporter's `_translate_data` hook); each subclass is
-gated on the exporter versions it was tested against and, on any other version, is the SDK's exporter unchanged.
+user's own exporters in the same process are never changed. To plain-`http://` endpoints they send through one
+kept-alive connection (`otlp_http_transport`, given to the SDK's private `_transport` parameter) instead of a
+`requests` session. This is the one module that touches the OTLP exporter packages' internals (the HTTP exporter's
+send path and transport, the gRPC exporter's `_translate_data` hook); each is gated on the exporter versions it was
+tested against and, on any other version, is the SDK's exporter unchanged.
 
 Usage:
     provider.add_span_processor(BatchSpanProcessor(otlp_http_exporter("http://127.0.0.1:4318")))
@@ -96,7 +98,12 @@ def otlp_http_exporter(
     if endpoint is None and base_url is not None:
         endpoint = base_url.rstrip("/") + "/v1/traces"
     headers = {"authorization": f"Bearer {auth_token}"} if auth_token else None
-    return FastHTTPSpanExporter(endpoint=endpoint, headers=headers, retry_for_s=retry_for_s)
+    transport: dict[str, Any] = {}
+    if FAST_HTTP and endpoint is not None and endpoint.startswith("http://"):
+        from lightning_otel.capture.otlp_http_transport import KeptConnectionTransport
+
+        transport["_transport"] = KeptConnectionTransport()  # the SDK's transport parameter (1.45)
+    return FastHTTPSpanExporter(endpoint=endpoint, headers=headers, retry_for_s=retry_for_s, **transport)
 
 
 @functools.cache
