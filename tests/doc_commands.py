@@ -57,6 +57,7 @@ COMMANDS: dict[str, str] = {
     ".venv/bin/nox": CI,
     ".venv/bin/ruff check . && .venv/bin/ruff format --check .": "tests/test_style.py::test_ruff_is_clean",
     ".venv/bin/python benchmarks/capture_overhead.py": QUICK,
+    ".venv/bin/python benchmarks/otlp_export_cost.py": QUICK,
     ".venv/bin/python benchmarks/collector_ingest.py": QUICK,
     ".venv/bin/python benchmarks/trainer_throughput.py [--agl-python PATH]": QUICK,
     ".venv/bin/python benchmarks/tinker_step_time.py": QUICK,
