@@ -354,15 +354,17 @@ def get_rollout_detail(tx: StateTransaction, rollout_id: str) -> dict[str, Any]:
     return {**records[0], "attempt_list": [_attempt_json(row) for row in rows]}
 
 
-def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> int:
-    count = 0
+def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> list[str]:
+    """Those of `rollout_ids` still queued or running."""
+    left: list[str] = []
     for chunk in _chunks(rollout_ids):
         marks = ", ".join("?" * len(chunk))
-        count += tx.execute(
-            f"SELECT COUNT(*) FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
+        rows = tx.execute(
+            f"SELECT rollout_id FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
             (*chunk, QUEUING, RUNNING),
-        )[0][0]
-    return count
+        )
+        left += [row[0] for row in rows]
+    return left
 
 
 def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[dict[str, Any]]:
@@ -630,13 +632,16 @@ class RolloutState:
     async def wait(self, rollout_ids: Sequence[str], timeout_s: float) -> tuple[bool, list[dict[str, Any]]]:
         """Until every rollout is final (or `timeout_s`): (all done, their records)."""
         deadline = time.monotonic() + min(timeout_s, 300.0)
+        # A final status is never left (a failed attempt that is retried goes from running back to queuing), so each
+        # check reads only the rollouts the last one found unfinished: a batch's waits cost what is left of it.
+        pending: Sequence[str] = rollout_ids
         while True:
             generation = self.finished.generation
-            left = await self.store.state_transaction(lambda tx: unfinished(tx, rollout_ids))
+            pending = await self.store.state_transaction(lambda tx, ids=pending: unfinished(tx, ids))
             remaining = deadline - time.monotonic()
-            if left == 0 or remaining <= 0 or self._closing:
+            if not pending or remaining <= 0 or self._closing:
                 records = await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
-                return left == 0, records
+                return not pending, records
             await self.finished.wait(min(remaining, self.recheck_s), after=generation)
             await asyncio.sleep(0.02)  # completions arrive in bursts: count once per burst, not once per rollout
 

@@ -157,6 +157,23 @@ async def test_wait_returns_when_all_are_final(state: RolloutState) -> None:
     assert done and [r["status"] for r in records] == ["succeeded"] * 3
 
 
+async def test_wait_reads_only_what_is_left_and_follows_a_retried_rollout_until_it_is_final(
+    state: RolloutState,
+) -> None:
+    queued = await state.enqueue(specs(2, max_attempts=2))
+    ids = [r["rollout_id"] for r in queued]
+    waiting = asyncio.create_task(state.wait(ids, timeout_s=10))
+    first, second = await state.claim("a", 2, wait_s=0)
+    await state.complete(first["rollout_id"], first["attempt_id"], "succeeded")
+    assert await state.complete(second["rollout_id"], second["attempt_id"], "failed") == (True, "queuing")
+    await asyncio.sleep(0.2)  # several checks: the first rollout is final and no longer read; the second is queued
+    assert not waiting.done()
+    (again,) = await state.claim("b", 1, wait_s=0)
+    await state.complete(again["rollout_id"], again["attempt_id"], "succeeded")
+    done, records = await asyncio.wait_for(waiting, 5)
+    assert done and [(r["rollout_id"], r["status"]) for r in records] == [(i, "succeeded") for i in ids]
+
+
 async def test_resources_are_versioned_and_attempts_record_theirs(state: RolloutState) -> None:
     with pytest.raises(NotFound):
         await state.resources(None)
