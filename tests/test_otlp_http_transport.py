@@ -125,3 +125,18 @@ def test_https_endpoints_keep_the_sdks_transport() -> None:
                           KeptConnectionTransport)  # fmt: skip
     assert isinstance(otlp_http_exporter(endpoint="http://127.0.0.1:1/v1/traces")._client._transport,
                       KeptConnectionTransport)  # fmt: skip
+
+
+def test_a_forked_child_opens_its_own_connection(collector: ScriptedCollector) -> None:
+    import os
+
+    exporter = otlp_http_exporter(endpoint=collector.endpoint)
+    assert exporter.export(spans("parent")).name == "SUCCESS"
+    child = os.fork()
+    if child == 0:  # the child: its export must not write into the parent's socket
+        os._exit(0 if exporter.export(spans("child")).name == "SUCCESS" else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert exporter.export(spans("parent again")).name == "SUCCESS"
+    assert collector.span_names == ["parent", "child", "parent again"] and collector.connections == 2
+    exporter.shutdown()

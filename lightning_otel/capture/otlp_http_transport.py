@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import threading
 import urllib.parse
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +80,9 @@ class KeptConnectionTransport:
         self._lock = threading.Lock()
         self._connection: http.client.HTTPConnection | None = None
         self._address: tuple[str, int] | None = None
+        if hasattr(os, "register_at_fork"):  # a forked child shares the parent's socket and maybe a held lock
+            alive = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: (transport := alive()) is not None and transport._forget())
 
     def request(
         self,
@@ -120,6 +125,10 @@ class KeptConnectionTransport:
             self._connection.sock.settimeout(timeout)
         self._connection.timeout = timeout  # used when it connects (again)
         return self._connection
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._connection = None  # the parent's: left open for it
 
     def _close(self) -> None:
         if self._connection is not None:
