@@ -37,12 +37,12 @@ class KeptConnectionResult:
     reason: str | None = None
     error: Exception | None = None
     body: bytes = b""
-    response_headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: Mapping[str, str] | http.client.HTTPMessage = field(default_factory=dict)
 
     def content(self) -> bytes:
         return self.body
 
-    def headers(self) -> Mapping[str, str]:
+    def headers(self) -> Mapping[str, str] | http.client.HTTPMessage:
         return self.response_headers
 
     def text(self) -> str:
@@ -50,26 +50,6 @@ class KeptConnectionResult:
 
     def json(self) -> Any:
         return json.loads(self.text())
-
-
-class _CaseInsensitiveHeaders(dict):
-    """Response headers by lower-cased name (the transport contract asks for case-insensitive keys)."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        merged: dict[str, str] = {}
-        for name, value in pairs:
-            key = name.lower()
-            merged[key] = f"{merged[key]}, {value}" if key in merged else value
-        super().__init__(merged)
-
-    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        return super().get(key.lower(), default)
-
-    def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and super().__contains__(key.lower())
 
 
 class KeptConnectionTransport:
@@ -110,7 +90,7 @@ class KeptConnectionTransport:
                     status_code=response.status,
                     reason=response.reason,
                     body=body,
-                    response_headers=_CaseInsensitiveHeaders(response.getheaders()),
+                    response_headers=response.msg,  # an email.message.Message: names case-insensitive
                 )
             except Exception as error:  # the contract: an error in the result, never raised
                 self._close()
