@@ -76,18 +76,26 @@ def test_wheel_contains_every_package_and_imports_from_the_wheel(tmp_path):
     assert int(vocab) > 256
 
 
-def test_the_pytest_plugin_loads_without_the_server_extras() -> None:
-    """The plugin is an entry point: every pytest run of a base install imports it, starlette or not."""
+def run_without(packages: tuple[str, ...], body: str) -> subprocess.CompletedProcess[str]:
+    """`body` in a fresh Python where importing any of `packages` fails as if they were not installed."""
     code = (
         "import sys\n"
+        f"BLOCKED = {packages!r}\n"
         "class Block:\n"
         "    def find_spec(self, name, path, target=None):\n"
-        "        if name.split('.')[0] in ('starlette', 'uvicorn', 'httpx'):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
         "            raise ImportError('not installed: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import lightning_otel, lightning_otel.testing, lightning_otel.testing.pytest_plugin\n"
+    ) + body
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_the_pytest_plugin_loads_without_the_server_extras() -> None:
+    """The plugin is an entry point: every pytest run of a base install imports it, starlette or not."""
+    done = run_without(
+        ("starlette", "uvicorn", "httpx"),
+        "import lightning_otel, lightning_otel.testing, lightning_otel.testing.pytest_plugin\n",
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
@@ -99,19 +107,12 @@ def test_a_runner_starts_in_an_environment_with_only_the_agents_extras() -> None
         "orjson", "pyarrow", "datasets", "rich", "prometheus_client", "httptools", "trl", "torch", "transformers",
         "peft", "gepa", "verl", "tinker", "matplotlib", "psycopg", "ray",
     )  # fmt: skip
-    code = (
-        "import sys\n"
-        f"BLOCKED = {trainer_side!r}\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name.split('.')[0] in BLOCKED:\n"
-        "            raise ImportError('not installed: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
+    done = run_without(
+        trainer_side,
         "import lightning_otel.runtime.runner\n"
         "from lightning_otel.cli.main import main\n"
         "sys.argv = ['lightning-otel', 'runner', '--help']\n"
-        "main()\n"
+        "main()\n",
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--collector" in done.stdout
