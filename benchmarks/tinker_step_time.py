@@ -19,13 +19,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "tinker"))
 
 import hello  # noqa: E402  (the example's task, agent and reward)
+from _rollout_phases import format_run_phases, run_phases  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
+from lightning_otel.collector import EmbeddedCollector  # noqa: E402
 from lightning_otel.testing.tiny_model import save_tiny_model  # noqa: E402
 from lightning_otel.training.tinker.types import AdamParams, Datum, SamplingParams  # noqa: E402
 
@@ -60,7 +63,8 @@ def direct_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> lis
     return times
 
 
-def traced_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> list[float]:
+def traced_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> tuple[list[float], dict[str, Any]]:
+    """Step times and where the rollouts' time went (per attempt, per batch), steps after the first."""
     times: list[float] = []
     last = [time.perf_counter()]
 
@@ -73,10 +77,12 @@ def traced_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> lis
         agl.LocalEngine(model, rank=32, seed=0), batch_size=args.batch_size, group_size=args.group_size,
         max_steps=args.steps, learning_rate=1e-2, max_tokens=args.max_tokens, logger=(), on_step=on_step,
     )  # fmt: skip
-    trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
-    last[0] = time.perf_counter()
-    trainer.fit(hello.hello_agent, tasks)
-    return times
+    # the collector a Trainer would start, kept open after fit to read where the rollouts' time went
+    with tempfile.TemporaryDirectory() as folder, EmbeddedCollector.on_sqlite_file(Path(folder) / "c.db") as addresses:
+        trainer = agl.Trainer(n_runners=2, algorithm=algorithm, collector=addresses.query, progress=False)
+        last[0] = time.perf_counter()
+        trainer.fit(hello.hello_agent, tasks)
+        return times, run_phases(addresses.query, skip_batches=1)
 
 
 def main() -> None:
@@ -93,7 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         model = save_tiny_model(Path(folder) / "tiny")
         direct = direct_loop(model, tasks, args)
-        traced = traced_loop(model, tasks, args)
+        traced, phases = traced_loop(model, tasks, args)
     if len(direct) != args.steps or len(traced) != args.steps:
         sys.exit(f"steps run: direct {len(direct)}, traced {len(traced)} of {args.steps}: not a measurement")
     # the first traced step includes runner start-up; report the median of the steps after it for both
@@ -104,6 +110,8 @@ def main() -> None:
                            ("agl.Tinker through traces (2 runner processes)", traced_s)):  # fmt: skip
         print(f"  {label:<50} {seconds:.2f} s  ({rollouts / seconds:.1f} rollouts/s)")
     print(f"  ratio traced / direct: {traced_s / direct_s:.2f}x; first traced step (runner start-up) {traced[0]:.1f} s")
+    print("  traced, where the rollouts' time went (steps after the first):")
+    print(format_run_phases(phases))
 
 
 if __name__ == "__main__":

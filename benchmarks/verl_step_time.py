@@ -79,15 +79,23 @@ def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
 
 
 def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
+    from _rollout_phases import run_phases
+
+    from lightning_otel.collector import EmbeddedCollector
+
     overrides = GPU_OVERRIDES if device == "cuda" else []
-    trainer = lightning_otel.Trainer(
-        n_runners=1,
-        algorithm=lightning_otel.VERL(config(model, steps, work), device=device, overrides=overrides),
-        adapter={"agent_match": "write"},
-        initial_resources={"main_llm": lightning_otel.LLM("http://replaced/v1", "policy")},
-        progress=False,
-    )
-    result = trainer.fit(answer, [{"id": f"t{i}", "word": word} for i, word in enumerate(WORDS)])
+    # the collector a Trainer would start, kept open after fit to read where the rollouts' time went
+    with EmbeddedCollector.on_sqlite_file(work / "ours-collector.sqlite3") as addresses:
+        trainer = lightning_otel.Trainer(
+            n_runners=1,
+            algorithm=lightning_otel.VERL(config(model, steps, work), device=device, overrides=overrides),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM("http://replaced/v1", "policy")},
+            collector=addresses.query,
+            progress=False,
+        )
+        result = trainer.fit(answer, [{"id": f"t{i}", "word": word} for i, word in enumerate(WORDS)])
+        (work / "ours-phases.json").write_text(json.dumps(run_phases(addresses.query, skip_batches=2)))
     return [record.metrics for record in result.steps]
 
 
@@ -181,7 +189,7 @@ def run_verl(model: Path, steps: int, work: Path, device: str) -> list[dict[str,
 def child(path: str, steps: int, model: str, work: str, out: str, device: str) -> None:
     runs = {"ours": run_ours, "verl": run_verl, "verl-v1": run_verl_v1}
     metrics = runs[path](Path(model), steps, Path(work), device)
-    keep = ("timing_s/step", "timing_s/gen", "timing_s/update_actor", "critic/score/mean")
+    keep = ("timing_s/step", "timing_s/gen", "timing_s/gen_wait", "timing_s/update_actor", "critic/score/mean")
     Path(out).write_text(json.dumps([{k: float(m[k]) for k in keep if k in m} for m in metrics]))
 
 
@@ -234,6 +242,17 @@ def main() -> None:
         means[path] = row = {key: statistics.fmean(m[key] for m in steps if key in m) for key in steps[0]}
         print(f"{LABELS[path]:44} {row['timing_s/step']:7.2f} {row['timing_s/gen']:7.2f} "
               f"{row['timing_s/update_actor']:9.2f}")  # fmt: skip
+    phases_file = work / "ours-phases.json"
+    if "ours" in means and phases_file.exists():
+        from _rollout_phases import format_run_phases
+
+        row = means["ours"]
+        print(
+            f"ours, where a step's generation went (steps 3..{args.steps}): gen {row['timing_s/gen'] * 1000:.0f} ms "
+            f"= rollouts + the trainer's wait to see them final ({row['timing_s/gen_wait'] * 1000:.0f} ms in all) "
+            f"+ read and adapt ({(row['timing_s/gen'] - row['timing_s/gen_wait']) * 1000:.0f} ms)"
+        )
+        print(format_run_phases(json.loads(phases_file.read_text())))
     for path in paths:
         rewards = " ".join(f"{m.get('critic/score/mean', float('nan')):.3f}" for m in results[path])
         print(f"reward per step, {path}: {rewards}")

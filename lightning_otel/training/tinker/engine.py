@@ -10,7 +10,10 @@ replica that serves an engine's latest sampler to agents.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from lightning_otel.serving.sampler_api import ChatTokenizerLike, Generation, SamplerReplica
@@ -26,6 +29,9 @@ from lightning_otel.training.tinker.types import (
 
 
 class Sampler(Protocol):
+    """A snapshot of the weights that samples. One may also offer Tinker's `async sample_async(...)` (same arguments):
+    the replica then awaits it, so concurrent requests reach the sampler together and can be batched."""
+
     version: int  # which weights: 0 the initial ones, then one more per save
 
     def sample(self, prompt: Sequence[int], num_samples: int, params: SamplingParams) -> list[SampledSequence]: ...
@@ -50,10 +56,14 @@ class TrainingEngine(Protocol):
 
 class EngineSamplerReplica(SamplerReplica):
     """vLLM's API over an engine's current sampler; `use(sampler)` swaps it between requests (answers name the
-    version that sampled them)."""
+    version that sampled them). Every open request is handed to the sampler at once (its `sample_async`, else `sample`
+    in one of `max_in_flight` threads): a step's rollouts sample together, as one `sample(prompt, n)` would."""
 
-    def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy") -> None:
+    def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
+                 max_in_flight: int = 256) -> None:  # fmt: skip
         super().__init__(tokenizer, model_name=model_name)
+        # not asyncio's default executor: its min(32, cores + 4) threads would cap a step's requests at 6 on 2 cores
+        self._threads = ThreadPoolExecutor(max_in_flight, thread_name_prefix="agl-sampler")
         self.use(sampler)
 
     def use(self, sampler: Sampler) -> None:
@@ -65,6 +75,18 @@ class EngineSamplerReplica(SamplerReplica):
         sampler = self.sampler
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         [sequence] = sampler.sample(list(prompt_ids), 1, params)
+        return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
+
+    async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
+                        top_p: float = 1.0) -> Generation:  # fmt: skip
+        sampler = self.sampler
+        sample_async = getattr(sampler, "sample_async", None)
+        if sample_async is None:
+            call = functools.partial(self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature,
+                                     top_p=top_p)  # fmt: skip
+            return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+        [sequence] = await sample_async(list(prompt_ids), 1, params)
         return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
 
 

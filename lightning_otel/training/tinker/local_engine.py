@@ -16,6 +16,7 @@ LoRA on the attention and MLP projections and, with `train_unembed`, the output 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -63,6 +64,18 @@ class LocalSampler:
         generations = self._replica.generate_many(
             [prompt] * num_samples, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
         )
+        return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
+
+    async def sample_async(self, prompt: Sequence[int], num_samples: int,
+                           params: SamplingParams) -> list[SampledSequence]:  # fmt: skip
+        """`sample` from an event loop, without a thread: requests open at the same time go in one batch."""
+        if params.seed is not None:
+            self._replica.reseed(params.seed)
+        generations = await asyncio.gather(*(
+            self._replica.agenerate(prompt, max_tokens=params.max_tokens, temperature=params.temperature,
+                                    top_p=params.top_p)
+            for _ in range(num_samples)
+        ))  # fmt: skip
         return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
 
 
