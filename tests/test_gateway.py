@@ -323,3 +323,38 @@ def test_streams_left_early_are_not_counted_in_flight_forever(agl_spans: SpanCap
             with gateway.held() as in_flight:  # so a hold now starts at once
                 assert in_flight == 0
     assert gateway.pause_s_total < 1.0
+
+
+def test_every_new_provider_stamps_rollout_ids_even_at_a_dead_providers_address() -> None:
+    # Each training run's gateway makes a provider of its own and drops it after the run; CPython hands a dropped
+    # object's address to the next one. Keyed by id(), the registry took the new provider for the old one and left it
+    # without our processors: the gateway's spans lost their rollout ids (a bare agent's calls all went unread).
+    import gc
+
+    from opentelemetry import context as otel_context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from lightning_otel import semconv
+    from lightning_otel.capture.rollout_context import context_with_rollout
+    from lightning_otel.capture.setup import ensure_span_processors
+
+    addresses = set()
+    for index in range(40):
+        provider = TracerProvider()
+        exported = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(exported))
+        assert ensure_span_processors(provider)
+        token = otel_context.attach(context_with_rollout(f"ro-{index}", "at-1"))
+        try:
+            provider.get_tracer("test").start_span("call").end()
+        finally:
+            otel_context.detach(token)
+        (span,) = exported.get_finished_spans()
+        assert span.attributes[semconv.AGL_ROLLOUT_ID] == f"ro-{index}", f"provider {index} was not stamping"
+        addresses.add(id(provider))
+        provider.shutdown()
+        del provider, exported, span
+        gc.collect()
+    assert len(addresses) < 40  # the addresses were reused: the case this test is about happened

@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,11 @@ class Instrumentation:
 
 _lock = threading.RLock()
 _state: Instrumentation | None = None
-_processors: dict[int, tuple[RolloutStampingProcessor, AgentTrackingProcessor]] = {}
+# Weakly keyed by the provider itself, not by id(): a provider that is gone may leave its address to a new one (a
+# gateway's per-run provider), which must get processors of its own.
+_processors: weakref.WeakKeyDictionary[TracerProvider, tuple[RolloutStampingProcessor, AgentTrackingProcessor]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def sdk_disabled() -> bool:
@@ -69,12 +74,12 @@ def ensure_span_processors(provider: Any) -> bool:
     if not isinstance(provider, TracerProvider):
         return False
     with _lock:
-        pair = _processors.get(id(provider))
+        pair = _processors.get(provider)
         if pair is None:
             pair = (RolloutStampingProcessor(), AgentTrackingProcessor())
             for processor in pair:
                 provider.add_span_processor(processor)
-            _processors[id(provider)] = pair
+            _processors[provider] = pair
         for processor in pair:
             processor.enabled = True
     return True
