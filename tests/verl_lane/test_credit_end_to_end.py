@@ -4,7 +4,7 @@ against the test server, its spans go through a real collector, and each selecte
 
 from __future__ import annotations
 
-import itertools
+import collections
 import sys
 from pathlib import Path
 
@@ -24,18 +24,20 @@ sys.path.insert(0, str(ROOT))  # `examples.sql_agent.graph_agent`, as runners (s
 from examples.sql_agent.graph_agent import sql_graph_rollout  # noqa: E402
 
 TASKS = [{"id": "q0", "question": "customers per city"}, {"id": "q1", "question": "top sales"}]
-_drafts = itertools.count()
+_drafts: collections.Counter[str] = collections.Counter()  # per draft prompt, i.e. per task
 
 
 def replies(body: dict) -> str:
-    """Every other draft is lower case: the checker rejects it and the rewrite fixes half of it, so rollouts of one
-    task score differently and their first calls (one anchor state) get different step advantages."""
+    """Every other draft of a task is lower case: the checker rejects it and the rewrite fixes half of it, so
+    rollouts of one task score differently and their first calls (one anchor state) get different step advantages.
+    Counted per task: with one count for all, the tasks' rollouts taking turns gave one task every upper-case draft."""
     text = body["messages"][-1]["content"]
     if text.startswith("Check"):
         return "The query is wrong: use capitals." if "select" in text else "Looks right."
     if text.startswith("Rewrite"):
         return "SELECT name from t;"
-    return "select name from t;" if next(_drafts) % 2 else "SELECT NAME FROM T;"
+    _drafts[text] += 1
+    return "select name from t;" if _drafts[text] % 2 else "SELECT NAME FROM T;"
 
 
 def test_each_calls_advantage_reaches_the_verl_batch_and_the_tinker_datums() -> None:
