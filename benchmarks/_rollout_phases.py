@@ -46,26 +46,18 @@ def run_phases(query_url: str, *, skip_batches: int = 0) -> dict[str, Any]:
         details = {rollout_id: client.rollout(rollout_id) for rollout_id in ids}
     attempts = {rollout_id: attempt_phases(details[rollout_id], spans.get(rollout_id, [])) for rollout_id in ids}
     critical: list[dict[str, float]] = []
-    for batch in batches:
-        rows = []
-        for rollout_id in batch:
-            detail, found = details[rollout_id], spans.get(rollout_id, [])
-            succeeded = [a for a in detail.get("attempt_list", ()) if a.get("status") == "succeeded"]
-            if not succeeded or not found:
-                continue
-            attempt = succeeded[-1]
-            rows.append((int(detail["created_ns"]), int(attempt["start_ns"]), int(attempt["end_ns"]),
-                         max(int(span["endTimeUnixNano"]) for span in found)))  # fmt: skip
-        if not rows:
+    for batch in batches:  # one enqueue: every phase below counts from the same created_ns
+        timed = [phases for phases in (attempts[rollout_id] for rollout_id in batch) if phases is not None]
+        if not timed:
             continue
-        created = min(row[0] for row in rows)
-        first_claim, last_claim = min(row[1] for row in rows), max(row[1] for row in rows)
-        last_span, last_end = max(row[3] for row in rows), max(row[2] for row in rows)
+        claims = [p["queued"] for p in timed]
+        last_spans = [p["queued"] + p["to_agent"] + p["agent"] for p in timed]
+        completions = [p["queued"] + p["attempt"] for p in timed]
         critical.append({
-            "claimed": (last_claim - created) / 1e9,
-            "agents": (last_span - first_claim) / 1e9,
-            "reported": (last_end - last_span) / 1e9,
-            "rollouts": (last_end - created) / 1e9,
+            "claimed": max(claims),
+            "agents": max(last_spans) - min(claims),
+            "reported": max(completions) - max(last_spans),
+            "rollouts": max(completions),
         })  # fmt: skip
     return {
         "attempts": breakdown(attempts.values()),
