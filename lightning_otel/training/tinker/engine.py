@@ -75,7 +75,7 @@ class EngineSamplerReplica(SamplerReplica):
         sampler = self.sampler
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         [sequence] = sampler.sample(list(prompt_ids), 1, params)
-        return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
+        return _generation(sequence, sampler.version)
 
     async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                         top_p: float = 1.0) -> Generation:  # fmt: skip
@@ -87,7 +87,11 @@ class EngineSamplerReplica(SamplerReplica):
             return await asyncio.get_running_loop().run_in_executor(self._threads, call)
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         [sequence] = await sample_async(list(prompt_ids), 1, params)
-        return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, sampler.version)
+        return _generation(sequence, sampler.version)
+
+
+def _generation(sequence: SampledSequence, version: int) -> Generation:
+    return Generation(list(sequence.tokens), list(sequence.logprobs), sequence.stop_reason, version)
 
 
 def checked_datums(data: Sequence[Any], loss_fn: str) -> list[Datum]:

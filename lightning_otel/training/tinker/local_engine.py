@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightning_otel.serving.sampler_api import HFChatTokenizer
+from lightning_otel.serving.sampler_api import Generation, HFChatTokenizer
 from lightning_otel.training.tinker.engine import checked_datums
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
@@ -64,7 +64,7 @@ class LocalSampler:
         generations = self._replica.generate_many(
             [prompt] * num_samples, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
         )
-        return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
+        return _sequences(generations)
 
     async def sample_async(self, prompt: Sequence[int], num_samples: int,
                            params: SamplingParams) -> list[SampledSequence]:  # fmt: skip
@@ -76,7 +76,11 @@ class LocalSampler:
                                     top_p=params.top_p)
             for _ in range(num_samples)
         ))  # fmt: skip
-        return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
+        return _sequences(generations)
+
+
+def _sequences(generations: Sequence[Generation]) -> list[SampledSequence]:
+    return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
 
 
 class LocalEngine:
