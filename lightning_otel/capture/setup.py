@@ -4,8 +4,8 @@ An SDK `TracerProvider` already installed (by the user, `opentelemetry-instrumen
 we add our two span processors (rollout stamping, agent tracking) through its public API and leave its exporters
 alone; where an endpoint was asked for (argument or `OTEL_EXPORTER_OTLP_*`) and the provider does not export there
 yet, our exporter is added to it; where none was and the provider has no OTLP exporter, a warning says so.
-Otherwise we install a provider with a `BatchSpanProcessor` over an OTLP exporter, so export never runs on the
-agent's hot path.
+Otherwise we install a provider with a batching processor (`batch_export`) over an OTLP exporter, so export never
+runs on the agent's hot path.
 
 Standard environment variables apply: `OTEL_SDK_DISABLED`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
 `OTEL_TRACES_EXPORTER` (`otlp` | `console` | `none`), `OTEL_EXPORTER_OTLP_ENDPOINT`,
@@ -29,9 +29,10 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from lightning_otel.capture.agent_naming import AgentTrackingProcessor
+from lightning_otel.capture.batch_export import BatchExportProcessor
 from lightning_otel.capture.instrumentor_registry import load_instrumentor, selected_names
 from lightning_otel.capture.otel_internals import exporter_endpoints
 from lightning_otel.capture.rollout_context import RolloutStampingProcessor
@@ -160,7 +161,7 @@ def _install_provider(
     provider = TracerProvider(resource=resource)
     span_exporter = exporter if exporter is not None else build_exporter(endpoint, protocol)
     if span_exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        provider.add_span_processor(BatchExportProcessor(span_exporter))
     trace.set_tracer_provider(provider)
     return provider, True
 
@@ -172,7 +173,7 @@ def _join_existing_provider(
     through its processors. Where the user asked for an endpoint (argument or OTEL_EXPORTER_OTLP_*), our exporter
     is added unless the provider already exports there; where nobody asked, say loudly if nothing reaches OTLP."""
     if exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        provider.add_span_processor(BatchExportProcessor(exporter))
         return
     existing = exporter_endpoints(provider)
     asked = endpoint or _env_endpoint()
@@ -181,7 +182,7 @@ def _join_existing_provider(
         target = getattr(ours, "_endpoint", None)
         if ours is None or (existing is not None and target is not None and _same_endpoint(target, existing)):
             return
-        provider.add_span_processor(BatchSpanProcessor(ours))
+        provider.add_span_processor(BatchExportProcessor(ours))
         logger.info("lightning-otel: added an OTLP exporter to %s to the tracer provider already installed", target)
         return
     if not existing:
@@ -244,11 +245,11 @@ def instrument(
             provider: TracerProvider | None = tracer_provider
             owns = False
             if exporter is not None:
-                tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+                tracer_provider.add_span_processor(BatchExportProcessor(exporter))
         elif _state is not None and _state.tracer_provider is not None:
             provider, owns = _state.tracer_provider, _state.owns_provider
             if exporter is not None:
-                provider.add_span_processor(BatchSpanProcessor(exporter))
+                provider.add_span_processor(BatchExportProcessor(exporter))
         else:
             provider, owns = _install_provider(endpoint, protocol, service_name, exporter)
         if provider is not None:

@@ -314,8 +314,8 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
     batches; `flush()` before reading a rollout (see `TrainingRun.add_span_source`)."""
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from lightning_otel.capture.batch_export import BatchExportProcessor
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import ensure_span_processors, get_tracer
     from lightning_otel.capture.span_finisher import finisher
@@ -326,7 +326,7 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
     ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
     # our exporter: every policy call carries token ids and logprobs, which it encodes ~6x cheaper
     exporter = otlp_http_exporter(endpoint, auth_token=client.auth_token, retry_for_s=client.retry_for_s)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchExportProcessor(exporter))
 
     def flush(timeout_s: float = 30.0) -> bool:
         drained = finisher.drain(timeout_s)  # LLM spans still being finished end first
