@@ -637,13 +637,18 @@ class RolloutState:
         pending: Sequence[str] = rollout_ids
         while True:
             generation = self.finished.generation
+            checking = time.monotonic()
             pending = await self.store.state_transaction(lambda tx, ids=pending: unfinished(tx, ids))
+            checked_s = time.monotonic() - checking
             remaining = deadline - time.monotonic()
             if not pending or remaining <= 0 or self._closing:
                 records = await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
                 return not pending, records
             await self.finished.wait(min(remaining, self.recheck_s), after=generation)
-            await asyncio.sleep(0.02)  # completions arrive in bursts: count once per burst, not once per rollout
+            # Completions arrive in bursts: count once per burst, not once per rollout. And a check of a large batch
+            # costs the store's thread time that claims and completions wait for: space checks at ten times their
+            # own cost, so a batch of thousands is counted a few times a second and its last rollouts at once.
+            await asyncio.sleep(max(0.02, 10 * checked_s))
 
     async def rollouts(self, rollout_ids: Sequence[str]) -> list[dict[str, Any]]:
         return await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))

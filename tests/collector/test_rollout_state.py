@@ -240,3 +240,35 @@ async def test_paging_reads_every_rollout_once_by_position_or_by_group(state: Ro
     for bad in (("position", "x"), ("sideways", None)):
         with pytest.raises(InvalidRequest):
             await state.page(None, bad[0], bad[1], 10)
+
+
+async def test_a_wait_spaces_its_checks_by_what_they_cost_while_completions_trickle_in(
+    state: RolloutState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each check of a large batch costs the store's thread time that claims and completions queue behind: a wait
+    checks at most about once per ten times a check's cost, and still returns soon after the last completion."""
+    from lightning_otel.collector import rollout_state
+
+    checks: list[float] = []
+    counted = rollout_state.unfinished
+
+    def costly_unfinished(tx, ids):  # a check as slow as one over thousands of rollouts
+        checks.append(time.monotonic())
+        time.sleep(0.03)
+        return counted(tx, ids)
+
+    monkeypatch.setattr(rollout_state, "unfinished", costly_unfinished)
+    queued = await state.enqueue(specs(20))
+    ids = [r["rollout_id"] for r in queued]
+    waiting = asyncio.create_task(state.wait(ids, timeout_s=30))
+    attempts = await state.claim("a", 20, wait_s=0)
+    for attempt in attempts:  # one completion every 25 ms for half a second
+        await asyncio.sleep(0.025)
+        await state.complete(attempt["rollout_id"], attempt["attempt_id"], "succeeded")
+    last = time.monotonic()
+    done, records = await asyncio.wait_for(waiting, 5)
+    assert done and {r["status"] for r in records} == {"succeeded"}
+    # checked after each burst (every ~55 ms) before; now at most every ~0.3 s: the first, ~2 while they trickle
+    # in, the one that finds them all final
+    assert len(checks) <= 5, [round(t - checks[0], 2) for t in checks]
+    assert time.monotonic() - last < 1.5
