@@ -2,7 +2,9 @@
 
 One runner runs many rollouts at once (asyncio; sync agents in a thread pool of the same size), each inside
 `lightning_otel.rollout_context(rollout_id, attempt_id)`. After the agent returns, its spans are flushed to the
-collector before the attempt is reported done, so a trainer that sees `succeeded` can read every span. A crash in
+collector before the attempt is reported done, so a trainer that sees `succeeded` can read every span. The
+rollout's slot is free as soon as its agent returns: the flush and the report go in the background, together with
+those of the runner's other rollouts that end within `REPORT_GATHER_S`. A crash in
 the agent is a failed attempt (the queue retries it up to `max_attempts`); a runner that dies stops sending
 heartbeats and its attempts time out (or fail at once when the trainer that started it sees it exit).
 
@@ -38,6 +40,11 @@ from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
 
 log = logging.getLogger("lightning_otel.runtime.runner")
 STOPPING_RETRY_S = 5.0
+# How long a finished rollout's flush and report wait for others of the same runner while its agents still run: one
+# flush and one completion request for several rollouts (each costs an HTTP round trip and a store transaction on
+# both sides). The slot is already free, so the wait costs no throughput; the last rollout running goes at once.
+# A claim for fewer than a quarter of the slots waits as long for more of them to free.
+REPORT_GATHER_S = 0.02
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -54,12 +61,22 @@ class RunnerStats:
 
 class InFlightBatcher(Generic[T, R]):
     """Calls arriving while one `send` is in flight wait and go together in the next: rollouts that finish
-    together share one span flush and one completion request, with no timer and no added latency when idle."""
+    together share one span flush and one completion request. With `gather_s`, a send also waits that long for
+    more while `more_coming()`; with nothing more coming it goes at once."""
 
-    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]]) -> None:
+    def __init__(
+        self,
+        send: Callable[[list[T]], Awaitable[list[R]]],
+        *,
+        gather_s: float = 0.0,
+        more_coming: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._send = send
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._running = False
+        # Before a send, wait `gather_s` for more calls while `more_coming()` says others may join.
+        self._gather_s = gather_s
+        self._more_coming = more_coming
 
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -72,6 +89,8 @@ class InFlightBatcher(Generic[T, R]):
     async def _drain(self) -> None:
         try:
             while self._pending:
+                if self._gather_s > 0 and self._more_coming():
+                    await asyncio.sleep(self._gather_s)
                 batch, self._pending = self._pending, []
                 try:
                     results = await self._send([item for item, _ in batch])
@@ -135,7 +154,9 @@ class Runner:
             return [None] * len(items)
 
         # A flush that starts after a rollout's spans ended exports them: rollouts finishing together share one.
-        self._flusher: InFlightBatcher[None, None] = InFlightBatcher(flush_all)
+        self._flusher: InFlightBatcher[None, None] = InFlightBatcher(
+            flush_all, gather_s=REPORT_GATHER_S, more_coming=self._agents_running
+        )
         self._reporter: InFlightBatcher[dict[str, Any], dict[str, Any]] | None = None
         names = agent.match_names()
         # The rollout's `invoke_agent {LitAgent}` span, the same for every rollout of this runner.
@@ -146,7 +167,9 @@ class Runner:
             semconv.AGL_ROLLOUT_AGENT_NAMES: names,
         }
         self._threads: ThreadPoolExecutor | None = None
-        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}  # attempts whose agent runs
+        # Attempts whose agent has returned and whose spans and report are on their way (heartbeats cover them).
+        self._reporting: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._resources: dict[int | None, dict[str, Any]] = {}
         self._stopping: asyncio.Event | None = None
         self._client: AsyncClient | None = None
@@ -179,6 +202,8 @@ class Runner:
                 for task in self._running.values():
                     task.cancel()
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
+                # the reports of rollouts already run still go (a stopping runner's client gives up sooner)
+                await asyncio.gather(*self._reporting.values(), return_exceptions=True)
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)
                 self._threads.shutdown(wait=False, cancel_futures=True)
@@ -198,6 +223,11 @@ class Runner:
                 if free <= 0:
                     await asyncio.wait([stopping, *self._running.values()], return_when=asyncio.FIRST_COMPLETED)
                     continue
+                if free < max(2, self.max_concurrency // 4) and self._running:
+                    # Others end soon: wait a moment for them and claim their slots in the same request.
+                    await asyncio.wait([stopping, *self._running.values()], timeout=REPORT_GATHER_S,
+                                       return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                    free = self.max_concurrency - len(self._running)
                 if max_rollouts is not None:
                     free = min(free, max_rollouts - self.stats.claimed)
                 claiming = asyncio.create_task(
@@ -256,10 +286,10 @@ class Runner:
     async def _heartbeats(self, client: AsyncClient) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_interval_s)
-            if not self._running:
+            if not self._running and not self._reporting:
                 continue
             try:
-                stop = await client.heartbeat(self.runner_id, list(self._running))
+                stop = await client.heartbeat(self.runner_id, [*self._running, *self._reporting])
             except Exception as exc:  # the collector restarting: try again next beat
                 log.warning("heartbeat failed: %s", exc)
                 continue
@@ -312,8 +342,15 @@ class Runner:
             self.stats.succeeded += 1
         else:
             self.stats.failed += 1
-        # Spans first, then the report: whoever sees `succeeded` can read the whole rollout.
-        await asyncio.shield(self._finish(client, rollout_id, attempt_id, status, error, reward))
+        # Spans first, then the report: whoever sees `succeeded` can read the whole rollout. It goes on without
+        # this task, which ends now and frees the slot.
+        key = (rollout_id, attempt_id)
+        reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, status, error, reward))
+        self._reporting[key] = reporting
+        reporting.add_done_callback(lambda _: self._reporting.pop(key, None))
+
+    def _agents_running(self) -> bool:
+        return bool(self._running)
 
     async def _finish(
         self, client: AsyncClient, rollout_id: str, attempt_id: str, status: str, error: str | None, reward: Any

@@ -1,0 +1,91 @@
+"""A runner frees a rollout's slot when its agent returns; flushes and reports go in the background, gathered."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning_otel
+from lightning_otel.collector import Client, EmbeddedCollector
+from lightning_otel.runtime.runner import REPORT_GATHER_S, Runner
+
+
+def _run(agent: Any, tasks: list[dict[str, Any]], folder: Path, **options: Any) -> tuple[Runner, list[dict]]:
+    with EmbeddedCollector.on_sqlite_file(folder / "collector.sqlite3") as addresses, Client(addresses.query) as client:
+        queued = client.enqueue([{"input": task} for task in tasks])
+        runner = Runner(agent, addresses.query, **options)
+        asyncio.run(asyncio.wait_for(runner.run(max_rollouts=len(tasks)), 30))
+        return runner, [client.rollout(r["rollout_id"]) for r in queued]
+
+
+def test_the_next_rollout_runs_while_the_last_ones_spans_are_still_being_flushed(tmp_path: Path) -> None:
+    """One slot: the second agent starts while the first rollout's flush is still blocked, and each rollout is
+    reported succeeded only after its flush (before, the slot was held until the report was sent)."""
+    second_started = threading.Event()
+    flushes: list[bool] = []
+
+    def slow_flush() -> None:
+        if not flushes:
+            flushes.append(second_started.wait(10))  # the first flush returns once the second agent has started
+        else:
+            flushes.append(True)
+
+    @lightning_otel.rollout
+    async def agent(task: dict[str, Any]) -> float:
+        if task["n"] == 1:
+            second_started.set()
+        return 1.0
+
+    runner, records = _run(agent, [{"n": 0}, {"n": 1}], tmp_path, max_concurrency=1, flush=slow_flush)
+    assert flushes[0] is True
+    assert runner.stats.succeeded == 2
+    assert [r["status"] for r in records] == ["succeeded", "succeeded"]
+
+
+def test_rollouts_ending_close_together_share_one_flush_and_one_completion_request(tmp_path: Path) -> None:
+    """Four agents end ~4 ms apart: the first report waits `REPORT_GATHER_S` for the others still running, so
+    they go as one flush and one request. Sent as soon as possible, a fast flush went once per rollout."""
+    assert REPORT_GATHER_S >= 0.015
+    flushes: list[float] = []
+    started: list[float] = []
+
+    @lightning_otel.rollout
+    async def agent(task: dict[str, Any]) -> float:
+        started.append(time.monotonic())
+        while len(started) < 4:  # all four start, then each ends 4 ms after the one before
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.004 * task["n"])
+        return 1.0
+
+    completions: list[int] = []
+
+    def flush() -> None:
+        flushes.append(time.monotonic())
+
+    with (
+        EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3") as addresses,
+        Client(addresses.query) as client,
+    ):
+        queued = client.enqueue([{"input": {"n": n}} for n in range(4)])
+        runner = Runner(agent, addresses.query, max_concurrency=4, flush=flush)
+
+        async def main() -> None:
+            task = asyncio.create_task(runner.run(max_rollouts=4))
+            while runner._reporter is None:  # counts each completion request's size
+                await asyncio.sleep(0.001)
+            send = runner._reporter._send
+
+            async def counted(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                completions.append(len(reports))
+                return await send(reports)
+
+            runner._reporter._send = counted
+            await asyncio.wait_for(task, 30)
+
+        asyncio.run(main())
+        records = [client.rollout(r["rollout_id"]) for r in queued]
+    assert [r["status"] for r in records] == ["succeeded"] * 4
+    assert len(flushes) <= 2 and sum(completions) == 4 and len(completions) <= 2, (flushes, completions)
