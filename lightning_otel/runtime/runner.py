@@ -74,9 +74,15 @@ class InFlightBatcher(Generic[T, R]):
         self._send = send
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._running = False
-        # Before a send, wait `gather_s` for more calls while `more_coming()` says others may join.
+        # Before a send, wait `gather_s` for more calls while `more_coming()` says others may join; `wake()` ends
+        # the wait early (nothing more is coming).
         self._gather_s = gather_s
         self._more_coming = more_coming
+        self._woken: asyncio.Event | None = None
+
+    def wake(self) -> None:
+        if self._woken is not None:
+            self._woken.set()
 
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -90,7 +96,10 @@ class InFlightBatcher(Generic[T, R]):
         try:
             while self._pending:
                 if self._gather_s > 0 and self._more_coming():
-                    await asyncio.sleep(self._gather_s)
+                    self._woken = asyncio.Event()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._woken.wait(), self._gather_s)
+                    self._woken = None
                 batch, self._pending = self._pending, []
                 try:
                     results = await self._send([item for item, _ in batch])
@@ -260,7 +269,7 @@ class Runner:
                     key = (attempt["rollout_id"], attempt["attempt_id"])
                     task = asyncio.create_task(self._run_attempt(client, attempt), name=f"rollout {key[0]}")
                     self._running[key] = task
-                    task.add_done_callback(lambda _, key=key: self._running.pop(key, None))
+                    task.add_done_callback(lambda _, key=key: self._agent_done(key))
         finally:
             stopping.cancel()
 
@@ -351,6 +360,11 @@ class Runner:
 
     def _agents_running(self) -> bool:
         return bool(self._running)
+
+    def _agent_done(self, key: tuple[str, str]) -> None:
+        self._running.pop(key, None)
+        if not self._running:  # the last agent running has returned: the gathered reports go now
+            self._flusher.wake()
 
     async def _finish(
         self, client: AsyncClient, rollout_id: str, attempt_id: str, status: str, error: str | None, reward: Any
