@@ -8,8 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import lightning_otel
 from lightning_otel.collector import Client, EmbeddedCollector
+from lightning_otel.collector.client import AsyncClient
 from lightning_otel.runtime.runner import REPORT_GATHER_S, Runner
 
 
@@ -45,11 +48,13 @@ def test_the_next_rollout_runs_while_the_last_ones_spans_are_still_being_flushed
     assert [r["status"] for r in records] == ["succeeded", "succeeded"]
 
 
-def test_rollouts_ending_close_together_share_one_flush_and_one_completion_request(tmp_path: Path) -> None:
+def test_rollouts_ending_close_together_share_one_flush_and_one_completion_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Four agents end ~4 ms apart: the first report waits `REPORT_GATHER_S` for the others still running, so
     they go as one flush and one request. Sent as soon as possible, a fast flush went once per rollout."""
     assert REPORT_GATHER_S >= 0.015
-    flushes: list[float] = []
+    flushes: list[int] = []
     started: list[float] = []
 
     @lightning_otel.rollout
@@ -61,31 +66,13 @@ def test_rollouts_ending_close_together_share_one_flush_and_one_completion_reque
         return 1.0
 
     completions: list[int] = []
+    send = AsyncClient.complete_many
 
-    def flush() -> None:
-        flushes.append(time.monotonic())
+    async def counted(self: AsyncClient, reports: list[dict[str, Any]]) -> Any:
+        completions.append(len(reports))
+        return await send(self, reports)
 
-    with (
-        EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3") as addresses,
-        Client(addresses.query) as client,
-    ):
-        queued = client.enqueue([{"input": {"n": n}} for n in range(4)])
-        runner = Runner(agent, addresses.query, max_concurrency=4, flush=flush)
-
-        async def main() -> None:
-            task = asyncio.create_task(runner.run(max_rollouts=4))
-            while runner._reporter is None:  # counts each completion request's size
-                await asyncio.sleep(0.001)
-            send = runner._reporter._send
-
-            async def counted(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-                completions.append(len(reports))
-                return await send(reports)
-
-            runner._reporter._send = counted
-            await asyncio.wait_for(task, 30)
-
-        asyncio.run(main())
-        records = [client.rollout(r["rollout_id"]) for r in queued]
+    monkeypatch.setattr(AsyncClient, "complete_many", counted)
+    _, records = _run(agent, [{"n": n} for n in range(4)], tmp_path, max_concurrency=4, flush=lambda: flushes.append(1))
     assert [r["status"] for r in records] == ["succeeded"] * 4
     assert len(flushes) <= 2 and sum(completions) == 4 and len(completions) <= 2, (flushes, completions)
