@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 
 from lightning_otel.flat_span import restore_non_finite
 
@@ -131,7 +132,7 @@ def _checked(response: httpx.Response, pick: str | None = None, flat_spans: bool
         raise CollectorError(
             f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {response.text[:300]}"
         )
-    body = response.json()
+    body = orjson.loads(response.content)  # the stdlib's decoder is 2-3x slower on a batch's spans
     if flat_spans and b'"doubleValue"' in response.content:  # a NaN or infinity somewhere: restore the floats
         body = restore_non_finite(body)
     return body if pick is None else body[pick]
@@ -228,9 +229,11 @@ class CollectorCalls:
         """Report many attempts in one request (each a dict of `complete`'s arguments); one result per report."""
         return self._request("POST", "/v1/queue/complete", "results", json={"reports": reports})
 
-    def wait_rollouts(self, rollout_ids: list[str], *, timeout: float = 30.0) -> Any:
-        """Block (on the server) until every rollout is final or `timeout`: `{"done": bool, "rollouts": [...]}`."""
-        body = {"rollout_ids": rollout_ids, "timeout_s": timeout}
+    def wait_rollouts(self, rollout_ids: list[str], *, timeout: float = 30.0, records: str = "all") -> Any:
+        """Block (on the server) until every rollout is final or `timeout`: `{"done": bool, "unfinished":
+        {"queuing": n, "running": n}, "rollouts": [...]}`. `records`: which records come back, "all", "final" (the
+        final ones only) or "none" (a poller that only counts them)."""
+        body = {"rollout_ids": rollout_ids, "timeout_s": timeout, "records": records}
         return self._request("POST", "/v1/queue/wait", json=body, timeout=timeout + 30)
 
     def cancel(self, rollout_ids: list[str]) -> Any:

@@ -7,7 +7,10 @@ POST /v1/queue/enqueue     {"rollouts": [{"input": ..., "task_id"?, "group_id"?,
 POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10}      long-poll: answers when work arrives
 POST /v1/queue/heartbeat   {"runner_id": "...", "attempts": [{"rollout_id", "attempt_id"}]} -> {"stop": [...]}
 POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?}
-POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30}          long-poll: answers when all are final
+POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30, "records"?: "all"|"final"|"none"}
+                           long-poll: answers when all are final -> {"done", "unfinished": {"queuing": n,
+                           "running": n}, "rollouts": [...]}; "final"/"none": a poller that does not need every
+                           record at every poll
 POST /v1/queue/cancel      {"rollout_ids": [...]}
 POST /v1/queue/runners/{runner_id}/lost   {"error"?}                        fail a dead runner's attempts now
 GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats[?status=running]
@@ -31,6 +34,7 @@ from lightning_otel.collector.jaeger_json import error_envelope
 from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
 from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUNNING
 from lightning_otel.collector.rollout_state import (
+    WAIT_RECORDS,
     AttemptReport,
     InvalidRequest,
     NotFound,
@@ -157,8 +161,12 @@ def rollout_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> l
 
     async def wait(request: Request) -> Response:
         body = await _body(request)
-        done, records = await state.wait(_ids(body), float(_field(body, "timeout_s", (int, float), 30)))
-        return FastJSONResponse({"done": done, "rollouts": records})
+        records = _field(body, "records", str, "all")
+        if records not in WAIT_RECORDS:
+            raise BadQuery(f'"records" must be one of {", ".join(WAIT_RECORDS)}')
+        timeout_s = float(_field(body, "timeout_s", (int, float), 30))
+        done, found, unfinished = await state.wait(_ids(body), timeout_s, records)
+        return FastJSONResponse({"done": done, "unfinished": unfinished, "rollouts": found})
 
     async def cancel(request: Request) -> Response:
         return JSONResponse({"cancelled": await state.cancel(_ids(await _body(request)))})

@@ -42,6 +42,8 @@ from lightning_otel.collector.queue_schema import (
 from lightning_otel.collector.store import SpanStore, StateTransaction
 
 log = logging.getLogger("lightning_otel.collector.rollouts")
+# What a wait returns besides the counts: every record, the final ones only, or none.
+WAIT_RECORDS = ("all", "final", "none")
 
 _ROLLOUT_COLUMNS = (
     "rollout_id, task_id, group_id, mode, input, metadata, status, max_attempts, timeout_s, attempts, attempt_id, "
@@ -354,16 +356,16 @@ def get_rollout_detail(tx: StateTransaction, rollout_id: str) -> dict[str, Any]:
     return {**records[0], "attempt_list": [_attempt_json(row) for row in rows]}
 
 
-def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> list[str]:
-    """Those of `rollout_ids` still queued or running."""
-    left: list[str] = []
+def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> dict[str, str]:
+    """Those of `rollout_ids` still queued or running, with that status."""
+    left: dict[str, str] = {}
     for chunk in _chunks(rollout_ids):
         marks = ", ".join("?" * len(chunk))
         rows = tx.execute(
-            f"SELECT rollout_id FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
+            f"SELECT rollout_id, status FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
             (*chunk, QUEUING, RUNNING),
         )
-        left += [row[0] for row in rows]
+        left.update((row[0], row[1]) for row in rows)
     return left
 
 
@@ -629,26 +631,37 @@ class RolloutState:
             self.finished.notify()
         return count
 
-    async def wait(self, rollout_ids: Sequence[str], timeout_s: float) -> tuple[bool, list[dict[str, Any]]]:
-        """Until every rollout is final (or `timeout_s`): (all done, their records)."""
+    async def wait(
+        self, rollout_ids: Sequence[str], timeout_s: float, records: str = "all"
+    ) -> tuple[bool, list[dict[str, Any]], dict[str, int]]:
+        """Until every rollout is final (or `timeout_s`): (all done, their records, how many are still queuing and
+        running). `records`: "all", "final" (only the final ones: a poller that keeps the rest), or "none" (a
+        poller that only counts: a large batch is not read whole at every poll)."""
+        if records not in WAIT_RECORDS:
+            raise ValueError(f"records must be one of {WAIT_RECORDS}, got {records!r}")
         deadline = time.monotonic() + min(timeout_s, 300.0)
         # A final status is never left (a failed attempt that is retried goes from running back to queuing), so each
         # check reads only the rollouts the last one found unfinished: a batch's waits cost what is left of it.
-        pending: Sequence[str] = rollout_ids
+        pending: dict[str, str] = dict.fromkeys(rollout_ids, QUEUING)
         while True:
             generation = self.finished.generation
             checking = time.monotonic()
-            pending = await self.store.state_transaction(lambda tx, ids=pending: unfinished(tx, ids))
+            pending = await self.store.state_transaction(lambda tx, ids=list(pending): unfinished(tx, ids))
             checked_s = time.monotonic() - checking
             remaining = deadline - time.monotonic()
             if not pending or remaining <= 0 or self._closing:
-                records = await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))
-                return not pending, records
+                break
             await self.finished.wait(min(remaining, self.recheck_s), after=generation)
             # Completions arrive in bursts: count once per burst, not once per rollout. And a check of a large batch
             # costs the store's thread time that claims and completions wait for: space checks at ten times their
             # own cost, so a batch of thousands is counted a few times a second and its last rollouts at once.
             await asyncio.sleep(max(0.02, 10 * checked_s))
+        counts = {QUEUING: 0, RUNNING: 0}
+        for status in pending.values():
+            counts[status] += 1
+        wanted = {"all": rollout_ids, "final": [i for i in rollout_ids if i not in pending], "none": []}[records]
+        found = await self.store.state_transaction(lambda tx: get_rollouts(tx, wanted)) if wanted else []
+        return not pending, found, counts
 
     async def rollouts(self, rollout_ids: Sequence[str]) -> list[dict[str, Any]]:
         return await self.store.state_transaction(lambda tx: get_rollouts(tx, rollout_ids))

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Triplet
 from lightning_otel.collector.client import Client
-from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING
+from lightning_otel.collector.queue_schema import FINAL_STATUSES
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.policy_address import write_policy_address
 from lightning_otel.runtime.resources import resources_to_json
@@ -243,26 +243,31 @@ class TrainingRun:
         return RolloutBatch(batch_id, mode, [record["rollout_id"] for record in records], records)
 
     def wait(self, batch: RolloutBatch, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Until every rollout of the batch is final (or `timeout`); the server wakes us on each completion burst."""
+        """Until every rollout of the batch is final (or `timeout`); the server wakes us on each completion burst.
+        Polls only count the batch (a batch of thousands is not read whole every second); its records are read
+        once, at the end."""
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         warned = False
-        while True:
+        ids, total = batch.rollout_ids, len(batch.rollout_ids)
+        while ids:
             self.check_runners()
             step = 1.0 if self.on_progress else 30.0
             if deadline is not None:
                 step = max(0.0, min(step, deadline - time.monotonic()))
-            answer = self.client.wait_rollouts(batch.rollout_ids, timeout=step) if batch.rollout_ids else None
-            records = answer["rollouts"] if answer else []
-            self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
+            answer = self.client.wait_rollouts(ids, timeout=step, records="none")
+            left = answer["unfinished"]
             if self.on_progress is not None:
-                self.on_progress(
-                    batch, sum(1 for r in records if r["status"] in FINAL_STATUSES), len(batch.rollout_ids)
-                )
-            if answer is None or answer["done"] or (deadline is not None and time.monotonic() >= deadline):
-                return records
-            if records and all(record["status"] == QUEUING for record in records):
+                self.on_progress(batch, total - left["queuing"] - left["running"], total)
+            if answer["done"] or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if left["queuing"] == total:
                 warned = self.no_runner(batch, time.monotonic() - started, warned)
+        if not ids:
+            return []
+        records = self.client.wait_rollouts(ids, timeout=0)["rollouts"]
+        self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
+        return records
 
     def no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
         """Nothing of the batch claimed yet: say so once after the warning delay; past the timeout, cancel and stop."""

@@ -34,6 +34,8 @@ def test_queue_round_trip_over_http(start_collector) -> None:
     }
     done = client.wait_rollouts([attempt["rollout_id"]], timeout=1)
     assert done["done"] and done["rollouts"][0]["reward"] == 1.0
+    assert done["unfinished"] == {"queuing": 0, "running": 0}
+    assert client.wait_rollouts([attempt["rollout_id"]], timeout=1, records="none")["rollouts"] == []
     assert client.rollout(attempt["rollout_id"])["attempt_list"][0]["runner_id"] == "r1"
     assert client.queued_rollouts(status="succeeded")[0]["rollout_id"] == attempt["rollout_id"]
     assert client.queue_stats()["succeeded"] == 1
@@ -76,6 +78,7 @@ def test_long_polls_answer_on_events_not_on_timers(start_collector) -> None:
         ("POST", "/v1/queue/complete", {"rollout_id": "x", "attempt_id": "a", "status": "great"}, 400, "must be one"),
         ("POST", "/v1/queue/heartbeat", {"runner_id": "r", "attempts": [1]}, 400, "rollout_id"),
         ("POST", "/v1/queue/wait", {"rollout_ids": "a"}, 400, "wrong type"),
+        ("POST", "/v1/queue/wait", {"rollout_ids": ["a"], "records": "some"}, 400, '"records" must be one of'),
         ("GET", "/v1/queue/rollouts?status=done", None, 400, "unknown status"),
         ("GET", "/v1/queue/stats?status=done", None, 400, "unknown status"),
         ("GET", "/v1/rollouts/nope", None, 404, "no rollout"),

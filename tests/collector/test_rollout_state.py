@@ -147,14 +147,36 @@ async def test_claim_long_poll_wakes_on_enqueue(state: RolloutState) -> None:
 async def test_wait_returns_when_all_are_final(state: RolloutState) -> None:
     queued = await state.enqueue(specs(3))
     ids = [r["rollout_id"] for r in queued]
-    done, records = await state.wait(ids, timeout_s=0.1)
+    done, records, unfinished = await state.wait(ids, timeout_s=0.1)
     assert not done and [r["status"] for r in records] == ["queuing"] * 3
+    assert unfinished == {"queuing": 3, "running": 0}
     waiting = asyncio.create_task(state.wait(ids, timeout_s=10))
     for attempt in await state.claim("a", 3, wait_s=0):
         await asyncio.sleep(0.05)
         await state.complete(attempt["rollout_id"], attempt["attempt_id"], "succeeded")
-    done, records = await asyncio.wait_for(waiting, 5)
+    done, records, unfinished = await asyncio.wait_for(waiting, 5)
     assert done and [r["status"] for r in records] == ["succeeded"] * 3
+    assert unfinished == {"queuing": 0, "running": 0}
+
+
+async def test_a_poller_gets_counts_and_only_the_records_it_asks_for(state: RolloutState) -> None:
+    """A trainer polling a large batch asks for counts only ("none") or for the final records only ("final"): an
+    unfinished batch is not read whole at every poll."""
+    queued = await state.enqueue(specs(4, max_attempts=1))
+    ids = [r["rollout_id"] for r in queued]
+    first, second, _ = await state.claim("a", 3, wait_s=0)
+    await state.complete(first["rollout_id"], first["attempt_id"], "succeeded")
+    await state.complete(second["rollout_id"], second["attempt_id"], "failed")
+    done, records, unfinished = await state.wait(ids, timeout_s=0, records="none")
+    assert (done, records, unfinished) == (False, [], {"queuing": 1, "running": 1})
+    done, records, unfinished = await state.wait(ids, timeout_s=0, records="final")
+    assert [(r["rollout_id"], r["status"]) for r in records] == [
+        (first["rollout_id"], "succeeded"),
+        (second["rollout_id"], "failed"),
+    ]
+    assert not done and unfinished == {"queuing": 1, "running": 1}
+    with pytest.raises(ValueError, match="records must be one of"):
+        await state.wait(ids, timeout_s=0, records="some")
 
 
 async def test_wait_reads_only_what_is_left_and_follows_a_retried_rollout_until_it_is_final(
@@ -170,7 +192,7 @@ async def test_wait_reads_only_what_is_left_and_follows_a_retried_rollout_until_
     assert not waiting.done()
     (again,) = await state.claim("b", 1, wait_s=0)
     await state.complete(again["rollout_id"], again["attempt_id"], "succeeded")
-    done, records = await asyncio.wait_for(waiting, 5)
+    done, records, _ = await asyncio.wait_for(waiting, 5)
     assert done and [(r["rollout_id"], r["status"]) for r in records] == [(i, "succeeded") for i in ids]
 
 
@@ -266,7 +288,7 @@ async def test_a_wait_spaces_its_checks_by_what_they_cost_while_completions_tric
         await asyncio.sleep(0.025)
         await state.complete(attempt["rollout_id"], attempt["attempt_id"], "succeeded")
     last = time.monotonic()
-    done, records = await asyncio.wait_for(waiting, 5)
+    done, records, _ = await asyncio.wait_for(waiting, 5)
     assert done and {r["status"] for r in records} == {"succeeded"}
     # checked after each burst (every ~55 ms) before; now at most every ~0.3 s: the first, ~2 while they trickle
     # in, the one that finds them all final

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightning_otel.runtime.algorithm import FINAL_STATUSES, QUEUING, BatchResult, RolloutBatch, TrainingRun
+from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch, TrainingRun
 
 log = logging.getLogger("lightning_otel.training")
 
@@ -133,24 +133,25 @@ class AsyncRollouts:
     # --- internals -------------------------------------------------------------------------------------------------
     def _poll(self) -> None:
         ids = [rid for group in self._pending.values() for rid in group.batch.rollout_ids]
-        answer = self.run.client.wait_rollouts(ids, timeout=self.poll_s)
-        records = {record["rollout_id"]: record for record in answer["rollouts"]}
-        if records and all(record["status"] == QUEUING for record in records.values()):
+        # the final records only: a group leaves the poll once all of its rollouts are final
+        answer = self.run.client.wait_rollouts(ids, timeout=self.poll_s, records="final")
+        final_records = {record["rollout_id"]: record for record in answer["rollouts"]}
+        if ids and answer["unfinished"]["queuing"] == len(ids):
             now = time.monotonic()
             self._unclaimed_since = self._unclaimed_since or now
-            everything = RolloutBatch("pending", "train", list(records), [])  # NoRunner past the run's timeout
+            everything = RolloutBatch("pending", "train", ids, [])  # NoRunner past the run's timeout
             self._warned = self.run.no_runner(everything, now - self._unclaimed_since, self._warned)
         else:
             self._unclaimed_since = None
         final: list[tuple[_Group, list[dict[str, Any]]]] = []
         now = time.monotonic()
         for group_id, group in list(self._pending.items()):
-            mine = [records[rid] for rid in group.batch.rollout_ids if rid in records]
-            if len(mine) == len(group.batch.rollout_ids) and all(r["status"] in FINAL_STATUSES for r in mine):
+            mine = [final_records[rid] for rid in group.batch.rollout_ids if rid in final_records]
+            if len(mine) == len(group.batch.rollout_ids):
                 final.append((group, mine))
                 del self._pending[group_id]
             elif self.rollout_timeout_s is not None and now - group.queued_at > self.rollout_timeout_s:
-                unfinished = [r["rollout_id"] for r in mine if r["status"] not in FINAL_STATUSES]
+                unfinished = [rid for rid in group.batch.rollout_ids if rid not in final_records]
                 self.run.client.cancel(unfinished)  # final (cancelled) at the next poll
         for group, mine in final:
             group.result = self.run.read(group.batch, mine)
