@@ -9,6 +9,9 @@
     per-rollout flush before completion, spans read back and adapted. Measured with n_runners 1 and 2. Baseline
     beside it: the same agent function run in one uninstrumented process with the same concurrency and no trainer
     (the cost of the LLM calls alone), so the ratio is what the training machinery adds.
+    Beside each rate: CPU a rollout in units of the test server's CPU a rollout (it does the same work in every
+    run, so this yardstick holds when the machine's speed moves the rates between runs): the agent alone, and under
+    `Trainer.fit` the runner processes (their start-up included) and the trainer with its embedded collector.
 (b) Adapter: `TraceToTriplet` over `--adapter-rollouts` rollouts of flat spans as the collector returns them
     (4 LLM spans with 200 prompt + 100 response token ids, 4 agent spans, a reward span each), spans/s; beside it,
     Agent Lightning 0.3's `TracerTraceToTriplet` on the same rollouts when `--agl-python` points to a venv that has it.
@@ -20,11 +23,13 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -38,11 +43,53 @@ from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
 
+class CpuMeter:
+    """CPU seconds since `start()` of this process, of its reaped children (runner processes) and of the test
+    server (psutil; None where it is not installed)."""
+
+    def __init__(self, server_pid: int) -> None:
+        try:
+            import psutil
+
+            self._server: Any = psutil.Process(server_pid)
+        except ImportError:
+            self._server = None
+        self._at = self._now()
+
+    def _now(self) -> tuple[float, float, float | None]:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        server = sum(self._server.cpu_times()[:2]) if self._server is not None else None
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, server
+
+    def start(self) -> None:
+        self._at = self._now()
+
+    def spent(self) -> tuple[float, float, float | None]:
+        """(this process, reaped children, the server) since `start()`."""
+        now = self._now()
+        server = None if now[2] is None or self._at[2] is None else now[2] - self._at[2]
+        return now[0] - self._at[0], now[1] - self._at[1], server
+
+
+def in_server_units(spent: tuple[float, float, float | None]) -> tuple[float, float] | None:
+    """(this process, children) CPU over the server's CPU: per rollout, in units of what the server spends on one."""
+    own, children, server = spent
+    if not server:
+        return None
+    return own / server, children / server
+
+
 def end_to_end(
-    base_url: str, rollouts: int, n_runners: int, concurrency: int, span_wait_s: float = 30.0
+    base_url: str,
+    rollouts: int,
+    n_runners: int,
+    concurrency: int,
+    span_wait_s: float = 30.0,
+    meter: CpuMeter | None = None,
 ) -> tuple[float, dict, dict]:
     """Rollouts through `Trainer.fit`; the batch's metrics and where each attempt's time went (read after the timed
-    run from the collector's queue records and the spans: `lightning_otel.runtime.rollout_timing`)."""
+    run from the collector's queue records and the spans: `lightning_otel.runtime.rollout_timing`). `meter`, when
+    given, is started before the fit and its CPU figures (`CpuMeter.spent`) are in the metrics as `cpu`."""
     with (
         tempfile.TemporaryDirectory(prefix="agl-bench-") as folder,
         EmbeddedCollector.on_sqlite_file(Path(folder) / "collector.sqlite3") as addresses,
@@ -58,13 +105,16 @@ def end_to_end(
             progress=False,
         )
         tasks = [{"question": f"question {i}"} for i in range(rollouts)]
+        if meter is not None:
+            meter.start()
         started = time.perf_counter()
         result = trainer.fit(four_calls, tasks)
         elapsed = time.perf_counter() - started
+        spent = meter.spent() if meter is not None else None  # before the breakdown's reads below
         (batch,) = result.train
         with Client(addresses.query) as client:
             phases = [attempt_phases(client.rollout(r), batch.spans.get(r, [])) for r in batch.batch.rollout_ids]
-    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s}, breakdown(phases)
+    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s, "cpu": spent}, breakdown(phases)
 
 
 def uninstrumented(base_url: str, rollouts: int, concurrency: int) -> float:
@@ -207,12 +257,18 @@ def main() -> None:
         print(
             f"(a) end to end, {args.rollouts} rollouts of 4 LLM calls, zero-latency test server, {os.cpu_count()} cores"
         )
+        meter = CpuMeter(server.pid)
         floor = uninstrumented(base_url, args.rollouts, args.concurrency)
+        floor_units = in_server_units(meter.spent())
         print(f"  uninstrumented agent, one process, no trainer   {args.rollouts / floor:8.1f} rollouts/s")
+        if floor_units is not None:
+            print(f"    CPU a rollout, in test-server units: the agent {floor_units[0]:.2f}")
         # span_wait_s=0: the batch read checks completeness once and never waits (the read before complete reads)
         configurations = ((2, 30.0),) if args.quick else ((1, 30.0), (2, 30.0), (2, 0.0))
         for n_runners, span_wait_s in configurations:
-            elapsed, metrics, phases = end_to_end(base_url, args.rollouts, n_runners, args.concurrency, span_wait_s)
+            elapsed, metrics, phases = end_to_end(
+                base_url, args.rollouts, n_runners, args.concurrency, span_wait_s, meter=meter
+            )
             # a run that lost rollouts or calls measured something else: no figure
             if metrics["succeeded"] != args.rollouts or metrics["triplets"] != 2 * args.rollouts:
                 sys.exit(
@@ -227,6 +283,11 @@ def main() -> None:
                 f"{metrics['batch_wall_s'] - metrics['wait_s']:.2f} s, {metrics['incomplete_rollouts']} incomplete; "
                 f"ratio to uninstrumented {rate / (args.rollouts / floor):.2f}"
             )
+            units = in_server_units(metrics["cpu"])
+            if units is not None:
+                trainer_units, runner_units = units
+                print(f"    CPU a rollout, in test-server units: the runners {runner_units:.2f} (start-up included), "
+                      f"the trainer and its collector {trainer_units:.2f}")  # fmt: skip
             print(format_breakdown(phases, indent="    "))
     finally:
         server.terminate()
