@@ -54,3 +54,21 @@ def test_a_forked_child_starts_its_own_worker():
         os._exit(0 if finisher.drain(5.0) and done == [1] else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_worker_gathers_jobs_and_a_drain_runs_them_at_once(monkeypatch):
+    """Woken by a job, the worker waits for more instead of trading the GIL with the caller for each one; a drain
+    (what `flush()` does) does not wait that out."""
+    from lightning_otel.capture import span_finisher
+
+    monkeypatch.setattr(span_finisher, "GATHER_S", 5.0)
+    finisher = SpanFinisher()
+    done: list[int] = []
+    for index in range(5):
+        finisher.submit(lambda index=index: done.append(index))
+    time.sleep(0.3)
+    assert done == []  # gathering: none ran yet
+    started = time.monotonic()
+    assert finisher.drain(10.0) is True
+    assert done == [0, 1, 2, 3, 4]
+    assert time.monotonic() - started < 2.5  # the drain ended the 5 s gathering

@@ -43,6 +43,9 @@ class SpanCapture(SpanProcessor):
             return list(self._spans)
 
     def clear(self) -> None:
+        """Forget every span ended so far, the LLM spans still being finished included (they would otherwise end
+        after the clear, in the next test's capture)."""
+        finisher.drain(10.0)
         with self._lock:
             self._spans.clear()
 
