@@ -659,7 +659,9 @@ class RolloutState:
         counts = {QUEUING: 0, RUNNING: 0}
         for status in pending.values():
             counts[status] += 1
-        wanted = {"all": rollout_ids, "final": [i for i in rollout_ids if i not in pending], "none": []}[records]
+        if records == "none":
+            return not pending, [], counts
+        wanted = rollout_ids if records == "all" else [i for i in rollout_ids if i not in pending]
         found = await self.store.state_transaction(lambda tx: get_rollouts(tx, wanted)) if wanted else []
         return not pending, found, counts
 
