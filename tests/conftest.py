@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -10,3 +14,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Lanes with their own environments (nox) live beside the main suite; the main run does not collect them.
 LANES = ["jaeger_lane", "frameworks", "verl_lane", "browser_lane", "phoenix_lane"]
 collect_ignore = [] if os.environ.get("AGL_LANE") else LANES
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[str]:
+    """An embedded collector on a fresh SQLite file: its query URL (files with their own `collector` use theirs)."""
+    from lightning_otel.collector import CollectorConfig, EmbeddedCollector  # lanes import this conftest too
+
+    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
+    with EmbeddedCollector(config) as addresses:
+        yield addresses.query

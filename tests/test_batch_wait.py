@@ -5,22 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from lightning_otel.adapters.triplets import TraceToTriplet
-from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+from lightning_otel.collector import Client
 from lightning_otel.runtime.algorithm import TrainingRun
-
-
-@pytest.fixture
-def collector(tmp_path: Path) -> Iterator[str]:
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
-    with EmbeddedCollector(config) as addresses:
-        yield addresses.query
 
 
 class CountingClient(Client):

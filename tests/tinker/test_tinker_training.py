@@ -9,25 +9,17 @@ import logging
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import lightning_otel as agl
 from lightning_otel import semconv
-from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
+from lightning_otel.collector import Client
 from lightning_otel.runtime.algorithm import NoRunner, TrainingRun
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = [{"task_id": f"t{i}", "question": f"Question number {i}?"} for i in range(4)]
-
-
-@pytest.fixture
-def collector(tmp_path: Path) -> Iterator[str]:
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
-    with EmbeddedCollector(config) as addresses:
-        yield addresses.query
 
 
 def tinker(model_dir: Path, log_dir: Path | None = None, **options) -> agl.Tinker:

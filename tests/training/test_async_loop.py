@@ -7,14 +7,12 @@ is the synchronous step, batch for batch."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.collector import CollectorConfig, EmbeddedCollector
 from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.backend import Backend
 from lightning_otel.training.loop.loop import LoopResult, TrainingLoop
@@ -22,13 +20,6 @@ from lightning_otel.training.loop.schedule import Schedule
 from tests.training.backends import RecordingBackend
 
 AGENT = "tests.training.agents:slow_length_agent"
-
-
-@pytest.fixture
-def collector(tmp_path: Path) -> Iterator[str]:
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
-    with EmbeddedCollector(config) as addresses:
-        yield addresses.query
 
 
 def train(collector: str, backend: Backend, tasks: list[dict], *, max_staleness: int, n_runners: int = 1,

@@ -5,13 +5,11 @@ and says loudly when no step could train."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.collector import CollectorConfig, EmbeddedCollector
 from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.backend import Backend
 from lightning_otel.training.loop.loop import TrainingLoop
@@ -22,13 +20,6 @@ from tests.training.backends import RecordingBackend
 
 AGENT = "tests.training.agents:length_agent"
 TASKS = [{"task_id": f"t{i}", "question": f"Question {i}?"} for i in range(4)]
-
-
-@pytest.fixture
-def collector(tmp_path: Path) -> Iterator[str]:
-    config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
-    with EmbeddedCollector(config) as addresses:
-        yield addresses.query
 
 
 def train(collector: str, backend: Backend, tasks: list[dict], **schedule: int) -> agl.BatchResult:
