@@ -250,7 +250,9 @@ class TrainingRun:
         deadline = None if timeout is None else started + timeout
         warned = False
         ids, total = batch.rollout_ids, len(batch.rollout_ids)
-        while ids:
+        if not ids:
+            return []
+        while True:
             self.check_runners()
             step = 1.0 if self.on_progress else 30.0
             if deadline is not None:
@@ -263,8 +265,6 @@ class TrainingRun:
                 break
             if left["queuing"] == total:
                 warned = self.no_runner(batch, time.monotonic() - started, warned)
-        if not ids:
-            return []
         records = self.client.wait_rollouts(ids, timeout=0)["rollouts"]
         self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
         return records
