@@ -76,3 +76,26 @@ def test_rollouts_ending_close_together_share_one_flush_and_one_completion_reque
     _, records = _run(agent, [{"n": n} for n in range(4)], tmp_path, max_concurrency=4, flush=lambda: flushes.append(1))
     assert [r["status"] for r in records] == ["succeeded"] * 4
     assert len(flushes) <= 2 and sum(completions) == 4 and len(completions) <= 2, (flushes, completions)
+
+
+def test_slots_freeing_close_together_are_claimed_in_one_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight slots whose agents end ~2 ms apart: the runner waits (at most `REPORT_GATHER_S`) until half of them are
+    free and claims them together; it claimed every two slots before, twice the requests for both sides."""
+    asked: list[int] = []
+    claim = AsyncClient.claim
+
+    async def counted(self: AsyncClient, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0) -> Any:
+        asked.append(max_attempts)
+        return await claim(self, runner_id, max_attempts=max_attempts, wait_s=wait_s)
+
+    @lightning_otel.rollout
+    async def agent(task: dict[str, Any]) -> float:
+        await asyncio.sleep(0.01 + 0.002 * (task["n"] % 8))
+        return 1.0
+
+    monkeypatch.setattr(AsyncClient, "claim", counted)
+    _, records = _run(agent, [{"n": n} for n in range(16)], tmp_path, max_concurrency=8)
+    assert [r["status"] for r in records] == ["succeeded"] * 16
+    assert asked[0] == 8 and all(size >= 4 for size in asked[1:]), asked

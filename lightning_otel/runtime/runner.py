@@ -43,8 +43,9 @@ STOPPING_RETRY_S = 5.0
 # How long a finished rollout's flush and report wait for others of the same runner while its agents still run: one
 # flush and one completion request for several rollouts (each costs an HTTP round trip and a store transaction on
 # both sides). The slot is already free, so the wait costs no throughput; the last rollout running goes at once.
-# A claim for fewer than a quarter of the slots waits as long for more of them to free.
-REPORT_GATHER_S = 0.02
+# A claim for fewer than half the slots waits as long for more of them to free. 50 ms: ~4 rollouts a request at
+# 8 slots under `benchmarks/trainer_throughput.py` (20 ms: ~2), and little against an LLM call's latency.
+REPORT_GATHER_S = 0.05
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -232,11 +233,7 @@ class Runner:
                 if free <= 0:
                     await asyncio.wait([stopping, *self._running.values()], return_when=asyncio.FIRST_COMPLETED)
                     continue
-                if free < max(2, self.max_concurrency // 4) and self._running:
-                    # Others end soon: wait a moment for them and claim their slots in the same request.
-                    await asyncio.wait([stopping, *self._running.values()], timeout=REPORT_GATHER_S,
-                                       return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-                    free = self.max_concurrency - len(self._running)
+                free = await self._gather_free_slots(stopping, free)
                 if max_rollouts is not None:
                     free = min(free, max_rollouts - self.stats.claimed)
                 claiming = asyncio.create_task(
@@ -272,6 +269,19 @@ class Runner:
                     task.add_done_callback(lambda _, key=key: self._agent_done(key))
         finally:
             stopping.cancel()
+
+    async def _gather_free_slots(self, stopping: asyncio.Task[Any], free: int) -> int:
+        """With fewer than half the slots free while others run, wait up to `REPORT_GATHER_S` for more to free, so
+        one claim fills several (each claim costs an HTTP round trip and a store transaction on both sides)."""
+        wanted = max(2, self.max_concurrency // 2)
+        deadline = time.monotonic() + REPORT_GATHER_S
+        while free < wanted and self._running and not stopping.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait([stopping, *self._running.values()], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            free = self.max_concurrency - len(self._running)
+        return free
 
     async def _training_ended(self, client: AsyncClient) -> bool:
         """A training published its end (`TrainingRun.finish`) after this runner started."""
