@@ -35,6 +35,7 @@ from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, Tri
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.queue_schema import FINAL_STATUSES
 from lightning_otel.flat_span import Span
+from lightning_otel.runtime.early_reads import EarlyReads
 from lightning_otel.runtime.policy_address import write_policy_address
 from lightning_otel.runtime.resources import resources_to_json
 
@@ -181,10 +182,16 @@ class TrainingRun:
         read without them (runners flush their own before reporting)."""
         self._span_sources.append(flush)
 
-    def _flush_span_sources(self) -> None:
+    def _flush_span_sources(self, *, warn: bool = True) -> bool:
+        """Flush every span source; False when one did not flush in time (said unless `warn=False`)."""
+        flushed = True
         for flush in self._span_sources:
             if not flush():  # read anyway: what is stored is adapted, what is missing is counted
-                log.warning("a span source did not flush within its timeout: this batch may be read without its spans")
+                flushed = False
+                if warn:
+                    log.warning("a span source did not flush within its timeout: this batch may be read without its "
+                                "spans")  # fmt: skip
+        return flushed
 
     def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None:
         """How many LLM calls a gateway served for given (rollout id, attempt id)s: `collect` reports it beside the
@@ -242,22 +249,37 @@ class TrainingRun:
         self._open.update(record["rollout_id"] for record in records)
         return RolloutBatch(batch_id, mode, [record["rollout_id"] for record in records], records)
 
-    def wait(self, batch: RolloutBatch, timeout: float | None = None) -> list[dict[str, Any]]:
+    def wait(
+        self,
+        batch: RolloutBatch,
+        timeout: float | None = None,
+        *,
+        on_final: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """Until every rollout of the batch is final (or `timeout`); the server wakes us on each completion burst.
-        Polls only count the batch (a batch of thousands is not read whole every second); its records are read
-        once, at the end."""
+        Without `on_final`, polls only count the batch (a batch of thousands is not read whole every second). With
+        it, each poll (every second) asks for the rollouts not yet final and hands those that became final to
+        `on_final`, so work on them starts while the rest run. The batch's records are read once, at the end."""
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         warned = False
         ids, total = batch.rollout_ids, len(batch.rollout_ids)
         if not ids:
             return []
+        pending = list(ids)
         while True:
             self.check_runners()
-            step = 1.0 if self.on_progress else 30.0
+            step = 1.0 if self.on_progress or on_final else 30.0
             if deadline is not None:
                 step = max(0.0, min(step, deadline - time.monotonic()))
-            answer = self.client.wait_rollouts(ids, timeout=step, records="none")
+            if on_final is None:
+                answer = self.client.wait_rollouts(ids, timeout=step, records="none")
+            else:  # the final ones come back once each: what is asked shrinks as the batch finishes
+                answer = self.client.wait_rollouts(pending, timeout=step, records="final")
+                if answer["rollouts"]:
+                    finished = {record["rollout_id"] for record in answer["rollouts"]}
+                    pending = [rollout_id for rollout_id in pending if rollout_id not in finished]
+                    on_final(answer["rollouts"])
             left = answer["unfinished"]
             if self.on_progress is not None:
                 self.on_progress(batch, total - left["queuing"] - left["running"], total)
@@ -333,33 +355,39 @@ class TrainingRun:
         publish_resources(self.client, {**self.latest_resources(), TRAINING_STATE_RESOURCE: marker}, None)
 
     def collect(self, batch: RolloutBatch, timeout: float | None = None) -> BatchResult:
-        """Wait for the batch, read every succeeded rollout's spans in one call, adapt them."""
+        """Wait for the batch and read its succeeded rollouts' spans, adapted. Rollouts are read as they finish,
+        while the rest of the batch runs (`EarlyReads`: those whose spans are complete then); the others in one
+        call at the end, waiting up to `span_wait_s` for their spans to be complete."""
         started = time.monotonic()
-        records = self.wait(batch, timeout)
+        early = EarlyReads(self.client, self.adapter, self._flush_span_sources)
+        records = self.wait(batch, timeout, on_final=early.read)
         waited = time.monotonic() - started
         unfinished = [record["rollout_id"] for record in records if record["status"] not in FINAL_STATUSES]
         if unfinished:  # past the caller's timeout: stop them so runners move on
             self.client.cancel(unfinished)
-        result = self.read(batch, records)
+        result = self.read(batch, records, early=early)
         result.wall_s, result.wait_s = time.monotonic() - started, waited
         return result
 
-    def read(self, batch: RolloutBatch, records: list[dict[str, Any]]) -> BatchResult:
+    def read(
+        self, batch: RolloutBatch, records: list[dict[str, Any]], *, early: EarlyReads | None = None
+    ) -> BatchResult:
         """The batch's rollouts as they are (`records`: their queue records, final ones read): every succeeded
-        rollout's spans in one call, complete (`span_wait_s`), adapted."""
+        rollout's spans, complete (`span_wait_s`), adapted; those `early` read already are taken from it, the rest
+        read in one call."""
         started = time.monotonic()
         self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
         succeeded = [record for record in records if record["status"] == "succeeded"]
-        spans: dict[str, list[Span]] = {}
+        ready = early.taken(succeeded) if early is not None else {}
+        rest = [record for record in succeeded if record["rollout_id"] not in ready]
+        read_spans: dict[str, list[Span]] = {}
         incomplete: dict[str, int] = {}
         self._flush_span_sources()
-        if succeeded:
+        if rest:
             read = self.client.complete_rollouts_spans(
-                [r["rollout_id"] for r in succeeded],
-                attempt_ids=[r["attempt_id"] for r in succeeded],
-                wait_s=self.span_wait_s,
+                [r["rollout_id"] for r in rest], attempt_ids=[r["attempt_id"] for r in rest], wait_s=self.span_wait_s
             )
-            spans, incomplete = read["rollouts"], read["incomplete"]
+            read_spans, incomplete = read["rollouts"], read["incomplete"]
         gateway_calls = None
         if self._call_counters:
             attempts = [(r["rollout_id"], r["attempt_id"]) for r in succeeded]
@@ -370,10 +398,15 @@ class TrainingRun:
                 "process's export was late or lost; their samples may lack calls or agent names): %s",
                 len(incomplete), len(succeeded), self.span_wait_s, ", ".join(sorted(incomplete)[:5]),
             )  # fmt: skip
-        adapted = {
-            record["rollout_id"]: self.adapter.adapt(spans.get(record["rollout_id"], []), task_id=record["task_id"])
-            for record in succeeded
-        }
+        spans: dict[str, list[Span]] = {}
+        adapted: dict[str, AdaptedRollout] = {}
+        for record in succeeded:  # in the batch's order, whichever read found them
+            rollout_id = record["rollout_id"]
+            if rollout_id in ready:
+                spans[rollout_id], adapted[rollout_id] = ready[rollout_id]
+            else:
+                spans[rollout_id] = read_spans.get(rollout_id, [])
+                adapted[rollout_id] = self.adapter.adapt(spans[rollout_id], task_id=record["task_id"])
         return BatchResult(
             batch, records, spans, adapted, wall_s=time.monotonic() - started, incomplete=incomplete,
             gateway_calls=gateway_calls,
