@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import lightning_otel
-from lightning_otel.capture.otlp_encoding import encode_spans
+from lightning_otel.capture.otlp_encoding import encode_request
 
 TOKEN_ID_BODY = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
@@ -45,7 +45,7 @@ class EncodingExporter(SpanExporter):
         self.bytes = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.bytes += len(encode_spans(spans).SerializeToString())
+        self.bytes += len(encode_request(spans))
         self.spans += len(spans)
         return SpanExportResult.SUCCESS
 

@@ -1,19 +1,33 @@
-"""The fast OTLP encoder produces the same message as OpenTelemetry's; the exporters we build use it and nobody
+"""Our OTLP encoder writes the same request OpenTelemetry's builds (every attribute kind, events, links, limits,
+trace state, resources and scopes; hypothesis over attribute values); the exporters we build use it and nobody
 else's exporters change."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 from google.protobuf.json_format import MessageToDict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as otel_encode_spans
 from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as grpc_exporter
 from opentelemetry.exporter.otlp.proto.http import trace_exporter as http_exporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Link, SpanKind, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+    set_span_in_context,
+)
 
 import lightning_otel
 from lightning_otel.capture import otlp_encoding, otlp_exporters
@@ -73,20 +87,12 @@ def test_dropped_counts_survive():
     assert _as_dict(otlp_encoding.encode_spans(spans)) == _as_dict(otel_encode_spans(spans))
 
 
-def test_long_arrays_become_the_same_wire_entries():
-    field = otlp_encoding.encode_array_attribute("ids", TOKEN_IDS * 3)
-    assert field is not None and field[:1] == b"\x4a"
-    assert otlp_encoding.encode_array_attribute("mixed", [1, 2.0] * 10) is None
-    assert otlp_encoding.encode_array_attribute("nulls", [1, None] * 10) is None
-    assert otlp_encoding.encode_array_attribute("bools", [True] * 20) is None
-
-
 def test_our_exporters_use_it(monkeypatch):
     lightning_otel.instrument()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     calls = []
-    fast = otlp_encoding.encode_spans
-    monkeypatch.setattr(otlp_exporters, "encode_spans", lambda spans: calls.append(len(spans)) or fast(spans))
+    fast = otlp_encoding.encode_request
+    monkeypatch.setattr(otlp_exporters, "encode_request", lambda spans: calls.append(len(spans)) or fast(spans))
     with OTLPReceiver() as receiver:
         exporter = build_exporter(endpoint=receiver.endpoint)
         assert isinstance(exporter, otlp_exporters.FastHTTPSpanExporter)
@@ -143,3 +149,81 @@ def test_our_http_exporter_reports_a_refused_batch_as_the_sdk_does():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _request_dict(spans) -> dict:
+    return MessageToDict(ExportTraceServiceRequest.FromString(otlp_encoding.encode_request(spans)))
+
+
+def test_the_same_request_for_spans_of_every_shape() -> None:
+    """Two resources and three scopes (one with a schema URL and attributes), a remote parent, trace state, links
+    with and without attributes, events with dropped attributes, statuses, every kind, a span with no attribute."""
+    exporter = InMemorySpanExporter()
+    spans_made = []
+    for service in ("one", "two"):
+        provider = TracerProvider(resource=Resource.create({"service.name": service}, schema_url="https://s/1"),
+                                  span_limits=SpanLimits(max_event_attributes=1))  # fmt: skip
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracers = [provider.get_tracer("a"), provider.get_tracer("b", "2.0", "https://s/2", {"scope.k": [1, 2]})]
+        remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1),
+                             trace_state=TraceState([("vendor", "v1"), ("other", "x")]))  # fmt: skip
+        for index, kind in enumerate(SpanKind):
+            tracer = tracers[index % 2]
+            span = tracer.start_span(f"op {kind.name}", context=set_span_in_context(NonRecordingSpan(remote)),
+                                     kind=kind, links=[Link(remote, {"w": 1.5}), Link(remote)])  # fmt: skip
+            span.add_event("e", {"a": 1, "b": "dropped by the limit"}, timestamp=123)
+            span.add_event("")
+            if index % 3 == 1:
+                span.set_status(StatusCode.ERROR, "bad input")
+            elif index % 3 == 2:
+                span.set_status(StatusCode.OK)
+            span.end()
+            spans_made.append(span)
+        provider.get_tracer("", None).start_span("").end()  # an empty name and scope name
+    spans = exporter.get_finished_spans()
+    assert _request_dict(spans) == MessageToDict(otel_encode_spans(spans))
+
+
+scalars = st.one_of(
+    st.text(max_size=20),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.binary(max_size=10),
+)
+attribute_values = st.one_of(
+    scalars,
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40),
+    st.lists(st.floats(allow_nan=False), max_size=40),
+    st.lists(st.one_of(st.text(max_size=5), st.booleans(), st.none()), max_size=20),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=10), attribute_values, max_size=12))
+def test_any_attributes_encode_to_the_same_request(attributes: dict) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "p"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    span = provider.get_tracer("t").start_span("s")
+    span._attributes._dict.update(attributes)  # past the SDK's validation: the encoder must take what it holds
+    span.end()
+    spans = exporter.get_finished_spans()
+    assert _request_dict(spans) == MessageToDict(otel_encode_spans(spans))
+
+
+def test_what_otlp_cannot_carry_is_dropped_as_opentelemetry_drops_it(caplog: pytest.LogCaptureFixture) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "p"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    span = provider.get_tracer("t").start_span("s")
+    odd = {"too big": 2**64, "too big in a list": [1, 2**64] * 10, "an object": object(), "kept": "yes",
+           "a map": {"k": [1, 2], 3: "three"}, "lone surrogate": "\ud800"}  # fmt: skip
+    span._attributes._dict.update(odd)
+    span.end()
+    spans = exporter.get_finished_spans()
+    ours = _request_dict(spans)
+    assert ours == MessageToDict(otel_encode_spans(spans))
+    kept = [kv["key"] for kv in ours["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]]
+    assert "kept" in kept and "a map" in kept and "too big" not in kept and "an object" not in kept
+    assert "Failed to encode key too big" in caplog.text

@@ -1,36 +1,46 @@
-"""OTLP protobuf encoding that stays cheap for spans carrying long numeric arrays (token ids, logprobs).
+"""OTLP protobuf encoding of finished spans, written as wire bytes: the same request OpenTelemetry's encoder builds.
 
-The OpenTelemetry encoder builds one protobuf `AnyValue` object per array element, about 1.2 µs each: a call with
-~1,400 token ids and logprobs costs ~1.7 ms of CPU in the export thread, which competes with the agent for the
-GIL. Here every int or float array of `MIN_FAST_ARRAY` elements or more is written as protobuf wire bytes
-directly (cached bytes per token id; `struct` for doubles, ~30-70 ns per element) and merged into the span
-message; everything else goes through the OpenTelemetry encoder unchanged. The message is the same as the
-OpenTelemetry encoder's, except that those attributes come last in the span's attribute list.
+OpenTelemetry's encoder builds a protobuf object for every span, attribute and array element, then serializes
+them: ~75 us of CPU for each span a runner exports (an LLM span carries ~15 attributes and its token ids), 93% of
+a runner's export and about 6% of its CPU (`benchmarks/trainer_throughput.py`'s agent, 10 spans a rollout). Here
+the request is written directly: an attribute key's field cached once, ints as varints, doubles with `struct`,
+all-int and all-float arrays (token ids, logprobs) from cached per-id bytes or one `struct` pack.
 
-The exporters we construct use it (`lightning_otel.capture.otlp_exporters`); nothing else in the process does.
+The request is the one OpenTelemetry's `encode_spans` builds (1.44, 1.45): spans grouped by resource, then by
+instrumentation scope, in first-seen order; the same fields set; an attribute that cannot be encoded (a type OTLP
+has no value for, an int past int64, an unencodable string) dropped with the same log line. `tests/
+test_otlp_encoding.py` compares both on every attribute kind, events, links, limits and trace state. Our exporters
+use it (`lightning_otel.capture.otlp_exporters`, version-gated); nothing else in the process does.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as otel_encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 
-MIN_FAST_ARRAY = 16
+logger = logging.getLogger(__name__)
 
-_INT64_MASK = (1 << 64) - 1
-_SPAN_ATTRIBUTES_TAG = b"\x4a"  # Span.attributes = 9, length-delimited
+MIN_FAST_ARRAY = 4  # shorter numeric arrays go element by element (the fast path's set-up costs more)
+
+_INT64_MIN, _INT64_LIMIT, _INT64_MASK = -(1 << 63), 1 << 63, (1 << 64) - 1
 _DOUBLE_ELEMENT = b"\x0a\x09\x21"  # ArrayValue.values (1, 9 bytes) holding AnyValue.double_value (4, fixed64)
 _DOUBLES_PER_STRUCT = 64
 _DOUBLES = struct.Struct("<" + "3sd" * _DOUBLES_PER_STRUCT)
+_DOUBLE = struct.Struct("<d")
+_FIXED64 = struct.Struct("<Q")
+_FIXED32 = struct.Struct("<I")
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags: the context says whether it is remote, and it is
+_SPAN_FLAGS_TAG = b"\x85\x01"  # Span.flags = 16, fixed32
+_KEY_CACHE_LIMIT = 4096
 
 
-def _varint(value: int) -> bytes:
+def _varint_of(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -42,9 +52,27 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+_SHORT_VARINTS = [_varint_of(value) for value in range(1 << 14)]  # lengths, small ints: one or two bytes
+
+
+def _varint(value: int) -> bytes:
+    return _SHORT_VARINTS[value] if 0 <= value < 1 << 14 else _varint_of(value)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field."""
+    return tag + _varint(len(payload)) + payload
+
+
+def _int64(value: int) -> bytes:
+    if not _INT64_MIN <= value < _INT64_LIMIT:
+        raise ValueError(f"Value out of range: {value}")  # what protobuf says of it
+    return _varint(value & _INT64_MASK)
+
+
 def _int_element(value: int) -> bytes:
     """`ArrayValue.values` entry holding `AnyValue.int_value` (3, varint of the int64)."""
-    any_value = b"\x18" + _varint(value & _INT64_MASK)
+    any_value = b"\x18" + _varint_of(value & _INT64_MASK)
     return b"\x0a" + _varint(len(any_value)) + any_value
 
 
@@ -61,6 +89,19 @@ class _IntElements(dict[int, bytes]):
 _int_elements = _IntElements()
 
 
+class _Keys(dict[str, bytes]):
+    """`KeyValue.key` fields by key: attribute names repeat on every span."""
+
+    def __missing__(self, key: str) -> bytes:
+        encoded = _field(b"\x0a", key.encode("utf-8"))
+        if len(self) < _KEY_CACHE_LIMIT:
+            self[key] = encoded
+        return encoded
+
+
+_keys = _Keys()
+
+
 def _doubles(values: Sequence[float]) -> bytes:
     values = list(values)
     full = len(values) - len(values) % _DOUBLES_PER_STRUCT
@@ -71,10 +112,6 @@ def _doubles(values: Sequence[float]) -> bytes:
     rest = values[full:]
     parts.append(struct.pack("<" + "3sd" * len(rest), *chain.from_iterable(zip(repeat(_DOUBLE_ELEMENT), rest))))
     return b"".join(parts)
-
-
-def _length_delimited(tag: bytes, payload: bytes) -> bytes:
-    return tag + _varint(len(payload)) + payload
 
 
 def numeric_array_kind(values: Sequence[Any]) -> type | None:
@@ -88,70 +125,149 @@ def numeric_array_kind(values: Sequence[Any]) -> type | None:
     return None
 
 
-def encode_array_attribute(key: str, values: Sequence[Any]) -> bytes | None:
-    """One `Span.attributes` field (tag included) for an all-int or all-float array, else None."""
-    kind = numeric_array_kind(values)
+def _array_elements(values: Sequence[Any]) -> bytes:
+    """`ArrayValue`'s payload."""
+    if len(values) >= MIN_FAST_ARRAY:
+        kind = numeric_array_kind(values)
+        if kind is int and min(values) >= _INT64_MIN and max(values) < _INT64_LIMIT:
+            return b"".join(map(_int_elements.__getitem__, values))
+        if kind is float:
+            return _doubles(values)
+    return b"".join(_field(b"\x0a", _any_value(value)) for value in values)
+
+
+def _any_value(value: Any) -> bytes:
+    """`AnyValue`'s payload, as OpenTelemetry's `_encode_value` chooses the field (its isinstance order)."""
+    kind = type(value)
+    if kind is str:
+        return _field(b"\x0a", value.encode("utf-8"))
     if kind is int:
-        elements = b"".join(map(_int_elements.__getitem__, values))
-    elif kind is float:
-        elements = _doubles(values)
-    else:
-        return None
-    any_value = _length_delimited(b"\x2a", elements)  # AnyValue.array_value = 5
-    key_value = _length_delimited(b"\x0a", key.encode()) + _length_delimited(b"\x12", any_value)
-    return _length_delimited(_SPAN_ATTRIBUTES_TAG, key_value)
+        return b"\x18" + _int64(value)
+    if kind is float:
+        return b"\x21" + _DOUBLE.pack(value)
+    if value is None:
+        return b""
+    if isinstance(value, bool):
+        return b"\x10\x01" if value else b"\x10\x00"
+    if isinstance(value, str):
+        return _field(b"\x0a", value.encode("utf-8"))
+    if isinstance(value, int):
+        return b"\x18" + _int64(value)
+    if isinstance(value, float):
+        return b"\x21" + _DOUBLE.pack(value)
+    if isinstance(value, bytes):
+        return _field(b"\x3a", value)
+    if isinstance(value, Sequence):
+        return _field(b"\x2a", _array_elements(value))
+    if isinstance(value, Mapping):
+        return _field(b"\x32", b"".join(_field(b"\x0a", _key_value(str(k), v)) for k, v in value.items()))
+    raise Exception(f"Invalid type {type(value)} of value {value}")
 
 
-def _split_span(span: ReadableSpan) -> tuple[ReadableSpan, list[bytes]]:
-    """The span without its long numeric arrays, and those arrays encoded."""
-    attributes: Mapping[str, Any] = span.attributes or {}
-    encoded: dict[str, bytes] = {}
-    for key, value in attributes.items():
-        if isinstance(value, (tuple, list)) and len(value) >= MIN_FAST_ARRAY:
-            field = encode_array_attribute(key, value)
-            if field is not None:
-                encoded[key] = field
-    if not encoded:
-        return span, []
-    slim = ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes={key: value for key, value in attributes.items() if key not in encoded},
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
-    return slim, list(encoded.values())
+def _key_value(key: str, value: Any) -> bytes:
+    return _keys[key] + _field(b"\x12", _any_value(value))
+
+
+def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> list[bytes]:
+    """One `tag` field per attribute; one that cannot be encoded is dropped and logged, as OpenTelemetry does."""
+    fields = []
+    for key, value in (attributes or {}).items():
+        try:
+            fields.append(_field(tag, _key_value(key, value)))
+        except Exception as error:
+            logger.exception("Failed to encode key %s: %s", key, error)
+    return fields
+
+
+def _flags(context: Any) -> bytes:
+    return _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE if context is not None and context.is_remote else _HAS_IS_REMOTE)
+
+
+def _span(span: ReadableSpan) -> bytes:
+    """`Span`'s payload."""
+    context = span.get_span_context()
+    parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08", context.span_id.to_bytes(8, "big")]
+    if context.trace_state:
+        parts.append(_field(b"\x1a", ",".join(f"{k}={v}" for k, v in context.trace_state.items()).encode()))
+    if span.parent:
+        parts += (b"\x22\x08", span.parent.span_id.to_bytes(8, "big"))
+    if span.name:
+        parts.append(_field(b"\x2a", span.name.encode("utf-8")))
+    parts += (b"\x30", _varint(span.kind.value + 1))  # SDK kinds count from INTERNAL = 0, OTLP's from 1
+    if span.start_time:
+        parts += (b"\x39", _FIXED64.pack(span.start_time))
+    if span.end_time:
+        parts += (b"\x41", _FIXED64.pack(span.end_time))
+    parts += _attributes(b"\x4a", span.attributes)
+    if span.dropped_attributes:
+        parts += (b"\x50", _varint(span.dropped_attributes))
+    for event in span.events:
+        event_parts = [b"\x09", _FIXED64.pack(event.timestamp)] if event.timestamp else []
+        if event.name:
+            event_parts.append(_field(b"\x12", event.name.encode("utf-8")))
+        event_parts += _attributes(b"\x1a", event.attributes)
+        if event.dropped_attributes:
+            event_parts += (b"\x20", _varint(event.dropped_attributes))
+        parts.append(_field(b"\x5a", b"".join(event_parts)))
+    if span.dropped_events:
+        parts += (b"\x60", _varint(span.dropped_events))
+    for link in span.links:
+        linked = link.context
+        link_parts = [b"\x0a\x10", linked.trace_id.to_bytes(16, "big"), b"\x12\x08", linked.span_id.to_bytes(8, "big")]
+        link_parts += _attributes(b"\x22", link.attributes)
+        if link.dropped_attributes:
+            link_parts += (b"\x28", _varint(link.dropped_attributes))
+        link_parts += (b"\x35", _flags(linked))
+        parts.append(_field(b"\x6a", b"".join(link_parts)))
+    if span.dropped_links:
+        parts += (b"\x70", _varint(span.dropped_links))
+    status = span.status
+    if status is not None:
+        status_parts = [_field(b"\x12", status.description.encode("utf-8"))] if status.description else []
+        if status.status_code.value:
+            status_parts += (b"\x18", _varint(status.status_code.value))
+        parts.append(_field(b"\x7a", b"".join(status_parts)))
+    parts += (_SPAN_FLAGS_TAG, _flags(span.parent))
+    return b"".join(parts)
+
+
+def _scope(scope: Any) -> bytes:
+    """`InstrumentationScope`'s payload (empty for None, as OpenTelemetry sends it)."""
+    if scope is None:
+        return b""
+    parts = []
+    if scope.name:
+        parts.append(_field(b"\x0a", scope.name.encode("utf-8")))
+    if scope.version:
+        parts.append(_field(b"\x12", scope.version.encode("utf-8")))
+    parts += _attributes(b"\x1a", scope.attributes)
+    return b"".join(parts)
+
+
+def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
+    """The serialized `ExportTraceServiceRequest` for `spans`."""
+    grouped: dict[Any, dict[Any, list[bytes]]] = {}
+    by_identity: dict[int, dict[Any, list[bytes]]] = {}  # a Resource hashes by dumping its attributes to JSON
+    for span in spans:
+        by_scope = by_identity.get(id(span.resource))
+        if by_scope is None:
+            by_scope = by_identity[id(span.resource)] = grouped.setdefault(span.resource, {})
+        by_scope.setdefault(span.instrumentation_scope or None, []).append(_field(b"\x12", _span(span)))
+    request = []
+    for resource, by_scope in grouped.items():
+        resource_parts = [_field(b"\x0a", b"".join(_attributes(b"\x0a", resource.attributes)))]
+        for scope, encoded in by_scope.items():
+            scope_parts = [_field(b"\x0a", _scope(scope)), *encoded]
+            if scope is not None and scope.schema_url:
+                scope_parts.append(_field(b"\x1a", scope.schema_url.encode("utf-8")))
+            resource_parts.append(_field(b"\x12", b"".join(scope_parts)))
+        if resource.schema_url:
+            resource_parts.append(_field(b"\x1a", resource.schema_url.encode("utf-8")))
+        request.append(_field(b"\x0a", b"".join(resource_parts)))
+    return b"".join(request)
 
 
 def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
-    """`ExportTraceServiceRequest` for `spans`, like OpenTelemetry's `encode_spans`."""
-    slim_spans: list[ReadableSpan] = []
-    pending: dict[tuple[int, int], tuple[ReadableSpan, list[bytes]]] = {}
-    for span in spans:
-        slim, fields = _split_span(span)
-        slim_spans.append(slim)
-        if fields and span.context is not None:
-            pending[(span.context.trace_id, span.context.span_id)] = (span, fields)
-    request = otel_encode_spans(slim_spans)
-    if not pending:
-        return request
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for message in scope_spans.spans:
-                entry = pending.get((int.from_bytes(message.trace_id, "big"), int.from_bytes(message.span_id, "big")))
-                if entry is None:
-                    continue
-                original, fields = entry
-                message.MergeFromString(b"".join(fields))  # repeated field entries append
-                # The slim copy lost the SDK's bounded containers, and with them the dropped counts.
-                message.dropped_attributes_count = original.dropped_attributes
-                message.dropped_events_count = original.dropped_events
-                message.dropped_links_count = original.dropped_links
-    return request
+    """`ExportTraceServiceRequest` for `spans`, like OpenTelemetry's `encode_spans` (for the gRPC exporter, which
+    sends a message): our bytes, parsed."""
+    return ExportTraceServiceRequest.FromString(encode_request(spans))

@@ -1,5 +1,5 @@
-"""OTLP trace exporters of our own: the SDK's exporters, encoding long token-id and logprob arrays with
-`lightning_otel.capture.otlp_encoding` (~6x cheaper for an LLM span; the message is the same).
+"""OTLP trace exporters of our own: the SDK's exporters, with the request written as wire bytes by
+`lightning_otel.capture.otlp_encoding` (the same message, a fraction of the CPU).
 
 Only exporters we construct use them: the one `instrument()` installs, the runners' and the policy gateway's. A
 user's own exporters in the same process are never changed. To plain-`http://` endpoints they send through one
@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 
-from lightning_otel.capture.otlp_encoding import encode_spans
+from lightning_otel.capture.otlp_encoding import encode_request, encode_spans
 from lightning_otel.capture.tested_versions import is_tested
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class FastHTTPSpanExporter(SDKHTTPSpanExporter):
         if not FAST_HTTP or self._shutdown:
             return super().export(spans)
         try:
-            body = encode_spans(spans).SerializePartialToString()
+            body = encode_request(spans)
         except Exception:  # an odd span: the SDK's own path encodes it, or reports why it cannot
             logger.debug("lightning-otel: fast OTLP encoding failed, using the SDK's encoder", exc_info=True)
             return super().export(spans)
