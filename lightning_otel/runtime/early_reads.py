@@ -8,7 +8,10 @@ The same rule decides when a rollout is read as at the end: its runner flushed b
 own span sources (the policy gateway) are flushed first; and its spans must be complete, every parent in the
 store (`span_completeness`). A rollout that is not complete yet is not waited for here: it is left to the end's
 read, which waits up to `span_wait_s`. So is every rollout of a poll when a span source did not flush in time, and
-a rollout with no span at all.
+a rollout with no span at all. What the rule cannot see, it could not see at the end either: a span exported late
+that names no missing parent (a late process whose spans hang under the runner's, with no gateway call beneath
+them) is missed by a read a second after its rollout finished, where a read at the end of a long batch might have
+caught it by chance. `Trainer.dev` looks for late spans when a batch gives no sample.
 """
 
 from __future__ import annotations
