@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from lightning_otel.flat_span import restore_non_finite
+from lightning_otel.tls_context import shared_tls_context
 
 log = logging.getLogger("lightning_otel.collector.client")
 
@@ -293,7 +294,9 @@ class Client(CollectorCalls):
         self.url = url.rstrip("/")
         self.auth_token = auth_token
         self.retry_for_s = retry_for_s
-        self._http = httpx.Client(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.url, headers=_headers(auth_token), timeout=timeout, verify=shared_tls_context()
+        )
 
     def _request(
         self,
@@ -345,7 +348,9 @@ class AsyncClient(CollectorCalls):
         self.url = url.rstrip("/")
         self.auth_token = auth_token
         self.retry_for_s = retry_for_s
-        self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(auth_token), timeout=timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=_headers(auth_token), timeout=timeout, verify=shared_tls_context()
+        )
 
     async def _request(  # type: ignore[override]
         self,

@@ -31,6 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
 from lightning_otel.collector.store import SpanStore, StoredSpan
+from lightning_otel.tls_context import shared_tls_context
 
 log = logging.getLogger("lightning_otel.collector.forwarder")
 
@@ -90,7 +91,9 @@ class _HttpDestination:
     def __init__(self, url: str, headers: dict[str, str]) -> None:
         parts = urlsplit(url)
         self.url = url if parts.path not in ("", "/") else url.rstrip("/") + "/v1/traces"
-        self.client = httpx.AsyncClient(timeout=30, headers={"content-type": "application/x-protobuf", **headers})
+        self.client = httpx.AsyncClient(
+            timeout=30, headers={"content-type": "application/x-protobuf", **headers}, verify=shared_tls_context()
+        )
 
     async def send(self, body: bytes) -> None:
         try:

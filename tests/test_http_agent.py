@@ -106,3 +106,32 @@ def test_a_service_finds_the_policy_through_the_notify_file(tmp_path) -> None:
     # the gateway's address (published after the trainer's initial LLM), not the policy server's
     assert record["version"] == 2 and record["model"] == "agl-tiny" and str(policy.port) not in record["address"]
     assert record["base_url"] == f"http://{record['address']}/v1"
+
+
+def test_rollouts_share_one_tls_context_instead_of_loading_ca_certificates_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """httpx loads certifi's CA bundle into a new SSL context for every client (~30 ms of CPU): `HttpAgent` made a
+    client per rollout, so every rollout of an agent service paid it, `http://` included."""
+    import asyncio
+    import ssl
+
+    from lightning_otel.runtime.lit_agent import Rollout
+    from lightning_otel.tls_context import shared_tls_context
+
+    async def chat(request: Request) -> Response:
+        return JSONResponse({"reward": 1.0})
+
+    shared_tls_context()  # built once per process (by whichever of our clients comes first)
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", lambda *a, **k: loads.append(a) or load(*a, **k))
+    with AppServer(Starlette(routes=[Route("/chat", chat, methods=["POST"])])) as service:
+        agent = lightning_otel.HttpAgent(f"http://{service.host}:{service.port}/chat")
+        resources = {"main_llm": lightning_otel.LLM("http://127.0.0.1:9/v1", "agl-tiny")}
+
+        async def three() -> list[Any]:
+            return [await agent.rollout_async({"q": i}, resources, Rollout(f"ro-{i}", "at-1")) for i in range(3)]
+
+        assert asyncio.run(three()) == [1.0, 1.0, 1.0]
+    assert loads == []

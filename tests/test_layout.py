@@ -20,8 +20,14 @@ SOURCE_ROOTS = {
     "lightning_otel.collector": ROOT / "collector",
 }
 
-# The wire contract: every room may import it; it imports nothing of ours.
-CONTRACT = {"lightning_otel.semconv", "lightning_otel.flat_span", "lightning_otel.version"}
+# The wire contract, and the one TLS context our HTTP clients share: every room may import them; they import
+# nothing of ours.
+CONTRACT = {
+    "lightning_otel.semconv",
+    "lightning_otel.flat_span",
+    "lightning_otel.version",
+    "lightning_otel.tls_context",
+}
 COLLECTOR_CLIENT = {"lightning_otel.collector.client", "lightning_otel.collector.queue_schema"}
 # how every HTTP server of ours listens (TCP_NODELAY): the collector's, and serving's apps
 TCP_LISTENER = "lightning_otel.collector.tcp_listener"

@@ -21,6 +21,7 @@ import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from lightning_otel.rewards.micro_batch import MicroBatcher
+from lightning_otel.tls_context import shared_tls_context
 
 Message = dict[str, Any]
 MAX_INPUTS = 256  # the service's limit per request
@@ -59,7 +60,9 @@ class RewardModelClient:
         self.backoff_s = backoff_s
         self.retries = 0  # how many retries were made (all requests)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout_s, verify=shared_tls_context()
+        )
         self._batcher: MicroBatcher[Sequence[Message], float] = MicroBatcher(
             self.score, max_batch=max_batch, max_wait_s=max_wait_s
         )

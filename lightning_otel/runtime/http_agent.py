@@ -24,6 +24,7 @@ import httpx
 
 from lightning_otel.capture.propagation import outgoing_headers
 from lightning_otel.runtime.lit_agent import LitAgent, NamedResources, Reward, Rollout
+from lightning_otel.tls_context import shared_tls_context
 
 
 class AgentServiceError(RuntimeError):
@@ -64,7 +65,7 @@ class HttpAgent(LitAgent[Any]):
 
     async def rollout_async(self, task: Any, resources: NamedResources, rollout: Rollout) -> Reward:
         body = self.request_body(task, resources, rollout)
-        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+        async with httpx.AsyncClient(timeout=self.timeout_s, verify=shared_tls_context()) as client:
             try:
                 reply = await client.post(self.url, json=body, headers={**self.headers, **outgoing_headers()})
             except httpx.HTTPError as exc:

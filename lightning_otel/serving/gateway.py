@@ -49,6 +49,7 @@ from lightning_otel.capture.propagation import extract_context
 from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.tls_context import shared_tls_context
 
 # Headers that describe one hop, not the request: never forwarded.
 _HOP_HEADERS = frozenset(
@@ -169,7 +170,9 @@ class PolicyGateway:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self.timeout_s, limits=httpx.Limits(max_connections=1000))
+            self._http = httpx.AsyncClient(
+                timeout=self.timeout_s, limits=httpx.Limits(max_connections=1000), verify=shared_tls_context()
+            )
         return self._http
 
     def _tracer(self) -> trace.Tracer:
