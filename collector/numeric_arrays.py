@@ -22,8 +22,13 @@ _DOUBLE_ELEMENT = 11  # 0a 09 21 + 8 bytes
 _INT64_SIGN = 1 << 63
 
 
+# Entries kept: a tokenizer's vocabulary (~150k-260k ids) fits; a stream of arbitrary ints cannot grow the
+# collector past ~35 MB here (what is past the bound is decoded, not kept).
+_CACHED_ELEMENTS = 1 << 18
+
+
 class _ElementInts(dict[bytes, int]):
-    """An int element's bytes to its int64; bounded to small values, as token ids are."""
+    """An int element's bytes to its int64; small values only (varints of up to 3 bytes), as token ids are."""
 
     def __missing__(self, element: bytes) -> int:
         if element[1] != len(element) - 2:  # the element holds more than its int: not ours to read this way
@@ -33,7 +38,7 @@ class _ElementInts(dict[bytes, int]):
             value |= (byte & 0x7F) << (7 * shift)
         if value >= _INT64_SIGN:
             value -= 1 << 64
-        if len(element) <= 6 and len(self) < 1 << 21:  # varints of up to 3 bytes: ids below 2**21
+        if len(element) <= 6 and len(self) < _CACHED_ELEMENTS:  # varints of up to 3 bytes: ids below 2**21
             self[element] = value
         return value
 
