@@ -382,8 +382,8 @@ class TrainingRun:
         rest = [record for record in succeeded if record["rollout_id"] not in ready]
         read_spans: dict[str, list[Span]] = {}
         incomplete: dict[str, int] = {}
-        self._flush_span_sources()
-        if rest:
+        if rest:  # what early reads took was read after a flush of its own
+            self._flush_span_sources()
             read = self.client.complete_rollouts_spans(
                 [r["rollout_id"] for r in rest], attempt_ids=[r["attempt_id"] for r in rest], wait_s=self.span_wait_s
             )
