@@ -159,7 +159,6 @@ def test_the_same_request_for_spans_of_every_shape() -> None:
     """Two resources and three scopes (one with a schema URL and attributes), a remote parent, trace state, links
     with and without attributes, events with dropped attributes, statuses, every kind, a span with no attribute."""
     exporter = InMemorySpanExporter()
-    spans_made = []
     for service in ("one", "two"):
         provider = TracerProvider(resource=Resource.create({"service.name": service}, schema_url="https://s/1"),
                                   span_limits=SpanLimits(max_event_attributes=1))  # fmt: skip
@@ -178,7 +177,6 @@ def test_the_same_request_for_spans_of_every_shape() -> None:
             elif index % 3 == 2:
                 span.set_status(StatusCode.OK)
             span.end()
-            spans_made.append(span)
         provider.get_tracer("", None).start_span("").end()  # an empty name and scope name
     spans = exporter.get_finished_spans()
     assert _request_dict(spans) == MessageToDict(otel_encode_spans(spans))
