@@ -1,6 +1,6 @@
 """A batch's rollouts read while the rest of the batch still runs (`TrainingRun.collect`).
 
-Read at the end, a batch of 2,000 rollouts (20,000 spans) took 1.3-1.8 s to read and adapt on two cores, with the
+Read at the end, a batch of 2,000 rollouts (20,000 spans) took 1.29-1.45 s to read and adapt on two cores, with the
 runners done and a core idle: ~8% of the batch (`benchmarks/trainer_throughput.py`). Read as they finish, each
 poll's newly final rollouts are read while the others run, and the end reads only the last poll's.
 
