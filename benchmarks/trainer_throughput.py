@@ -12,6 +12,9 @@
     Beside each rate: CPU a rollout in units of the test server's CPU a rollout (it does the same work in every
     run, so this yardstick holds when the machine's speed moves the rates between runs): the agent alone, and under
     `Trainer.fit` the runner processes (their start-up included) and the trainer with its embedded collector.
+    Then how the batch's time splits: the first claim after the batch was queued (the runner processes starting:
+    Python, the benchmark's main module and the agent's openai import), the steady pace between 20% and 80% of the
+    completions (with its ratio to the agent alone), and the drain after the last claim.
 (b) Adapter: `TraceToTriplet` over `--adapter-rollouts` rollouts of flat spans as the collector returns them
     (4 LLM spans with 200 prompt + 100 response token ids, 4 agent spans, a reward span each), spans/s; beside it,
     Agent Lightning 0.3's `TracerTraceToTriplet` on the same rollouts when `--agl-python` points to a venv that has it.
@@ -38,7 +41,7 @@ import lightning_otel
 from benchmarks.capture_overhead import start_server
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, EmbeddedCollector
-from lightning_otel.runtime.rollout_timing import attempt_phases, breakdown, format_breakdown
+from lightning_otel.runtime.rollout_timing import attempt_phases, batch_pace, breakdown, format_breakdown
 from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
@@ -89,7 +92,8 @@ def end_to_end(
 ) -> tuple[float, dict, dict]:
     """Rollouts through `Trainer.fit`; the batch's metrics and where each attempt's time went (read after the timed
     run from the collector's queue records and the spans: `lightning_otel.runtime.rollout_timing`). `meter`, when
-    given, is started before the fit and its CPU figures (`CpuMeter.spent`) are in the metrics as `cpu`."""
+    given, is started before the fit and its CPU figures (`CpuMeter.spent`) are in the metrics as `cpu`; the batch's
+    start-up and steady pace (`rollout_timing.batch_pace`) are in them as `pace`."""
     with (
         tempfile.TemporaryDirectory(prefix="agl-bench-") as folder,
         EmbeddedCollector.on_sqlite_file(Path(folder) / "collector.sqlite3") as addresses,
@@ -113,8 +117,11 @@ def end_to_end(
         spent = meter.spent() if meter is not None else None  # before the breakdown's reads below
         (batch,) = result.train
         with Client(addresses.query) as client:
-            phases = [attempt_phases(client.rollout(r), batch.spans.get(r, [])) for r in batch.batch.rollout_ids]
-    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s, "cpu": spent}, breakdown(phases)
+            details = [client.rollout(r) for r in batch.batch.rollout_ids]
+        rollout_ids = batch.batch.rollout_ids
+        phases = [attempt_phases(d, batch.spans.get(r, [])) for r, d in zip(rollout_ids, details, strict=True)]
+        pace = batch_pace(details)
+    return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s, "cpu": spent, "pace": pace}, breakdown(phases)
 
 
 def uninstrumented(base_url: str, rollouts: int, concurrency: int) -> float:
@@ -288,6 +295,12 @@ def main() -> None:
                 trainer_units, runner_units = units
                 print(f"    CPU a rollout, in test-server units: the runners {runner_units:.2f} (start-up included), "
                       f"the trainer and its collector {trainer_units:.2f}")  # fmt: skip
+            pace = metrics["pace"]
+            if pace:  # the batch's rate above = start-up (runners importing the agent) + steady pace + drain
+                print(f"    first claim {pace['first_claim_s']:.2f} s after the batch was queued; steady pace "
+                      f"{pace['steady_per_s']:.1f} rollouts/s (20-80% of completions; "
+                      f"{pace['steady_per_s'] / (args.rollouts / floor):.2f} of the agent alone); "
+                      f"drain {pace['drain_s']:.2f} s")  # fmt: skip
             print(format_breakdown(phases, indent="    "))
     finally:
         server.terminate()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_otel.runtime.rollout_timing import attempt_phases, breakdown, format_breakdown
+from lightning_otel.runtime.rollout_timing import attempt_phases, batch_pace, breakdown, format_breakdown
 
 MS = 1_000_000  # ns
 
@@ -52,3 +52,18 @@ def test_breakdown_takes_medians_and_means_over_the_attempts_that_have_phases() 
     assert "per attempt (2)" in format_breakdown(table)
     assert breakdown([None]) == {}
     assert "no attempt" in format_breakdown({})
+
+
+def test_batch_pace_separates_the_start_from_the_steady_pace_and_the_drain() -> None:
+    # 101 rollouts queued at 0; the first claimed at 1 s (runners starting); then one completes every 10 ms
+    # (claimed 50 ms before), except that the last one takes 200 ms
+    details = []
+    for index in range(101):
+        end_ms = 1_050 + 10 * index + (150 if index == 100 else 0)
+        attempt = {"status": "succeeded", "start_ns": (1_000 + 10 * index) * MS, "end_ns": end_ms * MS}
+        details.append(detail({"status": "failed", "start_ns": 900 * MS, "end_ns": 950 * MS}, attempt))
+    pace = batch_pace(details)
+    assert pace["first_claim_s"] == pytest.approx(0.9)  # a failed attempt's claim counts: the runners were up
+    assert pace["steady_per_s"] == pytest.approx(100.0)
+    assert pace["drain_s"] == pytest.approx(0.2)
+    assert batch_pace(details[:9]) == {}

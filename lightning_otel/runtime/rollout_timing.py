@@ -4,6 +4,7 @@ completed) and the attempt's spans. No timer in the hot path, so measuring costs
     detail = client.rollout(rollout_id)                 # the queue record with its `attempt_list`
     phases = attempt_phases(detail, spans)              # seconds: queued, to_agent, agent, llm, to_complete, ...
     print(format_breakdown(breakdown([phases, ...])))   # medians and means in ms, one line a phase
+    batch_pace([detail, ...])                           # the batch's start-up and its pace once running
 
 Phases of the attempt that succeeded (its spans are the ones the batch read):
 - `queued`: enqueued -> claimed by a runner (waiting for a free slot, then the claim's round trip);
@@ -78,6 +79,25 @@ def breakdown(timings: Iterable[Mapping[str, float] | None]) -> dict[str, dict[s
             "attempts": float(len(kept)),
         }
         for phase in PHASES
+    }
+
+
+def batch_pace(details: Sequence[Mapping[str, Any]], middle: tuple[float, float] = (0.2, 0.8)) -> dict[str, float]:
+    """A batch's start and its pace once running, from its queue records (`client.rollout(id)` each):
+    `first_claim_s`, the batch queued -> its first claim (runners starting, importing the agent); `steady_per_s`,
+    completions a second between the `middle` fractions of the batch's completions (start and drain left out);
+    `drain_s`, the last claim -> the last completion. Empty when fewer than 10 attempts succeeded."""
+    queued = min((int(d["created_ns"]) for d in details), default=0)
+    succeeded = [a for d in details for a in d.get("attempt_list", ()) if a.get("status") == "succeeded"]
+    if len(succeeded) < 10:
+        return {}
+    claims = sorted(int(a["start_ns"]) for d in details for a in d.get("attempt_list", ()) if a.get("start_ns"))
+    ends = sorted(int(a["end_ns"]) for a in succeeded)
+    low, high = (int(fraction * (len(ends) - 1)) for fraction in middle)
+    return {
+        "first_claim_s": (claims[0] - queued) / 1e9,
+        "steady_per_s": (high - low) / max((ends[high] - ends[low]) / 1e9, 1e-9),
+        "drain_s": (ends[-1] - claims[-1]) / 1e9,
     }
 
 

@@ -37,6 +37,7 @@ from lightning_otel.collector.client import AsyncClient, CollectorError
 from lightning_otel.runtime.algorithm import TRAINING_STATE_RESOURCE
 from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout_method
 from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
+from lightning_otel.runtime.runner_gc import settle_heap
 
 log = logging.getLogger("lightning_otel.runtime.runner")
 STOPPING_RETRY_S = 5.0
@@ -514,6 +515,7 @@ def run_runner_process(
                 loop.add_signal_handler(signum, stop)
         return await runner.run(max_rollouts=max_rollouts)
 
+    settle_heap()  # the agent and the instrumentation are loaded: what is alive now lives as long as the process
     try:
         return asyncio.run(main())
     finally:

@@ -120,3 +120,12 @@ def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: li
         body = {"model": "agl-tiny", "messages": [{"role": "user", "content": f"{task['question']} {turn}"}]}
         httpx.post(url, json=body, headers={"x-agl-agent-name": "solver"}, timeout=30).raise_for_status()
     return 1.0
+
+
+@lightning_otel.rollout
+def heap_settled_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """Reward 1.0 when the runner process runs it with its heap settled (`lightning_otel.runtime.runner_gc`)."""
+    import gc
+
+    ask(resources, "write", task["question"])
+    return 1.0 if gc.get_freeze_count() > 0 and gc.get_threshold()[0] >= 5_000 else 0.0
