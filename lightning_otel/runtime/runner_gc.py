@@ -1,8 +1,8 @@
 """The garbage collector of a runner process, set for a long-lived process that runs many short rollouts.
 
 A runner's heap after start-up is large and lives as long as the process: the agent's modules, their classes and
-schemas (openai's pydantic models alone are ~130,000 tracked objects). CPython's full collections walk all of it,
-~110 ms each on a 2-core VM, five per 1,500 rollouts of four calls. Each call's response and span also live until
+schemas (~130,000 tracked objects with openai loaded). CPython's full collections walk all of it, ~100 ms each on a
+2-core VM, five per 1,500 rollouts of four calls. Each call's response and span also live until
 the span finisher thread has read them, so young collections come ~3x as often as in the agent run alone.
 
 `settle_heap()`, once the agent and the instrumentation are loaded: the heap as it is then is frozen (`gc.freeze`,
