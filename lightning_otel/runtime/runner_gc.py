@@ -10,8 +10,10 @@ never walked again) and young collections run every 5,000 allocations instead of
 only objects that were alive at start-up stay for the process's life. Measured in one runner over 1,500 rollouts
 of four calls (`docs/performance.md`): GC took 0.58 ms a rollout with CPython's defaults, 0.19 ms settled.
 
-Only our own runner processes (the Trainer's, `lightning-otel runner`) call it, never a process we are imported
-into. `AGL_RUNNER_GC=default` leaves CPython's settings alone.
+Only a runner's main calls it (`run_runner_process`: the Trainer's runner processes, `lightning-otel runner`, a
+script's runner command), in a process that then runs nothing but the runner; the process that calls
+`Trainer.fit`, and any process that merely imports us, is never changed. `AGL_RUNNER_GC=default` leaves CPython's
+settings alone.
 """
 
 from __future__ import annotations
