@@ -116,9 +116,9 @@ def end_to_end(
         elapsed = time.perf_counter() - started
         spent = meter.spent() if meter is not None else None  # before the breakdown's reads below
         (batch,) = result.train
-        with Client(addresses.query) as client:
-            details = [client.rollout(r) for r in batch.batch.rollout_ids]
         rollout_ids = batch.batch.rollout_ids
+        with Client(addresses.query) as client:
+            details = [client.rollout(r) for r in rollout_ids]
         phases = [attempt_phases(d, batch.spans.get(r, [])) for r, d in zip(rollout_ids, details, strict=True)]
         pace = batch_pace(details)
     return elapsed, batch.metrics() | {"batch_wall_s": batch.wall_s, "cpu": spent, "pace": pace}, breakdown(phases)
