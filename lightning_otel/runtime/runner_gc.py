@@ -7,8 +7,8 @@ the span finisher thread has read them, so young collections come ~3x as often a
 
 `settle_heap()`, once the agent and the instrumentation are loaded: the heap as it is then is frozen (`gc.freeze`,
 never walked again) and young collections run every 5,000 allocations instead of 700. Cycles are still collected;
-only objects that were alive at start-up stay for the process's life. Measured in one runner over 1,500 rollouts
-of four calls (`docs/performance.md`): GC took 0.58 ms a rollout with CPython's defaults, 0.19 ms settled.
+only objects that were alive at start-up stay for the process's life. Timed with `gc.callbacks` in one runner over
+1,500 rollouts of four calls (two runs each way): GC took 0.58 ms a rollout with CPython's defaults, 0.19 settled.
 
 Only a runner's main calls it (`run_runner_process`: the Trainer's runner processes, `lightning-otel runner`, a
 script's runner command), in a process that then runs nothing but the runner; the process that calls
