@@ -182,7 +182,7 @@ class Collector:
         if topic == "queued":
             self.rollout_state.queued.notify()
         elif topic == "finished":
-            self.rollout_state.finished.notify()
+            self.rollout_state.ended_unseen()
         elif topic == "spans":
             self.ingestor.notify_commit()
 
