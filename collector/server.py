@@ -34,7 +34,7 @@ from lightning_otel.collector.routes_ui import UI_OPEN_PATHS, ui_routes
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore
 from lightning_otel.collector.stores import open_store
-from lightning_otel.collector.tcp_listener import listening_socket
+from lightning_otel.collector.tcp_listener import listening_socket, server_config
 from lightning_otel.collector.token_text import TokenText
 
 T = TypeVar("T")
@@ -136,7 +136,7 @@ class Collector:
         ]
         for app, sock in zip(apps, sockets, strict=True):
             server = _QuietServer(
-                uvicorn.Config(
+                server_config(
                     app,
                     log_level="warning",
                     access_log=False,

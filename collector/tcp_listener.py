@@ -1,13 +1,29 @@
-"""The listening sockets of every HTTP server of ours (collector ports, policy gateway, replicas, reward models).
+"""The listening sockets of every HTTP server of ours (collector ports, policy gateway, replicas, reward models), and
+how long those servers keep an idle connection.
 
 Made with IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto says TCP. And
 TCP_NODELAY on the listener itself, which Linux copies to accepted sockets. Without it, Nagle's algorithm meets the
 client's delayed ACK and every small reply waits ~40 ms (measured: 44 ms per collector request, 1-2 ms with it).
+
+An idle connection is kept `KEEP_ALIVE_S`, longer than our clients keep one (httpx: 5 s). With uvicorn's default,
+the same 5 s, a request sent on a connection idle for just under 5 s could cross the server's close: the client
+got a ReadError and retried (a runner's first heartbeat, 5 s after it started, now and then did).
 """
 
 from __future__ import annotations
 
 import socket
+from typing import Any
+
+KEEP_ALIVE_S = 30
+
+
+def server_config(app: Any, **options: Any) -> Any:
+    """A `uvicorn.Config` for one of our servers: `options` as uvicorn takes them, idle connections kept
+    `KEEP_ALIVE_S`."""
+    import uvicorn
+
+    return uvicorn.Config(app, timeout_keep_alive=KEEP_ALIVE_S, **options)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

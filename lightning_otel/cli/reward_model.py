@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from lightning_otel.collector.tcp_listener import listening_socket
+    from lightning_otel.collector.tcp_listener import listening_socket, server_config
     from lightning_otel.rewards.scorer import NotARewardModel, RewardModelScorer
     from lightning_otel.rewards.server import build_reward_model_app
 
@@ -129,6 +129,6 @@ def run(args: argparse.Namespace) -> int:
         "(POST /score, /score-pair, /classify; GET /healthz, /v1/models)",
         flush=True,
     )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = uvicorn.Server(server_config(app, log_level="warning"))
     server.run(sockets=[listening_socket(args.host, args.port)])
     return 0

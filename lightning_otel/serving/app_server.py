@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lightning_otel.collector.tcp_listener import listening_socket
+from lightning_otel.collector.tcp_listener import listening_socket, server_config
 
 if TYPE_CHECKING:  # starlette is imported when a server is built: `lightning_otel.testing` imports this module
     from starlette.requests import Request
@@ -52,7 +52,7 @@ class AppServer:
     def start(self) -> AppServer:
         import uvicorn
 
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", access_log=False)
+        config = server_config(self.app, log_level="warning", lifespan="on", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name=self.name, daemon=True
