@@ -6,7 +6,8 @@ Measures, with acknowledgement only after commit:
 1. sustained ingest: 4 sender processes, each looping 512-span protobuf batches (the SDK's default batch size),
    spans with realistic attributes (rollout ids, 20-50 token ids); spans/s committed;
 2. ack latency at a fixed offered load (5k spans/s, paced), p50/p99;
-3. RSS of the collector under overload (3x the senders, unpaced, 1 MiB in-flight budget) and how many 503s;
+3. RSS of the collector under overload (3x the senders, unpaced, 1 MiB in-flight budget) and how many 503s (a
+   sender told to retry waits the answer's Retry-After, as OTLP exporters back off);
 4. reading one 2,000-span rollout from a store holding `--big-store` spans (the trainer's hot path), median of 20;
 5. PostgreSQL only: the sustained load split over two collectors on the one database, against one collector.
 The baseline printed beside each figure is the same load against a bare receiver that decodes the protobuf and
@@ -103,6 +104,8 @@ def sender(
         latencies.append(time.perf_counter() - sent)
         statuses[response.status] = statuses.get(response.status, 0) + 1
         n += 1
+        if response.status == 503:  # told to retry: wait as OTLP exporters do (the SDK's back off for a second or more)
+            time.sleep(float(response.getheader("retry-after") or 1))
     connection.close()
     results.put((latencies, statuses))
 
@@ -280,7 +283,7 @@ def measure(store_url: str, label: str, seconds: float, big_store: int, *, susta
         print(
             f"overload (12 unpaced senders, 1 MiB in-flight budget): peak RSS {collector.rss_mib():.0f} MiB   "
             f"committed {statuses.get(200, 0) * BATCH / seconds:,.0f} spans/s   statuses {statuses} "
-            "(503 = told to retry)"
+            "(503 = told to retry; a sender waits its Retry-After)"
         )
     finally:
         collector.stop()

@@ -8,7 +8,9 @@
     own process with zero latency. Everything real: embedded collector (SQLite), queue, runner processes, OTLP export,
     per-rollout flush before completion, spans read back and adapted. Measured with n_runners 1 and 2. Baseline
     beside it: the same agent function run in one uninstrumented process with the same concurrency and no trainer
-    (the cost of the LLM calls alone), so the ratio is what the training machinery adds.
+    (the cost of the LLM calls alone), so the ratio is what the training machinery adds. It runs before the first
+    fit and again after each; a fit's ratio is to the mean of the runs just before and after it (the machine's speed
+    drifts within a run).
     Beside each rate: CPU a rollout in units of the test server's CPU a rollout (it does the same work in every
     run, so this yardstick holds when the machine's speed moves the rates between runs): the agent alone, and under
     `Trainer.fit` the runner processes (their start-up included) and the trainer with its embedded collector.
@@ -265,17 +267,28 @@ def main() -> None:
             f"(a) end to end, {args.rollouts} rollouts of 4 LLM calls, zero-latency test server, {os.cpu_count()} cores"
         )
         meter = CpuMeter(server.pid)
-        floor = uninstrumented(base_url, args.rollouts, args.concurrency)
-        floor_units = in_server_units(meter.spent())
-        print(f"  uninstrumented agent, one process, no trainer   {args.rollouts / floor:8.1f} rollouts/s")
-        if floor_units is not None:
-            print(f"    CPU a rollout, in test-server units: the agent {floor_units[0]:.2f}")
+
+        def agent_alone(when: str) -> tuple[float, str]:
+            """The floor's rate and its line, measured again after each fit: this machine's speed drifts within a
+            run, so each fit's ratio is to the mean of the runs just before and just after it."""
+            meter.start()
+            rate = args.rollouts / uninstrumented(base_url, args.rollouts, args.concurrency)
+            units = in_server_units(meter.spent())
+            cpu = f"; CPU a rollout {units[0]:.2f} test-server units" if units is not None else ""
+            alone = "the agent alone (uninstrumented, one process, no trainer)"
+            return rate, f"  {alone}, {when}: {rate:.1f} rollouts/s{cpu}"
+
+        uninstrumented(base_url, 2 * args.concurrency, args.concurrency)  # untimed: openai imports its chat resources
+        floor_before, line = agent_alone("before the first fit")
+        print(line)
         # span_wait_s=0: the batch read checks completeness once and never waits (the read before complete reads)
         configurations = ((2, 30.0),) if args.quick else ((1, 30.0), (2, 30.0), (2, 0.0))
         for n_runners, span_wait_s in configurations:
             elapsed, metrics, phases = end_to_end(
                 base_url, args.rollouts, n_runners, args.concurrency, span_wait_s, meter=meter
             )
+            floor_after, after_line = agent_alone("after that fit")
+            floor_rate, floor_before = (floor_before + floor_after) / 2, floor_after  # the fit's side-by-side floor
             # a run that lost rollouts or calls measured something else: no figure
             if metrics["succeeded"] != args.rollouts or metrics["triplets"] != 2 * args.rollouts:
                 sys.exit(
@@ -288,7 +301,7 @@ def main() -> None:
                 f"batch ({args.rollouts / elapsed:.1f}/s incl. start/stop {elapsed:.1f} s); "
                 f"{metrics['succeeded']} succeeded, {metrics['triplets']} triplets, read+adapt "
                 f"{metrics['batch_wall_s'] - metrics['wait_s']:.2f} s, {metrics['incomplete_rollouts']} incomplete; "
-                f"ratio to uninstrumented {rate / (args.rollouts / floor):.2f}"
+                f"ratio to uninstrumented {rate / floor_rate:.2f} (the agent alone's mean before and after it)"
             )
             units = in_server_units(metrics["cpu"])
             if units is not None:
@@ -299,9 +312,10 @@ def main() -> None:
             if pace:  # the batch's rate above = start-up (runners importing the agent) + steady pace + drain
                 print(f"    first claim {pace['first_claim_s']:.2f} s after the batch was queued; steady pace "
                       f"{pace['steady_per_s']:.1f} rollouts/s (20-80% of completions; "
-                      f"{pace['steady_per_s'] / (args.rollouts / floor):.2f} of the agent alone); "
+                      f"{pace['steady_per_s'] / floor_rate:.2f} of the agent alone); "
                       f"drain {pace['drain_s']:.2f} s")  # fmt: skip
             print(format_breakdown(phases, indent="    "))
+            print(after_line)
     finally:
         server.terminate()
         server.wait(10)
