@@ -15,8 +15,9 @@
     run, so this yardstick holds when the machine's speed moves the rates between runs): the agent alone, and under
     `Trainer.fit` the runner processes (their start-up included) and the trainer with its embedded collector.
     Then how the batch's time splits: the first claim after the batch was queued (the runner processes starting:
-    Python, the benchmark's main module and the agent's openai import), the steady pace between 20% and 80% of the
-    completions (with its ratio to the agent alone), and the drain after the last claim.
+    Python, this module again as a runner imports a training script (at module level, only what a training script
+    has: lightning_otel and the agent's module, with openai), our runner's setup), the steady pace between 20% and
+    80% of the completions (with its ratio to the agent alone), and the drain after the last claim.
 (b) Adapter: `TraceToTriplet` over `--adapter-rollouts` rollouts of flat spans as the collector returns them
     (4 LLM spans with 200 prompt + 100 response token ids, 4 agent spans, a reward span each), spans/s; beside it,
     Agent Lightning 0.3's `TracerTraceToTriplet` on the same rollouts when `--agl-python` points to a venv that has it.
@@ -39,11 +40,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# At module level only what a training script has: runner processes start by importing the main module again, as
+# they would a user's script, and the harness (test server, collector, adapter, timing) is imported where it is used
 import lightning_otel
-from benchmarks.capture_overhead import start_server
-from lightning_otel.adapters.triplets import TraceToTriplet
-from lightning_otel.collector import Client, EmbeddedCollector
-from lightning_otel.runtime.rollout_timing import attempt_phases, batch_pace, breakdown, format_breakdown
 from tests.programs import runtime_agents
 from tests.programs.runtime_agents import four_calls
 
@@ -96,6 +95,9 @@ def end_to_end(
     run from the collector's queue records and the spans: `lightning_otel.runtime.rollout_timing`). `meter`, when
     given, is started before the fit and its CPU figures (`CpuMeter.spent`) are in the metrics as `cpu`; the batch's
     start-up and steady pace (`rollout_timing.batch_pace`) are in them as `pace`."""
+    from lightning_otel.collector import Client, EmbeddedCollector
+    from lightning_otel.runtime.rollout_timing import attempt_phases, batch_pace, breakdown
+
     with (
         tempfile.TemporaryDirectory(prefix="agl-bench-") as folder,
         EmbeddedCollector.on_sqlite_file(Path(folder) / "collector.sqlite3") as addresses,
@@ -226,6 +228,8 @@ print(json.dumps({"seconds": elapsed, "triplets": triplets}))
 
 
 def adapter_throughput(count: int, agl_python: str | None) -> None:
+    from lightning_otel.adapters.triplets import TraceToTriplet
+
     rollouts = [synthetic_rollout(i) for i in range(count)]
     spans = sum(len(r) for r in rollouts)
     adapter = TraceToTriplet(agent_match="write")
@@ -261,6 +265,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rollouts, args.adapter_rollouts = 40, 200
+    from benchmarks.capture_overhead import start_server
+    from lightning_otel.runtime.rollout_timing import format_breakdown
+
     server, base_url = start_server()
     try:
         print(
