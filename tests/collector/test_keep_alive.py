@@ -4,6 +4,7 @@ runner's first heartbeat, 5 s after it started, now and then logged "collector u
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
 from urllib.parse import urlsplit
@@ -13,15 +14,12 @@ from lightning_otel.collector.tcp_listener import KEEP_ALIVE_S
 CLIENT_EXPIRY_S = 5.0  # httpx's keepalive_expiry default; uvicorn's own timeout_keep_alive default is the same
 
 
-def _get(sock: socket.socket, host: str, path: str) -> bytes:
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-    sock.settimeout(5)
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
-        head += chunk
-    return head.split(b"\r\n", 1)[0]
+def _get(connection: http.client.HTTPConnection, path: str) -> int:
+    """One request on the kept connection, its response read whole (the next one starts clean)."""
+    connection.request("GET", path)
+    response = connection.getresponse()
+    response.read()
+    return response.status
 
 
 def _still_open(sock: socket.socket) -> bool:
@@ -47,14 +45,18 @@ def test_the_collector_and_our_app_servers_keep_a_connection_past_the_clients_ex
         connections = {}
         for name, (url, path) in targets.items():
             parts = urlsplit(url)
-            sock = socket.create_connection((parts.hostname, parts.port))
-            assert _get(sock, parts.netloc, path).startswith(b"HTTP/1.1 200"), name
-            connections[name] = (sock, parts.netloc, path)
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+            assert _get(connection, path) == 200, name
+            connections[name] = (connection, path)
         time.sleep(CLIENT_EXPIRY_S + 1.0)  # past the 5 s a server with uvicorn's default keeps it
         try:
-            for name, (sock, host, path) in connections.items():
-                assert _still_open(sock), f"{name} closed a connection idle {CLIENT_EXPIRY_S + 1:g} s"
-                assert _get(sock, host, path).startswith(b"HTTP/1.1 200"), name
+            for name, (connection, path) in connections.items():
+                sock = connection.sock
+                assert sock is not None and _still_open(sock), (
+                    f"{name} closed a connection idle {CLIENT_EXPIRY_S + 1:g} s"
+                )
+                assert _get(connection, path) == 200, name
+                assert connection.sock is sock, f"{name}: the request went on a new connection"
         finally:
-            for sock, _, _ in connections.values():
-                sock.close()
+            for connection, _ in connections.values():
+                connection.close()
