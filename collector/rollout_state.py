@@ -695,12 +695,11 @@ class RolloutState:
                 else:
                     watch.apply(pending)
                 remaining = deadline - time.monotonic()
-                if not pending or self._closing:
+                if not pending or self._closing or (remaining <= 0 and read):
                     break
-                if remaining <= 0:
-                    if not read:  # the counts a poller shows come from the store, not from this wait's bookkeeping
-                        pending = await self.store.state_transaction(lambda tx, ids=list(pending): unfinished(tx, ids))
-                    break
+                if remaining <= 0:  # the counts a poller shows come from the store, not from this wait's bookkeeping
+                    read = True
+                    continue
                 woke = await self.finished.wait(min(remaining, self.recheck_s), after=generation)
                 read = not woke or watch.unseen
                 if read:

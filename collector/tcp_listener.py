@@ -13,12 +13,15 @@ got a ReadError and retried (a runner's first heartbeat, 5 s after it started, n
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import uvicorn
 
 KEEP_ALIVE_S = 30
 
 
-def server_config(app: Any, **options: Any) -> Any:
+def server_config(app: Any, **options: Any) -> uvicorn.Config:
     """A `uvicorn.Config` for one of our servers: `options` as uvicorn takes them, idle connections kept
     `KEEP_ALIVE_S`."""
     import uvicorn
