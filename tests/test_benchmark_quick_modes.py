@@ -17,7 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # benchmark -> what its output must have (the comparison it exists to print)
 HERE: dict[str, tuple[str, ...]] = {
     "capture_overhead": ("lightning-otel",),
-    "trainer_throughput": ("ratio to uninstrumented", "per attempt (40)", "to_complete", "in test-server units"),
+    "trainer_throughput": (
+        "ratio to uninstrumented",
+        "per attempt (40)",
+        "to_complete",
+        "in test-server units",
+        "n_runners=2, span_wait_s=30, 2 fits: ratios",
+    ),
     "tinker_step_time": ("ratio traced / direct",),
     "reward_model_service": ("ratio batched / unbatched",),
     "cpu_replica_batching": ("batched (CPUReplica default)",),
