@@ -75,17 +75,18 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
         save_tiny_model(model, seed=seed)
     tasks = door_tasks(args.tasks, seed, args.tool_median_s, args.tool_sigma)
     val_tasks = door_tasks(args.tasks, seed, 0.0, 0.0)  # validation measures the policy, not the tool
-    algorithm = agl.Tinker(
-        agl.LocalEngine(model, rank=32, seed=seed),
+    options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,
                               val_every=args.steps, val_group_size=args.val_group_size, seed=seed),
-        learning_rate=args.learning_rate, max_tokens=1, temperature=1.0, val_temperature=1.0, logger=(),
-        max_staleness=MODES[mode], tis_cap=args.tis_cap if MODES[mode] else None,
+        sampling=agl.Sampling(max_tokens=1), validation_sampling=agl.Sampling(max_tokens=1),
+        trackers=agl.Trackers(logger=()), max_staleness=MODES[mode],
     )  # fmt: skip
+    algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate,
+                           tis_cap=args.tis_cap if MODES[mode] else None)  # fmt: skip
     trainer = agl.Trainer(n_runners=2, max_concurrency=64, algorithm=algorithm, progress=False)
     with agl.quiet(workdir / f"{mode}-{seed}.log"):
         result = trainer.fit(door_agent, tasks, val_tasks)
-    steps = result.loop.steps
+    steps = result.steps
     wall = sum(record.metrics["timing_s/step"] for record in steps)
     rewards = [record.metrics.get("rollout/reward_mean", math.nan) for record in steps]
     quarter = max(1, len(rewards) // 4)
@@ -106,7 +107,7 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
         "reward_quarters": [statistics.fmean(rewards[i : i + quarter]) for i in range(0, len(rewards), quarter)],
         "success": [
             (record.step, record.metrics["val/reward_mean"], int(record.metrics.get("val/with_samples", 0)))
-            for record in result.loop.validations
+            for record in result.validations
         ],
     }
 

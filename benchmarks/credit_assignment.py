@@ -92,18 +92,18 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
         save_tiny_model(model, seed=seed)
     estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
     tasks = maze_tasks(args.mazes)
-    algorithm = agl.Tinker(
-        agl.LocalEngine(model, rank=32, seed=seed),
+    options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,
                               val_every=max(1, args.steps // 2), val_group_size=args.val_group_size, seed=seed),
-        learning_rate=args.learning_rate, max_tokens=1, temperature=1.0, val_temperature=1.0,
-        estimator=estimator if advantage == "anchor" else None, logger=(),
+        sampling=agl.Sampling(max_tokens=1), validation_sampling=agl.Sampling(max_tokens=1),
+        advantage=estimator if advantage == "anchor" else "grpo", trackers=agl.Trackers(logger=()),
     )  # fmt: skip
+    algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
     started = time.monotonic()
     with agl.quiet(workdir / f"{advantage}-{seed}.log"):
         result = trainer.fit(maze_agent, tasks, tasks)
-    loop = result.loop
+    loop = result
     validations = [
         {"step": record.step, "success": record.metrics["val/reward_mean"],
          "rollouts": int(record.metrics.get("val/with_samples", 0))}

@@ -42,17 +42,20 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
     if not (model / "config.json").exists():
         save_tiny_model(model)  # the demo's policy
     tasks = TASKS[: args.tasks]
-    algorithm = agl.DPO(
-        model, workdir / f"out-{seed}",
+    options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=args.batch, group_size=args.group_size, max_steps=args.steps,
                               val_every=args.steps, val_group_size=args.val_group_size, shuffle=True, seed=seed),
-        beta=args.beta, learning_rate=args.learning_rate, epochs=args.epochs, batch_size=8, max_tokens=12,
-        temperature=1.0, val_temperature=1.0, seed=seed, logger=(), pair_rule=agl.PairRule(args.pairs),
+        sampling=agl.Sampling(max_tokens=12), validation_sampling=agl.Sampling(max_tokens=12),
+        trackers=agl.Trackers(logger=()),
+    )  # fmt: skip
+    algorithm = agl.DPO(
+        model, workdir / f"out-{seed}", options, beta=args.beta, learning_rate=args.learning_rate,
+        epochs=args.epochs, batch_size=8, pair_rule=agl.PairRule(args.pairs),
     )  # fmt: skip
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, adapter={"agent_match": "write"}, progress=False)
     with agl.quiet(workdir / f"{arm}-{seed}.log"):
         result = trainer.fit(shout_rollout, tasks, tasks)
-    loop = result.loop
+    loop = result
     assert loop is not None
     rewards = loop.rewards()
     quarter = max(1, math.ceil(len(rewards) / 4))
@@ -61,7 +64,8 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
     return {
         "arm": arm, "seed": seed, "steps": len(loop.steps),
         "trained_steps": sum(1 for record in loop.steps if not record.skipped_because),
-        "pairs": result.pairs, "wall_s": sum(record.metrics.get("timing_s/step", 0.0) for record in loop.steps),
+        "pairs": int(result.final["dpo/total_pairs"]),
+        "wall_s": sum(record.metrics.get("timing_s/step", 0.0) for record in loop.steps),
         "reward_quarters": [statistics.fmean(rewards[i : i + quarter]) for i in range(0, len(rewards), quarter)],
         "val_start": start_mean, "val_start_se": start_se, "val_end": end_mean, "val_end_se": end_se,
         "val_rollouts": len(loop.validations[-1].rewards),

@@ -73,10 +73,11 @@ def traced_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> tup
         times.append(now - last[0])
         last[0] = now
 
-    algorithm = agl.Tinker(
-        agl.LocalEngine(model, rank=32, seed=0), batch_size=args.batch_size, group_size=args.group_size,
-        max_steps=args.steps, learning_rate=1e-2, max_tokens=args.max_tokens, logger=(), on_step=on_step,
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps),
+        sampling=agl.Sampling(max_tokens=args.max_tokens), trackers=agl.Trackers(logger=()), on_step=on_step,
     )  # fmt: skip
+    algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=0), options, learning_rate=1e-2)
     # the collector a Trainer would start, kept open after fit to read where the rollouts' time went
     with tempfile.TemporaryDirectory() as folder, EmbeddedCollector.on_sqlite_file(Path(folder) / "c.db") as addresses:
         trainer = agl.Trainer(n_runners=2, algorithm=algorithm, collector=addresses.query, progress=False)

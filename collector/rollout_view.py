@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from lightning_otel import semconv
+from lightning_otel.adapters.recorded_settings import adapter_of, recorded_adapter, recorded_training
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records
@@ -57,11 +58,11 @@ def _rows(tx: StateTransaction, limit: int) -> list[dict[str, Any]]:
         batch = str(metadata.get("batch_id") or record["group_id"].split("/", 1)[0])
         record["batch_id"] = batch
         record["step"] = metadata.get("step")
-        record["agent_match"] = metadata.get("agent_match")
-        record["adapter_mode"] = metadata.get("adapter_mode", "transition")
-        record["estimator"] = metadata.get("estimator")  # how the run turned rewards into advantages
-        record["process_rewards"] = metadata.get("process_rewards")
-        record["max_staleness"] = metadata.get("max_staleness")  # asynchronous training's bound (None: synchronous)
+        record["adapter"] = adapter = recorded_adapter(metadata)  # the trainer's adapter, whole
+        record["agent_match"] = adapter.get("agent_match")
+        training = recorded_training(metadata)
+        record["estimator"] = training["estimator"]  # how the run turned rewards into advantages
+        record["max_staleness"] = training["max_staleness"] or None  # asynchronous training's bound (None: synchronous)
         record["note"] = metadata.get("note")  # the algorithm's label for the batch (APO: round, candidate, role)
         if metadata.get("policy_version") is not None:  # the weights' version, when the algorithm knows it
             record["policy_version"] = metadata["policy_version"]
@@ -121,13 +122,6 @@ def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _adapter(agent_match: str | None, mode: str, process_rewards: dict[str, float] | None = None) -> TraceToTriplet:
-    return TraceToTriplet(
-        agent_match=agent_match, mode="trajectory" if mode == "trajectory" else "transition",
-        process_rewards=process_rewards or None,
-    )  # fmt: skip
-
-
 async def _adapted(store: SpanStore, record: dict[str, Any], adapter: TraceToTriplet) -> tuple[list[Span], Any]:
     spans = [flat_span(s) for s in await store.rollout_spans(record["rollout_id"], record["attempt_id"])]
     return spans, adapter.adapt(spans, task_id=record["task_id"])
@@ -154,7 +148,7 @@ async def step_rollouts(
         raise NotFound(f"no {mode} step {step} in run {run_id!r}")
     records = [r for r in reversed(records) if r["run_id"] == run_id and r["batch_id"] == summary["batch_id"]]
     pattern = run["agent_match"] if agent_match is ... else agent_match
-    adapter = _adapter(pattern, records[0]["adapter_mode"], records[0]["process_rewards"])
+    adapter = TraceToTriplet.from_config({**records[0]["adapter"], "agent_match": pattern})
     entries: list[tuple[dict[str, Any], AdaptedRollout | None]] = []
     for record in records:
         adapted = None
@@ -320,7 +314,7 @@ async def rollout_view(
     """One rollout: its queue record and attempts, the span tree of one attempt, every LLM call explained."""
     detail = await store.state_transaction(lambda tx: get_rollout_detail(tx, rollout_id))
     metadata = detail["metadata"] or {}
-    pattern = metadata.get("agent_match") if agent_match is ... else agent_match
+    pattern = recorded_adapter(metadata).get("agent_match") if agent_match is ... else agent_match
     attempt_id = attempt_id or detail["attempt_id"]
     attempt = next((a for a in detail["attempt_list"] if a["attempt_id"] == attempt_id), None)
     if attempt_id and attempt is None:
@@ -328,11 +322,11 @@ async def rollout_view(
     record = {**detail, "attempt_id": attempt_id, "final_attempt_id": detail["attempt_id"]}
     spans: list[Span] = []
     adapted = None
-    adapter = _adapter(pattern, metadata.get("adapter_mode", "transition"), metadata.get("process_rewards"))
+    adapter = adapter_of(metadata, agent_match=pattern)
     if attempt_id:
         spans, adapted = await _adapted(store, record, adapter)
     decisions = {d.span_id: d.to_json() for d in adapted.diagnostics.calls} if adapted else {}
-    credits = await _group_credits(store, record, adapted, adapter, metadata.get("estimator"))
+    credits = await _group_credits(store, record, adapted, adapter, recorded_training(metadata)["estimator"])
     version = metadata.get("policy_version", attempt["resources_version"] if attempt else None)
     calls = [
         _call_view(span, decisions.get(span["spanId"]), version, settings, credits.get(span["spanId"]))

@@ -59,6 +59,15 @@ class CollectorConfig:
     retention_s: float | None = None  # delete spans that ended longer ago than this (checked at start, then hourly)
     heartbeat_timeout_s: float = 30.0  # a running attempt silent this long (no heartbeat, no span) times out
 
+    @classmethod
+    def embedded(cls, **fields: Any) -> CollectorConfig:
+        """A collector inside one training (the Trainer's default): loopback, free ports, no gRPC receiver, and
+        `store_url` None: SQLite in a temporary folder for the run only; `fields` set any of it (the OTLP/HTTP port
+        an agent service started elsewhere sends to, a store to keep)."""
+        defaults: dict[str, Any] = {"host": "127.0.0.1", "http_port": 0, "grpc_port": None, "query_port": 0,
+                                    "store_url": None}  # fmt: skip
+        return cls(**{**defaults, **fields})
+
 
 @dataclass(slots=True)
 class Addresses:

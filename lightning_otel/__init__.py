@@ -68,18 +68,20 @@ _ROOMS = {
     "lightning_otel.rewards.scoring": ("score_answer", "weighted_reward"),
     "lightning_otel.export.dataset_export": ("ExportReport", "export_dataset"),  # stores -> datasets
     "lightning_otel.export.shapes": ("PairRule",),
-    "lightning_otel.training.sft": ("SFT", "SFTResult", "NoDemonstrations", "fine_tune"),  # trl on first use
+    "lightning_otel.training.sft": ("SFT", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.apo.algorithm": ("APO", "APOResult"),  # gepa on first use
-    "lightning_otel.training.dpo.algorithm": ("DPO", "DPOResult", "dpo_from_pairs"),  # trl on first use
+    "lightning_otel.training.dpo.algorithm": ("DPO", "dpo_from_pairs"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
     # the training loop every backend runs under; a backend of your own subclasses Backend
     "lightning_otel.training.loop.loop": ("TrainingLoop",),
+    "lightning_otel.training.loop.options": ("Sampling", "Trackers", "TrainingOptions"),  # the loop's settings
+    "lightning_otel.training.loop.result": ("StepRecord", "TrainingResult"),  # what every backend's training returns
     "lightning_otel.training.loop.backend": ("Backend",),
     "lightning_otel.training.loop.schedule": ("Schedule",),
     "lightning_otel.training.loop.advantages": ("GroupAdvantage",),
     "lightning_otel.training.loop.credit": ("AnchorAdvantage",),  # per-call credit (returns, anchor states)
     # the Tinker-shaped backend: torch + transformers + peft (local), the tinker SDK (remote), on first use
-    "lightning_otel.training.tinker.algorithm": ("Tinker", "TinkerResult"),
+    "lightning_otel.training.tinker.algorithm": ("Tinker",),
     "lightning_otel.training.tinker.local_engine": ("LocalEngine",),
     "lightning_otel.training.tinker.remote_engine": ("RemoteEngine",),
     "lightning_otel.training.tinker.types": ("AdamParams", "Datum", "SamplingParams"),

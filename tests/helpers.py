@@ -43,3 +43,32 @@ def run_benchmark_quick(root: Path, name: str, expected: Sequence[str], timeout:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for line in expected:
         assert line in done.stdout, done.stdout[-3000:]
+
+
+def assert_staleness_by_the_spans(collector: str, steps: Sequence[Any], max_staleness: int) -> list[int]:
+    """Every trained sample of each step (a `StepRecord`) is at most `max_staleness` versions behind the policy the
+    step trained, by the versions its LLM spans name (`agl.llm.policy_version`, what the replica that sampled the
+    call said), and the step's `async/staleness_max` metric is exactly the oldest of them. Returns each step's oldest
+    staleness."""
+    from lightning_otel.collector import Client
+
+    oldest = []
+    with Client(collector) as client:
+        for record in steps:
+            trained = int(record.metrics["training/policy_version"])
+            spans = client.rollouts_spans(record.rollout_ids)
+            sampled_by = {
+                span["attributes"][semconv.GEN_AI_RESPONSE_ID]: span["attributes"].get(semconv.AGL_POLICY_VERSION)
+                for rollout in spans.values()
+                for span in rollout
+                if semconv.GEN_AI_RESPONSE_ID in span["attributes"]
+            }
+            versions = [sampled_by[response_id] for response_id in record.sample_response_ids]
+            assert versions and None not in versions, (record.step, versions)
+            behind = [trained - int(version) for version in versions]
+            assert min(behind) >= 0, f"step {record.step}: a sample newer than the trained v{trained}: {versions}"
+            assert max(behind) <= max_staleness, (record.step, trained, versions)
+            if max_staleness:
+                assert record.metrics["async/staleness_max"] == max(behind), (record.step, record.metrics, behind)
+            oldest.append(max(behind))
+    return oldest

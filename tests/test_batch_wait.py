@@ -120,7 +120,7 @@ def test_collect_reads_rollouts_as_they_finish_and_leaves_incomplete_ones_to_the
     read_early = {rollout_id for ids, _ in early for rollout_id in ids} - {late}
     assert len(read_early) >= 3, client.reads
     # The end reads only what was not read complete before: the rollout whose parent came late, with the wait.
-    assert late in last_ids and not read_early & set(last_ids) and last_wait == run.span_wait_s, client.reads
+    assert late in last_ids and not read_early & set(last_ids) and last_wait == run.settings.span_wait_s, client.reads
     assert result.metrics()["succeeded"] == 6 and result.incomplete == {}
     assert list(result.spans) == batch.rollout_ids == list(result.adapted)  # the batch's order, whoever read them
     assert all(len(spans) == 2 for spans in result.spans.values()), result.spans

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import lightning_otel
+from lightning_otel.collector import CollectorConfig
 from lightning_otel.testing import OpenAITestServer
 from tests.helpers import free_port
 
@@ -58,7 +59,7 @@ def _dev(url: str, otlp_port: int, policy: OpenAITestServer, span_wait_s: float)
         n_runners=1,
         adapter={"agent_match": "^solver$"},
         initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
-        otlp_port=otlp_port,
+        collector=CollectorConfig.embedded(http_port=otlp_port),
         span_wait_s=span_wait_s,
         progress=False,
     )
@@ -103,7 +104,8 @@ def test_a_dry_run_that_reads_no_call_tells_late_spans_from_an_uninstrumented_cl
     url, otlp_port = late_service
     with OpenAITestServer() as policy:
         trainer = lightning_otel.Trainer(
-            n_runners=1, adapter={"agent_match": "^solver$"}, otlp_port=otlp_port, span_wait_s=0, progress=False,
+            n_runners=1, adapter={"agent_match": "^solver$"}, collector=CollectorConfig.embedded(http_port=otlp_port),
+            span_wait_s=0, progress=False,
             initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
         )  # fmt: skip
         tasks = [{"id": "t0", "question": "what is 1 + 1?"}]

@@ -39,7 +39,11 @@ ALLOWED: dict[str, set[str]] = {
     "instrumentors": {"capture"},
     "adapters": set(),
     # the rollout view (/ui) explains samples with the adapter's own decisions; the adapter imports only the contract
-    "collector": {"lightning_otel.adapters.triplets", "lightning_otel.adapters.credit"},
+    "collector": {
+        "lightning_otel.adapters.triplets",
+        "lightning_otel.adapters.credit",
+        "lightning_otel.adapters.recorded_settings",
+    },
     # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
     "runtime": {"capture", "adapters", "collector", "serving"},
     "serving": {"capture", *COLLECTOR_CLIENT, TCP_LISTENER},

@@ -105,7 +105,7 @@ def test_a_runner_killed_mid_rollout_leads_to_a_retry_and_no_duplicate_samples(t
             algorithm=lightning_otel.Baseline(batch_size=4),
             initial_resources={"main_llm": llm(server)},
             max_concurrency=4,
-            store_url=f"sqlite:///{tmp_path}/collector.sqlite3",
+            collector=CollectorConfig.embedded(store_url=f"sqlite:///{tmp_path}/collector.sqlite3"),
         )
         outcome: dict[str, Any] = {}
         fitting = threading.Thread(

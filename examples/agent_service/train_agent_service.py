@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning_otel as agl
+from lightning_otel.collector import CollectorConfig
 
 HERE = Path(__file__).resolve().parent
 AGENT_INSTRUCTIONS = (
@@ -132,15 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     config["trainer"].setdefault("default_local_dir", str(args.workdir / "checkpoints"))
     print(f"GRPO with VERL on {device}: {len(train_data)} training tasks, {len(val_data)} validation tasks, agent "
           f"service {args.agent_url}, agent_match={args.agent_match!r}", flush=True)  # fmt: skip
+    # the collector: a running one (--external-store-address), or an embedded one where the service can reach it
+    embedded = CollectorConfig.embedded(host=args.collector_host, query_port=args.collector_port,
+                                        http_port=args.otlp_port)  # fmt: skip
     trainer = agl.Trainer(
         n_runners=args.n_runners,
-        algorithm=agl.VERL(config, device=device, gateway_host=args.gateway_host),
+        algorithm=agl.VERL(config, agl.TrainingOptions(gateway_host=args.gateway_host), device=device),
         adapter={"agent_match": args.agent_match},
         initial_resources={"main_llm": agl.LLM("http://unused.invalid/v1", model)},  # VERL serves the policy
-        collector=args.external_store_address,
-        collector_host=args.collector_host,
-        collector_port=args.collector_port,
-        otlp_port=args.otlp_port,
+        collector=args.external_store_address or embedded,
         policy_notify_file=args.notify_file,
         span_wait_s=args.span_wait_s,
         progress=False,

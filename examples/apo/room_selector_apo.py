@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 from room_selector import load_room_tasks, prompt_template_baseline, room_selector
 
 import lightning_otel as agl
+from lightning_otel.collector import CollectorConfig
 
 
 def load_train_val_dataset() -> tuple[list, list]:
@@ -33,7 +34,7 @@ def main() -> None:
         # APO starts from the baseline prompt: set it here (the resource key can be anything)
         initial_resources={"prompt_template": prompt_template_baseline()},
         # not in the tutorial: keep the store, so `lightning-otel ui apo-out/collector.sqlite3` shows every round
-        store_url=f"sqlite:///{Path('apo-out/collector.sqlite3').resolve()}",
+        collector=CollectorConfig.embedded(store_url=f"sqlite:///{Path('apo-out/collector.sqlite3').resolve()}"),
     )
     dataset_train, dataset_val = load_train_val_dataset()
     result = trainer.fit(agent=room_selector, train_dataset=dataset_train, val_dataset=dataset_val)

@@ -177,7 +177,7 @@ def train_gpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
     model, tool_format = GPU_MODELS[args.profile]
     trainer = agl.Trainer(
         n_runners=args.n_runners,
-        algorithm=agl.VERL(verl_config(model, tool_format), advantage=args.advantage),
+        algorithm=agl.VERL(verl_config(model, tool_format), agl.TrainingOptions(advantage=args.advantage)),
         adapter={"agent_match": args.active_agent or None},
         initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", model)},
         collector=args.collector,
@@ -251,8 +251,10 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
                         "trl_args": {"lr_scheduler_type": "cosine", "warmup_steps": 0.05},  # a share of the steps
                     },
                 )
-            print(f"  teacher accuracy {sft.teacher_reward_mean:.3f}; {sft.examples} examples; loss "
-                  f"{sft.losses[0]:.2f} -> {sft.losses[-1]:.2f} in {sft.train_seconds:.0f}s", flush=True)  # fmt: skip
+            done = sft.final
+            print(f"  teacher accuracy {done['sft/teacher_reward_mean']:.3f}; {done['sft/examples']:.0f} examples; "
+                  f"loss {done['sft/first_loss']:.2f} -> {done['sft/last_loss']:.2f} in "
+                  f"{done['sft/train_seconds']:.0f}s", flush=True)  # fmt: skip
             policy, steps, test_freq = work / "model-sft", args.steps, args.test_freq
         config = cpu_config(
             policy,
@@ -282,7 +284,10 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
             # a step's rollouts all in flight at once: the CPU replica samples the requests waiting together
             max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners))),
             algorithm=agl.VERL(
-                config, device="cpu", negative_advantage_weight=args.negative_advantage_weight, advantage=args.advantage
+                config,
+                agl.TrainingOptions(advantage=args.advantage),
+                device="cpu",
+                negative_advantage_weight=args.negative_advantage_weight,
             ),
             adapter={"agent_match": args.active_agent or None},
             initial_resources={"main_llm": agl.LLM("http://replaced-by-the-gateway/v1", "policy")},

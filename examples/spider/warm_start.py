@@ -72,11 +72,17 @@ def teacher_warm_start(
     collector: str | None,
     n_runners: int,
     fine_tune: dict[str, Any],
-) -> agl.SFTResult:
+) -> agl.TrainingResult:
     """Run the agent on `tasks` against the teacher, fine-tune `model` on its rewarded calls, save to `output`."""
 
-    def progress(rollouts: int, kept: int, examples: int) -> None:
-        print(f"  teacher rollouts {rollouts}/{len(tasks)}: {kept} scored 1, {examples} examples", flush=True)
+    counts = {"rollouts": 0, "kept": 0, "examples": 0}
+
+    def progress(step: int, metrics: dict[str, float]) -> None:
+        counts["rollouts"] += int(metrics["rollout/rollouts"])
+        counts["kept"] += int(metrics.get("training/rollouts_kept", 0))
+        counts["examples"] += int(metrics.get("sft/examples", 0))
+        print(f"  teacher rollouts {counts['rollouts']}/{len(tasks)}: {counts['kept']} scored 1, "
+              f"{counts['examples']} examples", flush=True)  # fmt: skip
 
     def log_loss(logs: dict[str, float]) -> None:
         if int(logs["step"]) % 100 == 0:
@@ -86,7 +92,12 @@ def teacher_warm_start(
         trainer = agl.Trainer(
             n_runners=n_runners,
             algorithm=agl.SFT(
-                model, output, min_reward=1.0, tasks_per_batch=256, on_batch=progress, on_log=log_loss, **fine_tune
+                model,
+                output,
+                agl.TrainingOptions(schedule=agl.Schedule(batch_size=256, group_size=1), on_step=progress),
+                min_reward=1.0,
+                on_log=log_loss,
+                **fine_tune,
             ),
             adapter={"agent_match": "write"},  # write_query's (and rewrite_query's) calls become examples
             initial_resources={"main_llm": agl.LLM(base_url, teacher_model, sampling_parameters={"temperature": 0.0})},

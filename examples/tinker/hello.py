@@ -87,21 +87,17 @@ def engine_for(args: argparse.Namespace) -> Any:
 
 
 def algorithm(args: argparse.Namespace) -> agl.Tinker:
-    return agl.Tinker(
-        engine_for(args),
-        batch_size=args.batch_size,
-        group_size=args.group_size,
-        max_steps=args.steps,
-        learning_rate=args.learning_rate,
-        loss_fn=args.loss_fn,
-        max_tokens=16,
-        val_every=args.val_every,
-        logger=("console", "jsonl"),
-        log_dir=args.workdir,
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(
+            batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps, val_every=args.val_every
+        ),
+        sampling=agl.Sampling(max_tokens=16),
+        trackers=agl.Trackers(logger=("console", "jsonl"), log_dir=args.workdir),
     )
+    return agl.Tinker(engine_for(args), options, learning_rate=args.learning_rate, loss_fn=args.loss_fn)
 
 
-def report(result: agl.TinkerResult, started: float, workdir: Path, window: int, *, rise_required: bool) -> int:
+def report(result: agl.TrainingResult, started: float, workdir: Path, window: int, *, rise_required: bool) -> int:
     """The reward curve: printed, plotted, and the rise measured (first vs last `window` steps)."""
     metrics = result.metrics(window)
     rewards = result.rewards()
@@ -209,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         result = trainer.fit(hello_agent, train, val)
     rose = report(result, started, args.workdir, window=min(5, max(1, args.steps // 3)), rise_required=not args.ci)
     if args.ci:  # a rise over 3 steps is noise: what must hold is that every step trained
-        untrained = [index for index, step in enumerate(result.steps, 1) if not step["train/datums"]]
+        untrained = [index for index, step in enumerate(result.steps, 1) if not step.metrics["train/datums"]]
         if untrained:
             print(f"steps {untrained} trained nothing", file=sys.stderr)
             return 1

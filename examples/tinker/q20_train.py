@@ -129,11 +129,13 @@ def algorithm(args: argparse.Namespace) -> agl.Algorithm:
         engine: Any = agl.RemoteEngine(TINKER_MODELS[args.model], rank=32)
     else:
         engine = agl.LocalEngine(local_model(args), rank=32, log_dir=args.workdir)
-    return agl.Tinker(
-        engine, batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
-        learning_rate=args.learning_rate, loss_fn="importance_sampling", max_tokens=64, val_every=5,
-        logger=("console", "jsonl"), log_dir=args.workdir,
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
+                              val_every=5),
+        sampling=agl.Sampling(max_tokens=64),
+        trackers=agl.Trackers(logger=("console", "jsonl"), log_dir=args.workdir),
     )  # fmt: skip
+    return agl.Tinker(engine, options, learning_rate=args.learning_rate, loss_fn="importance_sampling")
 
 
 def local_model(args: argparse.Namespace) -> str:

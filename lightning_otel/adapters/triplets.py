@@ -300,6 +300,12 @@ class TraceToTriplet:
             )
         return cls(**options)
 
+    def config(self) -> dict[str, Any]:
+        """The adapter as its dict form, whole: `TraceToTriplet.from_config(adapter.config())` adapts alike (each
+        rollout records it, so the rollout view explains the rollout with the trainer's own adapter)."""
+        process = self.process_rewards.as_config() if self.process_rewards is not None else None
+        return {"agent_match": self.agent_match, "mode": self.mode, "reward": self.reward, "process_rewards": process}
+
     def matches(self, agent_name: str | None, rollout_agents: Sequence[str] = ()) -> bool:
         """Whether `agent_match` selects a call of `agent_name` in a rollout of `rollout_agents`."""
         return self._matched_by(agent_name, rollout_agents) is not None

@@ -222,13 +222,10 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
             config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
-            algorithm = lightning_otel.VERL(
-                config,
-                overrides=overrides,
-                advantage=args.advantage,
-                gateway_host=args.gateway_host,
-                max_staleness=args.max_staleness,
-            )  # a line a step; fmt: skip
+            options = lightning_otel.TrainingOptions(
+                advantage=args.advantage, gateway_host=args.gateway_host, max_staleness=args.max_staleness
+            )
+            algorithm = lightning_otel.VERL(config, options, overrides=overrides)  # a line a step
             trainer = lightning_otel.Trainer(
                 n_runners=args.runners,
                 algorithm=algorithm,
@@ -257,10 +254,8 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     import lightning_otel
     from lightning_otel.collector.server import CollectorConfig
 
-    embedded = CollectorConfig(
-        host=args.collector_host, http_port=args.otlp_port, grpc_port=None, query_port=args.collector_port,
-        store_url=None,  # type: ignore[arg-type]  (the Trainer's default: SQLite in a temporary directory)
-    )  # fmt: skip
+    embedded = CollectorConfig.embedded(host=args.collector_host, http_port=args.otlp_port,
+                                        query_port=args.collector_port)  # fmt: skip
     runners = None
     if args.runners_on == "ray":
         runners = lightning_otel.RayRunners(n=args.runners, num_cpus=args.runner_cpus, address=args.ray_address)

@@ -157,7 +157,9 @@ def run_train_demo(
             trainer = lightning_otel.Trainer(
                 n_runners=runners,
                 algorithm=lightning_otel.VERL(
-                    demo_config(model, steps, work), device="cpu", max_staleness=max_staleness
+                    demo_config(model, steps, work),
+                    lightning_otel.TrainingOptions(max_staleness=max_staleness),
+                    device="cpu",
                 ),
                 adapter={"agent_match": "write"},
                 initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.adapters.messages import call_messages
+from lightning_otel.adapters.recorded_settings import recorded_adapter
 from lightning_otel.adapters.triplets import RolloutDiagnostics, TraceToTriplet, llm_calls, rollout_agent_names
 from lightning_otel.flat_span import Span
 
@@ -59,7 +60,7 @@ def exported_rollout(
 ) -> ExportedRollout:
     """`record`: the queue's record of the rollout (`Client.rollouts_page`); `spans`: its final attempt's spans."""
     metadata = record.get("metadata") or {}
-    pattern = metadata.get("agent_match") if agent_match is AGENT_MATCH_OF_RUN else agent_match
+    pattern = recorded_adapter(metadata).get("agent_match") if agent_match is AGENT_MATCH_OF_RUN else agent_match
     selector = TraceToTriplet(agent_match=pattern)
     adapted = TraceToTriplet(agent_match=None).adapt(spans, task_id=record.get("task_id"))  # every call's reward
     reward_of = {triplet.span_ids[0]: triplet.reward for triplet in adapted.triplets}

@@ -126,55 +126,66 @@ def _task_id(task: Any, fallback: str) -> str:
     return fallback
 
 
+def new_run_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """A training run's settings, fixed before it starts. `max_attempts` per rollout and `rollout_timeout_s` per
+    attempt (the queue's); `span_wait_s`: how long a read waits for spans other processes export late; a batch none
+    of whose rollouts is claimed is said after `no_runner_warning_s` and is an error (`NoRunner`) after
+    `no_runner_timeout_s` (runners started elsewhere may be missing, or pointed at another collector);
+    `policy_notify_file`: where the policy's address is written on each publish; `runner_slots`: how many rollouts
+    the runners can run at once (the Trainer's runners x their concurrency; None: unknown, runners started
+    elsewhere), against which the runners' idle share is measured."""
+
+    run_id: str = field(default_factory=new_run_id)
+    max_attempts: int = 3
+    rollout_timeout_s: float | None = None
+    span_wait_s: float = 30.0
+    no_runner_warning_s: float = 10.0
+    no_runner_timeout_s: float | None = None
+    policy_notify_file: Path | None = None
+    runner_slots: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.span_wait_s < 0:
+            raise ValueError(f"span_wait_s must be >= 0, got {self.span_wait_s}")
+
+
 class TrainingRun:
-    """What an algorithm drives: the queue, the store's spans, the adapter and the resources of one training."""
+    """What an algorithm drives: the queue, the store's spans, the adapter and the resources of one training.
+
+    Every rollout it queues records its run, step, batch and the adapter's whole configuration in its metadata (and
+    whatever the algorithm adds: the loop's settings and the policy version serving), so the collector's rollout
+    view (/ui) groups the rollouts and rebuilds exactly the trainer's adapter to explain them."""
 
     def __init__(
         self,
         client: Client,
         adapter: TraceToTriplet,
+        settings: RunSettings | None = None,
         *,
-        max_attempts: int = 3,
-        rollout_timeout_s: float | None = None,
         on_progress: Callable[[RolloutBatch, int, int], None] | None = None,
         check_runners: Callable[[], None] | None = None,
-        span_wait_s: float = 30.0,
-        policy_notify_file: Path | None = None,
-        run_id: str | None = None,
-        no_runner_warning_s: float = 10.0,
-        no_runner_timeout_s: float | None = None,
     ) -> None:
         self.client = client
-        # A batch none of whose rollouts is claimed: said after `no_runner_warning_s`, an error after the timeout
-        # (runners started elsewhere may be missing, or pointed at another collector).
-        self.no_runner_warning_s = no_runner_warning_s
-        self.no_runner_timeout_s = no_runner_timeout_s
-        # Every rollout carries its run, step and agent_match in its metadata: the collector's rollout view
-        # (/ui) groups and explains them by these.
-        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-        self._steps: dict[str, int] = {}
-        # The version of the weights the policy serves (an algorithm that updates weights sets it, e.g. VERL's
-        # weight-sync step); recorded on each rollout queued after. None: the resources version stands for it.
-        self.policy_version: int | None = None
-        # How the algorithm turns rewards into advantages (`AdvantageEstimator.describe()`, with `group_by_agent`):
-        # recorded on every rollout, so the rollout view shows each call's return and advantage as it was trained.
-        self.estimator_settings: dict[str, Any] | None = None
-        # Asynchronous training's staleness bound (the loop sets it), recorded on every rollout for the rollout view.
-        self.max_staleness: int = 0
         self.adapter = adapter
-        self.max_attempts = max_attempts
-        self.rollout_timeout_s = rollout_timeout_s
+        self.settings = settings or RunSettings()
         self.on_progress = on_progress
         self.check_runners = check_runners or (lambda: None)
-        self.span_wait_s = span_wait_s
-        self.policy_notify_file = policy_notify_file
-        # How many rollouts the runners can run at once (the Trainer's runners x their concurrency; None: unknown,
-        # runners started elsewhere): asynchronous training's runner idle share is measured against it.
-        self.runner_slots: int | None = None
+        self._steps: dict[str, int] = {}
         self._batches = 0
         self._open: set[str] = set()  # rollouts this training queued and has not seen final (it owns them: `release`)
         self._span_sources: list[Callable[[], bool]] = []
         self._call_counters: list[Callable[[list[tuple[str, str]]], int]] = []
+
+    @property
+    def run_id(self) -> str:
+        return self.settings.run_id
 
     def add_span_source(self, flush: Callable[[], bool]) -> None:
         """Spans this process makes for the rollouts (the policy gateway's): `flush` must put every one of them in the
@@ -221,12 +232,7 @@ class TrainingRun:
             "run_id": self.run_id,
             "step": step,
             "batch_id": batch_id,
-            "agent_match": self.adapter.agent_match,
-            "adapter_mode": self.adapter.mode,
-            **({"policy_version": self.policy_version} if self.policy_version is not None else {}),
-            **({"estimator": self.estimator_settings} if self.estimator_settings else {}),
-            **({"max_staleness": self.max_staleness} if self.max_staleness else {}),
-            **({"process_rewards": process.as_config()} if (process := self.adapter.process_rewards) else {}),
+            "adapter": self.adapter.config(),
             **(metadata or {}),
         }
         specs = []
@@ -239,8 +245,8 @@ class TrainingRun:
                         "task_id": task_id,
                         "group_id": f"{batch_id}/{task_id}",
                         "mode": mode,
-                        "max_attempts": self.max_attempts,
-                        "timeout_s": self.rollout_timeout_s,
+                        "max_attempts": self.settings.max_attempts,
+                        "timeout_s": self.settings.rollout_timeout_s,
                         "metadata": rollout_metadata,
                         **({"resources_version": resources_version} if resources_version is not None else {}),
                     }
@@ -294,14 +300,14 @@ class TrainingRun:
     def no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
         """Nothing of the batch claimed yet: say so once after the warning delay; past the timeout, cancel and stop."""
         where = getattr(self.client, "url", "the collector")
-        if self.no_runner_timeout_s is not None and waited >= self.no_runner_timeout_s:
+        if self.settings.no_runner_timeout_s is not None and waited >= self.settings.no_runner_timeout_s:
             self.client.cancel(batch.rollout_ids)
             raise NoRunner(
                 f"no runner claimed any of the {len(batch.rollout_ids)} rollouts queued {waited:.0f} s ago on "
                 f"{where}: start one (`lightning-otel runner --collector {where} --agent module:agent`, or the "
                 "example's `runner` mode)"
             )
-        if not warned and waited >= self.no_runner_warning_s:
+        if not warned and waited >= self.settings.no_runner_warning_s:
             log.warning(
                 "no runner has claimed any of the %d rollouts queued %.0f s ago on %s: is a runner running against "
                 "this collector?", len(batch.rollout_ids), waited, where,
@@ -385,7 +391,9 @@ class TrainingRun:
         if rest:  # what early reads took was read after a flush of its own
             self._flush_span_sources()
             read = self.client.complete_rollouts_spans(
-                [r["rollout_id"] for r in rest], attempt_ids=[r["attempt_id"] for r in rest], wait_s=self.span_wait_s
+                [r["rollout_id"] for r in rest],
+                attempt_ids=[r["attempt_id"] for r in rest],
+                wait_s=self.settings.span_wait_s,
             )
             read_spans, incomplete = read["rollouts"], read["incomplete"]
         gateway_calls = None
@@ -396,7 +404,7 @@ class TrainingRun:
             log.warning(
                 "%d of %d rollouts read with spans missing after waiting %.0f s for their parents (another "
                 "process's export was late or lost; their samples may lack calls or agent names): %s",
-                len(incomplete), len(succeeded), self.span_wait_s, ", ".join(sorted(incomplete)[:5]),
+                len(incomplete), len(succeeded), self.settings.span_wait_s, ", ".join(sorted(incomplete)[:5]),
             )  # fmt: skip
         spans: dict[str, list[Span]] = {}
         adapted: dict[str, AdaptedRollout] = {}
@@ -425,13 +433,15 @@ class TrainingRun:
         )
         return sum(max(0, len(now.get(rid, [])) - len(result.spans.get(rid, []))) for rid in now)
 
-    def run_batch(self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train") -> BatchResult:
-        return self.collect(self.submit(tasks, n=n, mode=mode))
+    def run_batch(
+        self, tasks: Sequence[Any], *, n: int = 1, mode: str = "train", metadata: dict[str, Any] | None = None
+    ) -> BatchResult:
+        return self.collect(self.submit(tasks, n=n, mode=mode, metadata=metadata))
 
     def update_resources(self, resources: dict[str, Any]) -> int:
         """Publish new resources (e.g. the policy endpoint after a weight sync); returns the version. Services that
         start on their own learn the policy's address from the notify file, rewritten here."""
-        return publish_resources(self.client, resources, self.policy_notify_file)
+        return publish_resources(self.client, resources, self.settings.policy_notify_file)
 
 
 def publish_resources(client: Client, resources: dict[str, Any], notify_file: Path | None) -> int:
@@ -479,7 +489,8 @@ class Baseline(Algorithm):
     """Runs the agent without training: rewards, triplets and diagnostics per batch, as a trainer would see them.
 
     Use it to check an agent and its `agent_match` before spending GPU hours (`Trainer.dev` runs it on a few
-    tasks and prints everything), or as the reference a trained policy is compared with.
+    tasks and prints everything), or as the reference a trained policy is compared with. `metadata`: recorded on
+    every rollout it queues (a `note` the rollout view shows; the `training` settings of a run it stands in for).
     """
 
     def __init__(
@@ -490,7 +501,9 @@ class Baseline(Algorithm):
         n_epochs: int = 1,
         max_tasks: int | None = None,
         on_batch: Callable[[str, int, BatchResult], None] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
+        self.metadata = dict(metadata or {})
         self.batch_size = batch_size
         self.n_rollouts = n_rollouts
         self.n_epochs = n_epochs
@@ -503,12 +516,12 @@ class Baseline(Algorithm):
         result = BaselineResult()
         for _ in range(self.n_epochs if train_dataset else 0):
             for tasks in self._batches(train_dataset or []):
-                batch = run.run_batch(tasks, n=self.n_rollouts, mode="train")
+                batch = run.run_batch(tasks, n=self.n_rollouts, mode="train", metadata=self.metadata)
                 result.train.append(batch)
                 if self.on_batch is not None:
                     self.on_batch("train", len(result.train), batch)
         for step, tasks in enumerate(self._batches(val_dataset or [])):
-            batch = run.run_batch(tasks, n=1, mode="val")
+            batch = run.run_batch(tasks, n=1, mode="val", metadata=self.metadata)
             result.val.append(batch)
             if self.on_batch is not None:
                 self.on_batch("val", step + 1, batch)

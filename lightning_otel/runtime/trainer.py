@@ -17,10 +17,9 @@ needs it, as `SFT` does; otherwise as the environment says).
 
 `collector` is a running `agl-otel-collector`'s query URL (`"http://host:16686"`: its store keeps the spans and the
 queue, and runners started elsewhere with `lightning-otel runner` join the training), or the embedded collector's
-`CollectorConfig` (host, ports, store); with neither the trainer starts an embedded collector on free loopback ports
-with SQLite in a temporary directory. The earlier keyword names still set the embedded collector's fields:
-`store_url`, `collector_host`, `collector_port` (its API), `otlp_port` (its OTLP/HTTP port, where agent services
-started elsewhere send spans), `heartbeat_timeout_s`. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
+`CollectorConfig` (`CollectorConfig.embedded(http_port=4318)`: the OTLP/HTTP port an agent service started elsewhere
+sends spans to; `store_url=...` a store to keep); with neither the trainer starts an embedded collector on free
+loopback ports with SQLite in a temporary directory. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
 where the policy's address is written each time it is published, for services that start on their own.
 `span_wait_s` bounds the wait for spans other processes export late (see `TrainingRun.collect`).
 
@@ -55,6 +54,7 @@ from lightning_otel.runtime.algorithm import (
     BaselineResult,
     BatchResult,
     RolloutBatch,
+    RunSettings,
     TrainingRun,
     publish_resources,
 )
@@ -205,16 +205,6 @@ class RunnerPool:
         self.processes.clear()
 
 
-# The embedded collector's fields, by the Trainer's earlier keyword names (still accepted): CollectorConfig's names.
-COLLECTOR_SHORTHANDS = {
-    "store_url": "store_url",
-    "collector_host": "host",
-    "collector_port": "query_port",
-    "otlp_port": "http_port",
-    "heartbeat_timeout_s": "heartbeat_timeout_s",
-}
-
-
 class Trainer:
     """Runs a training: a collector (a running one, or embedded), runner processes executing the agent, and the
     algorithm over the datasets (`fit`), or a dry run that prints everything (`dev`).
@@ -222,8 +212,7 @@ class Trainer:
     `n_runners` runner processes (0: only runners started elsewhere, `lightning-otel runner`), each running up to
     `max_concurrency` rollouts at once; `algorithm` (default `Baseline()`); `adapter` (`TraceToTriplet` or its
     keyword dict: `{"agent_match": "write"}`); `initial_resources` (the LLMs and prompts the agent reads);
-    `collector`: a running collector's query URL or the embedded one's `CollectorConfig` (the earlier keywords
-    `store_url`, `collector_host`, `collector_port`, `otlp_port`, `heartbeat_timeout_s` set its fields);
+    `collector`: a running collector's query URL or the embedded one's `CollectorConfig`;
     `max_attempts` per rollout; `rollout_timeout_s`; `span_wait_s` (late spans from other processes);
     `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch);
     `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
@@ -284,7 +273,9 @@ class Trainer:
                 "running one's query URL, Trainer(collector='http://localhost:9999') (`agl store --port 9999` "
                 "starts one)"
             )
-        self.collector, self.embedded = _collector_from(collector, shorthands, auth_token)
+        if shorthands:
+            raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(shorthands)}")
+        self.collector, self.embedded = _collector_from(collector, auth_token)
         if self.auth_token is None:  # a collector config's token is the client's too
             self.auth_token = self.embedded.auth_token
         self.max_concurrency = max_concurrency
@@ -416,20 +407,17 @@ class Trainer:
             stack.callback(pool.stop)
             shown = self.progress and not self.algorithm.shows_progress  # one live display at a time
             progress = stack.enter_context(_ProgressDisplay(enabled=shown))
-            run = TrainingRun(
-                client,
-                self.adapter,
+            settings = RunSettings(
                 max_attempts=self.max_attempts,
                 rollout_timeout_s=self.rollout_timeout_s,
-                on_progress=progress.update,
-                check_runners=pool.check,
                 span_wait_s=self.span_wait_s,
                 policy_notify_file=self.policy_notify_file,
                 no_runner_timeout_s=self.no_runner_timeout_s,
                 # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
+                runner_slots=self.n_runners * self.max_concurrency or None,
             )
-            run.runner_slots = self.n_runners * self.max_concurrency or None
+            run = TrainingRun(client, self.adapter, settings, on_progress=progress.update, check_runners=pool.check)
             if self.collector:  # an external collector may hold what a dead training queued
                 run.take_queue()
                 run.start()  # runners started on their own see a training running
@@ -463,24 +451,14 @@ class Trainer:
 
 
 def _collector_from(
-    collector: str | CollectorConfig | None, shorthands: dict[str, Any], auth_token: str | None
+    collector: str | CollectorConfig | None, auth_token: str | None
 ) -> tuple[str | None, CollectorConfig]:
-    """(a running collector's URL or None, the embedded collector's config). Shorthands are `COLLECTOR_SHORTHANDS`."""
-    from dataclasses import replace
-
+    """(a running collector's URL or None, the embedded collector's config)."""
     from lightning_otel.collector.server import CollectorConfig
 
-    unknown = set(shorthands) - set(COLLECTOR_SHORTHANDS)
-    if unknown:
-        raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(unknown)}")
-    fields = {COLLECTOR_SHORTHANDS[name]: value for name, value in shorthands.items() if value is not None}
     if isinstance(collector, CollectorConfig):
-        if fields:
-            raise TypeError(f"Trainer got collector=CollectorConfig(...) and {sorted(shorthands)}: set them in it")
         return None, collector
-    embedded = CollectorConfig(host="127.0.0.1", http_port=0, grpc_port=None, query_port=0, store_url=None,  # type: ignore[arg-type]
-                               auth_token=auth_token)  # fmt: skip
-    return collector, replace(embedded, **fields)
+    return collector, CollectorConfig.embedded(auth_token=auth_token)
 
 
 def _renamed(old: str, old_value: Any, new: str, new_value: Any, *, default: Any) -> Any:

@@ -16,9 +16,9 @@ rollouts of one task) are read once, their KV cache shared: a small policy's cos
 No timer: an idle replica starts a lone request at once. Sampling is reproducible whatever the batching: a request
 draws from its own random stream, seeded by the replica's seed, the weight version, the prompt and how many samples
 of that prompt this version drew before (a GRPO group's n rollouts are n streams), so a run's samples do not depend
-on which requests happened to arrive together. `weight_version` counts updates, and every answer names the
-version that sampled it (the API is `sampler_api`'s, shared with the Tinker backend's samplers). Needs torch and
-transformers (the `[verl]` extra brings both).
+on which requests happened to arrive together. `weight_version` is the version a trainer serves the weights as
+(counting updates when none says), and every answer names the version that sampled it (the API is `sampler_api`'s,
+shared with the Tinker backend's samplers). Needs torch and transformers (the `[verl]` extra brings both).
 """
 
 from __future__ import annotations
@@ -212,18 +212,21 @@ class CPUReplica(SamplerReplica):
             tokens = torch.where(greedy, tokens, drawn.clamp(max=probs.shape[-1] - 1))
         return tokens, scores.gather(1, tokens[:, None]).squeeze(1)
 
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
-        """Load new policy weights between batches (a trainer's weight sync); returns the new version.
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor] | None, version: int | None = None) -> int:
+        """Load new policy weights between batches (a trainer's weight sync) and serve them as `version` (a trainer's
+        count; None: the next number); returns the version. `state_dict` None: the same weights, renamed (a step
+        that trained nothing publishes them under its own number).
 
         Tied weights (a `lm_head` that is the embedding) may be absent; any other missing or unknown name is an
         error: a partial sync would serve a policy the trainer never had."""
         with self._lock:
-            result = self.model.load_state_dict(state_dict, strict=False)
-            owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
-            missing = [name for name in result.missing_keys if name in owned]
-            if missing or result.unexpected_keys:
-                unexpected = result.unexpected_keys[:5]
-                raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
-            self.weight_version += 1
+            if state_dict is not None:
+                result = self.model.load_state_dict(state_dict, strict=False)
+                owned = {name for name, _ in self.model.named_parameters()}  # tied copies are listed once
+                missing = [name for name in result.missing_keys if name in owned]
+                if missing or result.unexpected_keys:
+                    unexpected = result.unexpected_keys[:5]
+                    raise ValueError(f"weight sync mismatch: missing {missing[:5]}, unexpected {unexpected}")
+            self.weight_version = self.weight_version + 1 if version is None else version
             self._draws.clear()  # the new version's streams are keyed by it
             return self.weight_version

@@ -6,16 +6,16 @@ LLM calls they made.
         adapter={"agent_match": "write"},                                 # which agents' calls become examples
         initial_resources={"main_llm": lightning_otel.LLM(teacher_url, "teacher-model")},
     )
-    result = trainer.fit(agent, train_dataset)                            # -> SFTResult; the model is in output
+    result = trainer.fit(agent, train_dataset)              # -> TrainingResult (its final: sft/...); model in output
 
 Rejection sampling in Agent Lightning's sense, on the training loop (`lightning_otel.training.loop`) with a
 supervised backend: the agent runs against `main_llm` (a stronger teacher, or the policy itself; the loop serves no
-policy of its own), `tasks_per_batch` tasks a step; every call `agent_match` selects in a rollout with reward >=
-`min_reward` becomes one chat example (`TraceToMessages`: the call's input messages, its reply as the completion;
-weight 1, the others 0), and after the last step TRL's `SFTTrainer` trains on the replies only. A step with no
-rollout at `min_reward` is a skipped step, said so; a run with none raises `NoDemonstrations` (a `NothingTrained`).
-The examples are kept as JSONL beside the model. `fine_tune(examples, ...)` is the second half on its
-own (examples from stored traces, for instance). The runners must record message content: the Trainer turns it on
+policy of its own), the schedule's `batch_size` tasks a step (64); every call `agent_match` selects in a rollout with
+reward >= `min_reward` becomes one chat example (`TraceToMessages`: the call's input messages, its reply as the
+completion; weight 1, the others 0), and after the last step TRL's `SFTTrainer` trains on the replies only. A step
+with no rollout at `min_reward` is a skipped step, said so; a run with none raises `NoDemonstrations` (a
+`NothingTrained`). The examples are kept as JSONL beside the model. `fine_tune(examples, ...)` is the second half on
+its own (examples from stored traces, for instance). The runners must record message content: the Trainer turns it on
 for this algorithm. Needs the `[sft]` extra (trl, datasets, torch).
 """
 
@@ -26,16 +26,18 @@ import logging
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.adapters.messages import TraceToMessages
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.runtime.sample_diagnosis import NothingTrained
-from lightning_otel.training.loop.advantages import RewardThreshold
+from lightning_otel.training.loop.advantages import AdvantageEstimator, RewardThreshold
 from lightning_otel.training.loop.backend import Backend
 from lightning_otel.training.loop.loop import TrainingLoop
+from lightning_otel.training.loop.options import TrainingOptions
+from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.loop.schedule import Schedule
 
@@ -46,31 +48,6 @@ EXAMPLES_FILE = "sft_examples.jsonl"
 
 class NoDemonstrations(NothingTrained):
     """No rollout gave a usable example: nothing to fine-tune on."""
-
-
-@dataclass(slots=True)
-class SFTResult:
-    """What an SFT run did: rollouts run and kept, examples, the fine-tuning loss, and where the model is."""
-
-    output_dir: Path
-    rollouts: int = 0
-    kept_rollouts: int = 0  # reward >= min_reward
-    examples: int = 0
-    calls_without_content: int = 0
-    teacher_reward_mean: float = math.nan
-    losses: list[float] = field(default_factory=list)  # training loss per logging step
-    train_seconds: float = 0.0
-
-    def metrics(self) -> dict[str, float]:
-        return {
-            "sft/rollouts": float(self.rollouts),
-            "sft/kept_rollouts": float(self.kept_rollouts),
-            "sft/examples": float(self.examples),
-            "sft/teacher_reward_mean": self.teacher_reward_mean,
-            "sft/first_loss": self.losses[0] if self.losses else math.nan,
-            "sft/last_loss": self.losses[-1] if self.losses else math.nan,
-            "sft/train_seconds": self.train_seconds,
-        }
 
 
 def prompt_completion(example: dict[str, Any]) -> dict[str, Any]:
@@ -145,12 +122,19 @@ def fine_tune(
     return losses
 
 
+# What `TrainingOptions` fields left unset mean for SFT: 64 tasks a step, each run once, no validation at the start.
+DEFAULT_SCHEDULE = Schedule(batch_size=64, group_size=1, val_at_start=False)
+
+
 class SFT(Algorithm):
     """Fine-tune on the calls of good rollouts (rejection sampling from traces). See the module docstring.
 
-    `n_rollouts` rollouts per task (more tries, more kept examples with a sampling teacher), queued
-    `tasks_per_batch` tasks at a time; `min_reward` the reward a rollout needs to be kept; `fine_tune_args` go to
-    `fine_tune` (epochs, learning_rate, batch_size, ...).
+    `options`: the loop's settings (`TrainingOptions`: the schedule's `group_size` rollouts per task, more tries and
+    more kept examples with a sampling teacher, `batch_size` tasks at a time; trackers, on_step); `min_reward` the
+    reward a rollout needs to be kept; `agent_match`: which calls become examples (default: the trainer's adapter's);
+    `fine_tune_args` go to `fine_tune` (epochs, learning_rate, batch_size, on_log, ...). The result's `final` says
+    what the run kept and trained: `sft/rollouts`, `sft/kept_rollouts`, `sft/examples`, `sft/teacher_reward_mean`,
+    `sft/first_loss`, `sft/last_loss`, `sft/train_seconds`, `sft/calls_without_content`.
     """
 
     needs_message_content: ClassVar[bool] = True  # the Trainer's runners record message content for it
@@ -160,88 +144,105 @@ class SFT(Algorithm):
         self,
         model_path: str | Path,
         output_dir: str | Path,
+        options: TrainingOptions | None = None,
         *,
         min_reward: float = 1.0,
-        n_rollouts: int = 1,
-        tasks_per_batch: int = 64,
         agent_match: str | None = None,
-        on_batch: Callable[[int, int, int], None] | None = None,
         **fine_tune_args: Any,
     ) -> None:
+        self.options = (options or TrainingOptions()).with_defaults(schedule=DEFAULT_SCHEDULE)
+        if self.options.advantage != "grpo" or self.options.max_staleness:
+            raise ValueError("SFT keeps the calls of rollouts with reward >= min_reward: TrainingOptions.advantage and "
+                             "max_staleness do not apply to it")  # fmt: skip
         self.model_path = Path(model_path)
         self.output_dir = Path(output_dir)
         self.min_reward = min_reward
-        self.n_rollouts = n_rollouts
-        self.tasks_per_batch = tasks_per_batch
         self.agent_match = agent_match
-        self.on_batch = on_batch
         self.fine_tune_args = fine_tune_args
+        self.backend: SFTBackend | None = None  # the run's, while it runs and after (its examples and losses)
 
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
-    ) -> SFTResult:
+    ) -> TrainingResult:
         tasks = list(train_dataset or [])
         if not tasks:
             raise NoDemonstrations("SFT needs a train_dataset to run the agent on")
         # The same selection as the trainer's adapter unless this algorithm was given its own.
         match = self.agent_match if self.agent_match is not None else getattr(run.adapter, "agent_match", None)
-        result = SFTResult(self.output_dir)
-        rewards: list[float] = []
+        self.backend = backend = SFTBackend(self.model_path, self.output_dir, self.fine_tune_args, agent_match=match,
+                                            min_reward=self.min_reward)  # fmt: skip
+        user_on_step = self.options.on_step
 
-        def step_done(step: int, metrics: dict[str, float]) -> None:
-            result.rollouts += int(metrics["rollout/rollouts"])
-            result.kept_rollouts += int(metrics.get("training/rollouts_kept", 0))
-            result.calls_without_content += int(metrics.get("rollout/calls_without_content", 0))
-            if self.on_batch is not None:
-                self.on_batch(result.rollouts, result.kept_rollouts, len(backend.examples))
+        def on_step(step: int, metrics: dict[str, float]) -> None:
+            backend.observe(metrics)
+            if user_on_step is not None:
+                user_on_step(step, metrics)
 
-        backend = SFTBackend(self.model_path, self.output_dir, self.fine_tune_args, agent_match=match)
-        loop = TrainingLoop(
-            backend,
-            schedule=Schedule(batch_size=self.tasks_per_batch, group_size=self.n_rollouts, val_at_start=False),
-            estimator=RewardThreshold(self.min_reward),
-            on_step=step_done,
-        )
+        options = replace(self.options, on_step=on_step)
+        loop = TrainingLoop(backend, options, run_config={"algorithm": "sft", "model": str(self.model_path)})
         try:
-            loop_result = loop.run(run, tasks)
+            result = loop.run(run, tasks)
         except NothingTrained as nothing:
             raise NoDemonstrations(
-                f"{result.rollouts} rollouts, {result.kept_rollouts} with reward >= {self.min_reward}, "
-                f"0 examples ({result.calls_without_content} selected calls had no message content; "
-                f"agent_match={match!r}): nothing to fine-tune on ({nothing})"
+                f"{backend.rollouts} rollouts, {backend.kept_rollouts} with reward >= {self.min_reward}, 0 examples "
+                f"({backend.calls_without_content} selected calls had no message content; agent_match={match!r}): "
+                f"nothing to fine-tune on ({nothing})"
             ) from None
-        rewards = [reward for record in loop_result.steps for reward in record.rewards.values()]
-        result.examples = len(backend.examples)
-        result.teacher_reward_mean = statistics.fmean(rewards) if rewards else math.nan
-        result.losses, result.train_seconds = backend.losses, backend.train_seconds
-        if result.calls_without_content:
+        rewards = [reward for record in result.steps for reward in record.rewards.values()]
+        result.final.update({
+            "sft/rollouts": float(backend.rollouts),
+            "sft/kept_rollouts": float(backend.kept_rollouts),
+            "sft/teacher_reward_mean": statistics.fmean(rewards) if rewards else math.nan,
+            "sft/calls_without_content": float(backend.calls_without_content),
+        })  # fmt: skip
+        if backend.calls_without_content:
             log.warning(
                 "%d selected LLM calls had no message content and were left out (runners must record content)",
-                result.calls_without_content,
+                backend.calls_without_content,
             )
         return result
 
 
 class SFTBackend(Backend):
-    """The loop's supervised backend: each step keeps the chat examples of the samples with weight 1; after the last
-    step they are written as JSONL and the model is fine-tuned on them (`fine_tune`)."""
+    """The loop's supervised backend: each step keeps the chat examples of the samples with weight 1 (rollouts with
+    reward >= `min_reward`); after the last step they are written as JSONL and the model is fine-tuned on them
+    (`fine_tune`)."""
 
     name = "sft"
     learns_from_text = True
 
     def __init__(
-        self, model_path: Path, output_dir: Path, fine_tune_args: dict[str, Any], *, agent_match: str | None
+        self,
+        model_path: Path,
+        output_dir: Path,
+        fine_tune_args: dict[str, Any],
+        *,
+        agent_match: str | None,
+        min_reward: float = 1.0,
     ) -> None:
         self.model_path, self.output_dir, self.fine_tune_args = model_path, output_dir, fine_tune_args
-        self.agent_match = agent_match
+        self.agent_match, self.min_reward = agent_match, min_reward
         self.examples: list[dict[str, Any]] = []
         self.losses: list[float] = []
         self.train_seconds = 0.0
+        self.rollouts = self.kept_rollouts = self.calls_without_content = 0
+
+    def estimator(self, advantage: str | AdvantageEstimator) -> AdvantageEstimator:
+        return RewardThreshold(self.min_reward)
+
+    def idle_metrics(self) -> dict[str, float]:
+        return {"sft/examples": 0.0}
 
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         kept = [sample.example for sample in samples if sample.weight and sample.example is not None]
         self.examples.extend(kept)
         return {"sft/examples": float(len(kept))}
+
+    def observe(self, metrics: dict[str, float]) -> None:
+        """A step's metrics (trained or skipped): the counts the run reports."""
+        self.rollouts += int(metrics.get("rollout/rollouts", 0))
+        self.kept_rollouts += int(metrics.get("training/rollouts_kept", 0))
+        self.calls_without_content += int(metrics.get("rollout/calls_without_content", 0))
 
     def finish(self) -> dict[str, float]:
         if not self.examples:
@@ -253,8 +254,12 @@ class SFTBackend(Backend):
         started = time.monotonic()
         self.losses = fine_tune(self.examples, self.model_path, self.output_dir, **self.fine_tune_args)
         self.train_seconds = time.monotonic() - started
-        last = self.losses[-1] if self.losses else math.nan
-        return {"sft/examples": float(len(self.examples)), "sft/last_loss": last}
+        return {
+            "sft/examples": float(len(self.examples)),
+            "sft/first_loss": self.losses[0] if self.losses else math.nan,
+            "sft/last_loss": self.losses[-1] if self.losses else math.nan,
+            "sft/train_seconds": self.train_seconds,
+        }
 
 
 def read_examples(path: str | Path) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ import pytest
 
 import lightning_otel as agl
 from lightning_otel.collector import Client
-from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.schedule import Schedule
 from tests.collector.helpers import CollectorProcess
@@ -80,12 +79,10 @@ def test_a_training_on_two_ray_nodes_and_two_collectors_rides_out_a_collector_an
         collectors={head: first_collector.query_url, second: second_collector.query_url},
         runtime_env={"env_vars": {"PYTHONPATH": REPO}},  # the agent's module, as a user's working_dir would give
     )
-    loop = TrainingLoop(
-        RecordingBackend(tmp_path, latency_s=0.5),
-        schedule=Schedule(batch_size=4, group_size=2, max_steps=4),
-        estimator=GroupAdvantage(),
-        sampling={"temperature": 1.0, "max_tokens": 16},
+    options = agl.TrainingOptions(
+        schedule=Schedule(batch_size=4, group_size=2, max_steps=4), sampling=agl.Sampling(max_tokens=16)
     )
+    loop = TrainingLoop(RecordingBackend(tmp_path, latency_s=0.5), options)
     trainer = agl.Trainer(
         runners=runners, collector=first_collector.query_url, algorithm=loop, max_concurrency=2, progress=False
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning_otel
+from lightning_otel.collector import CollectorConfig
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.tokenizer import build_tokenizer
 from lightning_otel.training.loop.credit import AnchorAdvantage
@@ -37,24 +38,22 @@ def sql_or_broken(task: dict[str, Any], resources: dict[str, Any], rollout: ligh
 CREDIT = AnchorAdvantage(gamma=0.9, normalize_by_std=False)
 
 
-class BaselineWithCredit(lightning_otel.Baseline):
-    """Baseline's batches, recorded with the settings of the anchor estimator (what the rollout view rebuilds)."""
-
-    def run(self, run: Any, train_dataset: Any, val_dataset: Any) -> Any:
-        run.estimator_settings = {**CREDIT.describe(), "group_by_agent": False}
-        return super().run(run, train_dataset, val_dataset)
-
-
 def record(store: Path, tokenizer_dir: Path) -> dict[str, Any]:
     """2 Baseline steps (2 epochs of one batch) into `store`; the test server's tokenizer saved in `tokenizer_dir`."""
     build_tokenizer().save_pretrained(tokenizer_dir)  # the test server's own
     with OpenAITestServer(replies=sql_example.dev_replies) as server:
         trainer = lightning_otel.Trainer(
             n_runners=2,
-            algorithm=BaselineWithCredit(batch_size=len(TASKS), n_rollouts=2, n_epochs=2),
+            # Baseline's batches, recorded with the anchor estimator's settings (what the rollout view rebuilds)
+            algorithm=lightning_otel.Baseline(
+                batch_size=len(TASKS),
+                n_rollouts=2,
+                n_epochs=2,
+                metadata={"training": lightning_otel.TrainingOptions().rollout_settings(CREDIT)},
+            ),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
-            store_url=f"sqlite:///{store}",
+            collector=CollectorConfig.embedded(store_url=f"sqlite:///{store}"),
             max_attempts=2,
             capture_content=True,
             progress=False,

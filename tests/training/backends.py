@@ -16,8 +16,8 @@ from lightning_otel.training.loop.samples import Sample
 
 class RecordingBackend(Backend):
     """A replica that answers with 1 to 5 words in turn (rewards vary within a group), after `latency_s`, naming the
-    version that sampled it; updates are recorded (each taking `update_s`), each one a new version; checkpoints are
-    files."""
+    version that sampled it; updates are recorded (each taking `update_s`); each publish serves the loop's version;
+    checkpoints are files."""
 
     name = "recording"
 
@@ -26,7 +26,6 @@ class RecordingBackend(Backend):
         self.server: OpenAITestServer | None = None
         self.updates: list[tuple[int, list[Sample]]] = []
         self.version = 0
-        self._dirty = False
         self._words = itertools.count()
 
     @contextmanager
@@ -40,15 +39,12 @@ class RecordingBackend(Backend):
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         self.updates.append((step, list(samples)))
         time.sleep(self.update_s)  # an update that takes time: asynchronous training overlaps rollouts with it
-        self._dirty = True
         return {"recording/samples": float(len(samples))}
 
-    def publish(self, step: int) -> int:
-        if self._dirty:
-            self.version, self._dirty = self.version + 1, False
+    def publish(self, version: int) -> None:
+        self.version = version
         if self.server is not None:
-            self.server.policy_version = self.version
-        return self.version
+            self.server.policy_version = version
 
     def save(self, step: int) -> str:
         path = self.folder / f"step-{step}.json"

@@ -13,24 +13,23 @@ import httpx
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.backend import Backend
-from lightning_otel.training.loop.loop import LoopResult, TrainingLoop
+from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.schedule import Schedule
+from tests.helpers import assert_staleness_by_the_spans
 from tests.training.backends import RecordingBackend
 
 AGENT = "tests.training.agents:slow_length_agent"
 
 
 def train(collector: str, backend: Backend, tasks: list[dict], *, max_staleness: int, n_runners: int = 1,
-          **schedule: int) -> LoopResult:  # fmt: skip
-    loop = TrainingLoop(
-        backend,
+          **schedule: int) -> agl.TrainingResult:  # fmt: skip
+    options = agl.TrainingOptions(
         schedule=Schedule(batch_size=2, group_size=3, val_every=0, **schedule),
-        estimator=GroupAdvantage(),
-        sampling={"temperature": 1.0, "max_tokens": 16},
+        sampling=agl.Sampling(max_tokens=16),
         max_staleness=max_staleness,
     )
+    loop = TrainingLoop(backend, options)
     trainer = agl.Trainer(n_runners=n_runners, collector=collector, algorithm=loop, progress=False)
     return trainer.fit(AGENT, tasks)
 
@@ -56,6 +55,7 @@ def test_the_staleness_bound_holds_on_the_spans_versions_and_stale_groups_are_dr
             assert trained_version - sample.triplet.policy_version <= 1, (step, trained_version, sample.triplet)
             assert sample.staleness == trained_version - sample.triplet.policy_version
         assert record.metrics["async/staleness_max"] <= 1
+    assert_staleness_by_the_spans(collector, result.steps, max_staleness=1)  # the metric is what the spans say
     # the runners ran the next step's groups while the backend updated: older samples were trained
     assert sum(record.metrics.get("async/staleness_1", 0) for record in result.steps) > 0
     # the next step's groups were in flight when each step took its groups (the last step has none left)
@@ -106,4 +106,4 @@ def test_a_backend_that_cannot_serve_while_it_updates_refuses_max_staleness(tmp_
     backend = RecordingBackend(tmp_path)
     backend.serves_while_updating, backend.why_not_async = False, "its replicas sleep while it trains"
     with pytest.raises(ValueError, match=r"cannot serve the policy while it updates \(its replicas sleep"):
-        TrainingLoop(backend, schedule=Schedule(), estimator=GroupAdvantage(), max_staleness=1)
+        TrainingLoop(backend, agl.TrainingOptions(max_staleness=1))

@@ -15,6 +15,7 @@ import lightning_otel as agl
 from lightning_otel import semconv
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.runtime.sample_diagnosis import NothingTrained
+from tests.helpers import assert_staleness_by_the_spans
 
 TASKS = [{"task_id": f"t{i}", "question": f"Question number {i}?"} for i in range(4)]
 
@@ -35,31 +36,36 @@ def store(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _dpo(model_dir: Path, out: Path | None, steps: int, **options) -> agl.DPO:
-    schedule = agl.Schedule(batch_size=2, group_size=4, max_steps=steps)
-    return agl.DPO(model_dir, out, schedule=schedule, max_tokens=8, learning_rate=1e-3, logger=(), **options)
+    settings = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=2, group_size=4, max_steps=steps), sampling=agl.Sampling(max_tokens=8),
+        trackers=agl.Trackers(logger=()), **options,
+    )  # fmt: skip
+    return agl.DPO(model_dir, out, settings, learning_rate=1e-3)
 
 
 def test_online_dpo_trains_the_exported_pairs_and_serves_each_new_policy(tiny_model_dir, store, tmp_path) -> None:
     collector, path = store
     trainer = agl.Trainer(n_runners=2, collector=collector, algorithm=_dpo(tiny_model_dir, tmp_path / "out", 3))
     result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS, TASKS[:2])
-    assert isinstance(result, agl.DPOResult) and len(result.steps) == 3
-    trained = [step for step in result.steps if step["dpo/pairs"] > 0]
-    assert trained, result.steps  # sampled answers of different lengths: groups with a reward spread
-    assert result.pairs == sum(step["dpo/pairs"] for step in result.steps)
-    assert all(step["dpo/prompts_differ"] == 0 for step in result.steps)  # one call a rollout: the task's prompt
-    # each trained step published a new version; the next step's LLM spans name the version that sampled them
-    versions = [step["training/policy_version"] for step in result.steps]
-    assert versions == sorted(versions) and versions[-1] >= len(trained) - 1
+    assert isinstance(result, agl.TrainingResult) and len(result.steps) == 3
+    metrics = [record.metrics for record in result.steps]
+    trained = [step for step in metrics if step["dpo/pairs"] > 0]
+    assert trained, metrics  # sampled answers of different lengths: groups with a reward spread
+    assert result.final["dpo/total_pairs"] == sum(step["dpo/pairs"] for step in metrics)
+    assert all(step["dpo/prompts_differ"] == 0 for step in metrics)  # one call a rollout: the task's prompt
+    # each step published its version (the step after which the weights were published); the next step's LLM spans
+    # name the version that sampled them
+    versions = [step["training/policy_version"] for step in metrics]
+    assert versions == [0.0, 1.0, 2.0]
     client = Client(collector)
-    last = result.loop.steps[-1]
+    last = result.steps[-1]
     spans = client.rollouts_spans(last.rollout_ids)
     sampled = {s["attributes"].get(semconv.AGL_POLICY_VERSION) for spans_ in spans.values() for s in spans_
                if s["attributes"].get(semconv.GEN_AI_OPERATION_NAME) == "chat"}  # fmt: skip
     assert sampled == {int(versions[-1])}
     # the pairs each step trained are the ones the export forms from the same store, step by step
     run_id = client.rollout(last.rollout_ids[0])["metadata"]["run_id"]
-    for number, step in enumerate(result.steps, start=1):
+    for number, step in enumerate(metrics, start=1):
         report = agl.export_dataset(path, tmp_path / f"pairs-{number}.jsonl", shape="pairs", run_id=run_id,
                                     step=number, mode="train", progress=False)  # fmt: skip
         assert report.rows == step["dpo/pairs"], (number, report.summary())
@@ -115,4 +121,16 @@ def test_another_trl_release_is_refused_with_the_install_line(monkeypatch, tiny_
     with pytest.raises(RuntimeError, match=r"pip install 'trl>=0.29,<0.30'"):
         agl.dpo_from_pairs([pair], tiny_model_dir, tmp_path / "out")
     with pytest.raises(ValueError, match="group_size must be >= 2"):
-        agl.DPO(tiny_model_dir, schedule=agl.Schedule(group_size=1))
+        agl.DPO(tiny_model_dir, options=agl.TrainingOptions(schedule=agl.Schedule(group_size=1)))
+
+
+def test_asynchronous_dpo_trains_samples_within_the_bound_by_the_spans_versions(tiny_model_dir, store) -> None:
+    """`max_staleness=1` on the DPO backend (its CPU replica serves while TRL trains): no trained sample is more than
+    one version behind the policy trained, by the versions the replica named on the spans, and the step's
+    `async/staleness_max` is what the spans say."""
+    collector, _ = store
+    algorithm = _dpo(tiny_model_dir, None, 3, max_staleness=1)
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=algorithm, progress=False)
+    result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS)
+    assert len(result.steps) == 3
+    assert_staleness_by_the_spans(collector, result.steps, max_staleness=1)

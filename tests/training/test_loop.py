@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.training.loop.advantages import GroupAdvantage
 from lightning_otel.training.loop.backend import Backend
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.metrics import LOOP_METRICS, SUPERVISED_METRICS, console_line
@@ -22,13 +21,11 @@ AGENT = "tests.training.agents:length_agent"
 TASKS = [{"task_id": f"t{i}", "question": f"Question {i}?"} for i in range(4)]
 
 
-def train(collector: str, backend: Backend, tasks: list[dict], **schedule: int) -> agl.BatchResult:
-    loop = TrainingLoop(
-        backend,
-        schedule=Schedule(batch_size=2, group_size=3, **schedule),
-        estimator=GroupAdvantage(),
-        sampling={"temperature": 1.0, "max_tokens": 16},
+def train(collector: str, backend: Backend, tasks: list[dict], **schedule: int) -> agl.TrainingResult:
+    options = agl.TrainingOptions(
+        schedule=Schedule(batch_size=2, group_size=3, **schedule), sampling=agl.Sampling(max_tokens=16)
     )
+    loop = TrainingLoop(backend, options)
     trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=loop, progress=False)
     return trainer.fit(AGENT, tasks, TASKS[:1])
 
@@ -50,7 +47,7 @@ def test_each_step_trains_the_grpo_advantages_and_serves_the_next_version(collec
             assert abs(sum(s.advantage for s in group)) < 1e-6
             ranked = sorted(group, key=lambda s: s.reward)
             assert ranked[0].advantage <= ranked[-1].advantage
-    # the version each step sampled with: 0 before any update, then one more per update
+    # the version each step sampled with: 0 the first weights, then the step after which they were published
     assert [record.metrics["training/policy_version"] for record in result.steps] == [0.0, 1.0, 2.0]
     assert [record.step for record in result.validations] == [0, 2, 3]
     assert result.validations[0].metrics["val/rollouts"] == 1
@@ -73,7 +70,8 @@ def test_a_step_whose_rewards_never_vary_is_skipped_and_a_run_of_them_raises(col
     assert first.metrics["training/skipped_step"] == 1 and second.metrics["training/skipped_step"] == 0
     assert first.skipped_because[0].startswith("every group's rewards were equal (2 of 2 groups)")
     assert [step for step, _ in backend.updates] == [2]  # the skipped step never reached the backend
-    assert [record.metrics["training/policy_version"] for record in result.steps] == [0.0, 0.0]
+    # one version count: the step after which the weights were published, the same weights after a skipped step
+    assert [record.metrics["training/policy_version"] for record in result.steps] == [0.0, 1.0]
 
     constant = [{**task, "constant": True} for task in TASKS]
     said = (
@@ -93,8 +91,10 @@ def test_a_client_nothing_instruments_trains_on_the_gateways_spans_alone(collect
     """An agent service that is not instrumented (the agent-service example run bare): every call the gateway served
     becomes a sample named by the agent its header gave."""
     backend = RecordingBackend(tmp_path)
-    loop = TrainingLoop(backend, schedule=Schedule(batch_size=2, group_size=3, max_steps=1),
-                        estimator=GroupAdvantage(), sampling={"temperature": 1.0, "max_tokens": 16})  # fmt: skip
+    options = agl.TrainingOptions(
+        schedule=Schedule(batch_size=2, group_size=3, max_steps=1), sampling=agl.Sampling(max_tokens=16)
+    )
+    loop = TrainingLoop(backend, options)
     trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=loop, adapter={"agent_match": "^solver$"},
                           progress=False)  # fmt: skip
     (record,) = trainer.fit("tests.training.agents:bare_length_agent", TASKS[:2]).steps

@@ -87,13 +87,14 @@ def test_sft_fine_tunes_on_the_calls_of_rewarded_rollouts(data: Path, tmp_path: 
     from lightning_otel.training.sft import EXAMPLES_FILE, read_examples
 
     result = _sft_run(data, tmp_path, learning_rate=1e-2, trl_args={"logging_steps": 1})
-    assert result.rollouts == result.kept_rollouts == 6 and result.teacher_reward_mean == 1.0
+    done = result.final
+    assert done["sft/rollouts"] == done["sft/kept_rollouts"] == 6 and done["sft/teacher_reward_mean"] == 1.0
     examples = read_examples(tmp_path / "sft" / EXAMPLES_FILE)
-    assert result.examples == len(examples) == 12  # write_query and check_query of each rollout
+    assert done["sft/examples"] == len(examples) == 12  # write_query and check_query of each rollout
     first = examples[0]["messages"]
     assert [m["role"] for m in first] == ["system", "user", "assistant"]
     assert first[-1]["content"].startswith("```sqlite\nSELECT")
-    assert result.losses and result.losses[-1] < result.losses[0]
+    assert done["sft/last_loss"] < done["sft/first_loss"]
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "sft")
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "sft")
     assert model.config.vocab_size == len(tokenizer)

@@ -18,7 +18,7 @@ import lightning_otel
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
 from lightning_otel.testing.tiny_model import save_tiny_model
-from lightning_otel.training.verl.trainer import VERLResult
+from tests.helpers import assert_staleness_by_the_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # `examples.sql_agent.graph_agent`, as runners (spawned, same sys.path) import it
@@ -42,7 +42,9 @@ def tiny_config(model: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VERLResult, list[dict], dict[str, list]]]:
+def training(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[lightning_otel.TrainingResult, list[dict], dict[str, list]]]:
     model = save_tiny_model(tmp_path_factory.mktemp("model"))
     store = tmp_path_factory.mktemp("store") / "collector.sqlite3"
     config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
@@ -50,7 +52,9 @@ def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VERLRes
         trainer = lightning_otel.Trainer(
             n_runners=2,
             # per-call credit on verl's update (GRPO's own estimator runs in the demo, spider and --ci-fast tests)
-            algorithm=lightning_otel.VERL(tiny_config(model), device="cpu", advantage="anchor"),
+            algorithm=lightning_otel.VERL(
+                tiny_config(model), lightning_otel.TrainingOptions(advantage="anchor"), device="cpu"
+            ),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
             collector=addresses.query,
@@ -81,8 +85,23 @@ def test_two_grpo_steps_train_the_sampled_tokens_and_sync_weights(training: tupl
     # Validation before training: the val task once (val_kwargs.n=1), greedy sampling through the gateway.
     assert [record.step for record in result.validations] == [0]
     assert result.validations[0].metrics["val/succeeded"] == 1 and "val/reward_mean" in result.validations[0].metrics
-    # The replica got the actor's weights before step 1 and after each update.
-    assert result.replica_weight_versions == [3]
+    # The replica got the actor's weights before step 1 and after each update, and serves the last as version 2 (the
+    # weights published after step 2: the loop's count).
+    assert result.final["verl/replica_version_min"] == result.final["verl/replica_version_max"] == 2.0
+
+
+def test_one_version_count_from_the_replica_to_the_span_to_the_queue(training: tuple) -> None:
+    """Synchronous steps: step k's rollouts are queued under policy version k-1 and every LLM span of them (the
+    client's and the gateway's) names the version that sampled it: the same k-1, the console's `policy v`."""
+    result, records, spans = training
+    for step, record in enumerate(result.steps, start=1):
+        assert record.metrics["training/policy_version"] == step - 1
+    train = [r for r in records if r["mode"] == "train"]
+    for record in train:
+        queued = record["metadata"]["policy_version"]
+        sampled = {span["attributes"].get("agl.llm.policy_version") for span in spans[record["rollout_id"]]
+                   if "agl.llm.response_token_ids" in span["attributes"]}  # fmt: skip
+        assert sampled == {queued} and queued == record["metadata"]["step"] - 1, (record["metadata"], sampled)
 
 
 def test_only_the_matched_agents_calls_became_samples_once_each(training: tuple) -> None:
@@ -130,3 +149,26 @@ def test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_
     assert "anchored" in done.stdout  # the step line's anchor coverage: the loop ran the anchor estimator
     assert "runners: 2 Ray actors on 1 node(s)" in done.stdout  # the rollouts ran in Ray actors
     assert "stale max" in done.stdout  # asynchronous: the step line shows the trained samples' oldest staleness
+
+
+def test_asynchronous_verl_on_cpu_trains_within_the_staleness_bound_by_the_spans_versions(tmp_path: Path) -> None:
+    """`max_staleness=1` on verl's CPU replicas (they serve while the actor trains): no trained sample is more than
+    one policy version behind the one trained, by the versions the replica named on the calls' spans, and each step's
+    `async/staleness_max` is exactly what the spans say (the count verl's weight sync passes is the loop's)."""
+    model = save_tiny_model(tmp_path / "model")
+    config = tiny_config(model)
+    config["trainer"] = {**config["trainer"], "total_training_steps": 3, "val_before_train": False}
+    store = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path / 'c.db'}")
+    with EmbeddedCollector(store) as addresses:
+        trainer = lightning_otel.Trainer(
+            n_runners=2,
+            algorithm=lightning_otel.VERL(config, lightning_otel.TrainingOptions(max_staleness=1), device="cpu"),
+            adapter={"agent_match": "write"},
+            initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+            collector=addresses.query,
+            progress=False,
+        )
+        result = trainer.fit(sql_graph_rollout, TASKS)
+        assert [record.step for record in result.steps] == [1, 2, 3]
+        assert_staleness_by_the_spans(addresses.query, result.steps, max_staleness=1)
+    assert result.final["verl/replica_version_max"] == 3.0

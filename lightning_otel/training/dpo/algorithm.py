@@ -3,11 +3,14 @@
 
     trainer = lightning_otel.Trainer(
         n_runners=2,
-        algorithm=lightning_otel.DPO("path/to/model", "dpo-out", beta=0.1, learning_rate=1e-5,
-                                     schedule=lightning_otel.Schedule(batch_size=4, group_size=4, max_steps=20)),
+        algorithm=lightning_otel.DPO(
+            "path/to/model", "dpo-out",
+            lightning_otel.TrainingOptions(schedule=lightning_otel.Schedule(batch_size=4, group_size=4, max_steps=20)),
+            beta=0.1, learning_rate=1e-5,
+        ),
         adapter={"agent_match": "write"},
     )
-    trainer.fit(agent, train_tasks, val_tasks)                          # -> DPOResult; the model is in dpo-out
+    trainer.fit(agent, train_tasks, val_tasks)                      # -> TrainingResult; the model is in dpo-out
 
     lightning_otel.dpo_from_pairs("pairs.parquet", "path/to/model", "dpo-offline")
 
@@ -24,9 +27,7 @@ step whose groups give no pair (all rewards equal) is skipped and says so; a run
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,33 +35,25 @@ from lightning_otel.export.shapes import PairRule
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
 from lightning_otel.training.dpo.backend import DPOBackend, lora_model
 from lightning_otel.training.dpo.trl_dpo import DPOStats, train_dpo
-from lightning_otel.training.loop.advantages import UniformWeight
-from lightning_otel.training.loop.loop import LoopResult, TrainingLoop
-from lightning_otel.training.loop.metrics import MetricsLog
+from lightning_otel.training.loop.loop import TrainingLoop
+from lightning_otel.training.loop.options import TrainingOptions
+from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
 
-
-@dataclass(slots=True)
-class DPOResult:
-    """Per-step metrics (`steps`), validation reward by step, the pairs trained, where the model is."""
-
-    output_dir: Path | None
-    steps: list[dict[str, float]] = field(default_factory=list)
-    validation: list[tuple[int, float]] = field(default_factory=list)
-    pairs: int = 0
-    loop: LoopResult | None = None
-
-    def rewards(self) -> list[float]:
-        return [step.get("rollout/reward_mean", math.nan) for step in self.steps]
+# What `TrainingOptions` fields left unset mean for DPO: 4 tasks a step, each run 4 times (a pair needs two rollouts
+# of a task), 20 steps.
+DEFAULT_SCHEDULE = Schedule(batch_size=4, group_size=4, max_steps=20)
 
 
 class DPO(Algorithm):
-    """See the module docstring. `schedule`: tasks per step, group size (>= 2: pairs come from a group), steps,
-    validation; `beta`, `learning_rate`, `epochs` (per step, over that step's pairs), `batch_size` (pairs per
-    optimizer step), `max_length`: TRL's DPOConfig fields (`trl_args`: any other); `lora`: a peft `LoraConfig` (or
-    its fields) to train adapters instead of every weight; `pair_rule`: how pairs are formed; `max_tokens` and
-    `temperature`: the sampling enforced on the policy's calls while training (`val_temperature` in validation);
-    `output_dir`: where the final model is saved (and `step-N` checkpoints on the schedule's `save_every`)."""
+    """See the module docstring. `options`: the loop's settings (`TrainingOptions`: the schedule, whose group size
+    must be >= 2 as pairs come from a group, and whose `seed` seeds the replica's sampling and TRL; the sampling
+    enforced on the policy's calls; trackers, on_step, max_staleness, ...); the advantage setting does not apply:
+    pairs are formed by reward. `beta`, `learning_rate`, `epochs` (per step, over that step's pairs), `batch_size`
+    (pairs per optimizer step): TRL's DPOConfig fields (`trl_args`: any other, `max_length` among them, 1024 here);
+    `lora`: a peft `LoraConfig` (or its fields) to train adapters instead of every weight; `pair_rule`: how pairs
+    are formed; `output_dir`: where the final model is saved (and `step-N` checkpoints on the schedule's
+    `save_every`); `model_name`: the name the policy is served under."""
 
     shows_progress: ClassVar[bool] = True
 
@@ -68,71 +61,45 @@ class DPO(Algorithm):
         self,
         model_path: str | Path,
         output_dir: str | Path | None = None,
+        options: TrainingOptions | None = None,
         *,
-        schedule: Schedule | None = None,
         beta: float = 0.1,
         learning_rate: float = 1e-5,
         epochs: float = 1.0,
         batch_size: int = 8,
-        max_length: int | None = 1024,
         lora: Any = None,
         pair_rule: PairRule | None = None,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        val_temperature: float = 0.0,
-        seed: int = 0,
         trl_args: Mapping[str, Any] | None = None,
-        policy_resource: str = "main_llm",
         model_name: str = "agl-policy",
-        logger: Sequence[str] = ("console",),
-        log_dir: str | Path | None = None,
-        on_step: Callable[[int, dict[str, float]], None] | None = None,
-        gateway_host: str = "127.0.0.1",
-        gateway_port: int = 0,
-        max_staleness: int = 0,
     ) -> None:
-        self.schedule = schedule or Schedule(batch_size=4, group_size=4, max_steps=20)
-        if self.schedule.group_size < 2:
-            raise ValueError(f"DPO pairs rollouts of one task: group_size must be >= 2, got {self.schedule.group_size}")
+        options = options or TrainingOptions()
+        self.options = options.with_defaults(schedule=DEFAULT_SCHEDULE).with_sampling_defaults()
+        schedule = self.options.schedule or DEFAULT_SCHEDULE
+        if schedule.group_size < 2:
+            raise ValueError(f"DPO pairs rollouts of one task: group_size must be >= 2, got {schedule.group_size}")
+        if options.advantage != "grpo":
+            raise ValueError("DPO pairs rollouts by their rewards: TrainingOptions.advantage does not apply to it")
         if beta <= 0:
             raise ValueError(f"beta must be > 0, got {beta}")
         self.model_path, self.output_dir = Path(model_path), Path(output_dir) if output_dir is not None else None
         self.train_args = {"beta": beta, "learning_rate": learning_rate, "epochs": epochs, "batch_size": batch_size,
-                           "max_length": max_length, "seed": seed, "trl_args": dict(trl_args or {})}  # fmt: skip
-        self.lora, self.pair_rule, self.seed = lora, pair_rule or PairRule(), seed
-        self.sampling = {"temperature": temperature, "top_p": 1.0, "max_tokens": max_tokens}
-        self.validation_sampling = {"temperature": val_temperature, "top_p": 1.0, "max_tokens": max_tokens}
-        self.policy_resource, self.model_name = policy_resource, model_name
-        self.logger, self.log_dir, self.on_step = list(logger), Path(log_dir) if log_dir else None, on_step
-        self.gateway_host, self.gateway_port, self.max_staleness = gateway_host, gateway_port, max_staleness
+                           "max_length": 1024, "seed": schedule.seed, "trl_args": dict(trl_args or {})}  # fmt: skip
+        self.lora, self.pair_rule, self.model_name = lora, pair_rule or PairRule(), model_name
+        self.backend: DPOBackend | None = None  # the run's, while it runs and after (its pair counts)
 
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
-    ) -> DPOResult:
+    ) -> TrainingResult:
         if not train_dataset:
             raise ValueError("DPO needs a non-empty train dataset")
-        result = DPOResult(self.output_dir)
-
-        def step_done(step: int, metrics: dict[str, float]) -> None:
-            result.steps.append(dict(metrics))
-            if self.on_step is not None:
-                self.on_step(step, metrics)
-
-        backend = DPOBackend(self.model_path, self.output_dir, pair_rule=self.pair_rule, train_args=self.train_args,
-                             lora=self.lora, model_name=self.model_name, seed=self.seed)  # fmt: skip
-        config = {"algorithm": "dpo", "model": str(self.model_path), **self.train_args}
-        trackers = MetricsLog(self.logger, project="lightning-otel", experiment=run.run_id, log_dir=self.log_dir,
-                              config=config)  # fmt: skip
-        loop = TrainingLoop(
-            backend, schedule=self.schedule, estimator=UniformWeight(), sampling=self.sampling,
-            validation_sampling=self.validation_sampling, trackers=trackers, on_step=step_done,
-            policy_resource=self.policy_resource, gateway_host=self.gateway_host, gateway_port=self.gateway_port,
-            max_staleness=self.max_staleness,
+        schedule = self.options.schedule or DEFAULT_SCHEDULE
+        self.backend = backend = DPOBackend(
+            self.model_path, self.output_dir, pair_rule=self.pair_rule, train_args=self.train_args, lora=self.lora,
+            model_name=self.model_name, seed=schedule.seed,
         )  # fmt: skip
-        result.loop = loop_result = loop.run(run, list(train_dataset), list(val_dataset or []))
-        result.validation = [(r.step, r.metrics.get("val/reward_mean", math.nan)) for r in loop_result.validations]
-        result.pairs = backend.counts.pairs
-        return result
+        config = {"algorithm": "dpo", "model": str(self.model_path), **self.train_args}
+        loop = TrainingLoop(backend, self.options, run_config=config)
+        return loop.run(run, list(train_dataset), list(val_dataset or []))
 
 
 def read_pairs(source: str | Path | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

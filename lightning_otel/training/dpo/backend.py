@@ -14,6 +14,7 @@ from typing import Any
 from lightning_otel.export.shapes import PairCounts, PairRule
 from lightning_otel.training.dpo.pairs import sample_pairs
 from lightning_otel.training.dpo.trl_dpo import DPOStats, train_dpo
+from lightning_otel.training.loop.advantages import AdvantageEstimator, UniformWeight
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.samples import Sample
 
@@ -87,6 +88,11 @@ class DPOBackend(Backend):
         with ReplicaServer(self.replica) as server:
             yield PolicyReplicas([server.base_url], self.model_name)
 
+    def estimator(self, advantage: str | AdvantageEstimator) -> AdvantageEstimator:
+        """Every selected call weighs alike: `update` pairs them by their rollouts' rewards (and says when no group
+        gives a pair)."""
+        return UniformWeight()
+
     def idle_metrics(self) -> dict[str, float]:
         return {"dpo/pairs": 0.0}
 
@@ -114,12 +120,12 @@ class DPOBackend(Backend):
         self._trained_since_publish = True
         return {**metrics, **stats.metrics()}
 
-    def publish(self, step: int) -> int:
+    def publish(self, version: int) -> None:
+        """The trained weights into the replica between batches, served as `version` (a step that trained nothing:
+        the same weights under this version)."""
         assert self.replica is not None, "publish() runs inside serving()"
-        if self._trained_since_publish:
-            self.replica.update_weights(plain_weights(self.model))
-            self._trained_since_publish = False
-        return self.replica.weight_version
+        self.replica.update_weights(plain_weights(self.model) if self._trained_since_publish else None, version)
+        self._trained_since_publish = False
 
     def save(self, step: int) -> str | None:
         if self.output_dir is None:
@@ -134,8 +140,8 @@ class DPOBackend(Backend):
         return folder
 
     def finish(self) -> dict[str, float]:
-        if self.output_dir is None or self.model is None:
-            return {}
-        self._save(self.output_dir)
+        """Saves the model to `output_dir` (when given); the run's pair count and last loss."""
+        if self.output_dir is not None and self.model is not None:
+            self._save(self.output_dir)
         losses = [loss for stats in self.history for loss in stats.losses]
         return {"dpo/total_pairs": float(self.counts.pairs), "dpo/last_loss": losses[-1] if losses else math.nan}

@@ -3,14 +3,21 @@
     class MyBackend(Backend):
         def update(self, samples, step):        # samples with advantages (or weights) -> the engine's metrics
             ...
-        def publish(self, step):                # make the current weights servable -> the policy version
+        def publish(self, version):             # serve the current weights as this policy version
             ...
 
 The loop calls, per step: the runners' rollouts through the policy gateway in front of `serving()`'s replicas,
 `pause_serving()` once they are in, `update(samples, step)` when some sample can move the policy (raise
-`NothingToUpdate` when the backend finds none can), `prepare_publish(step)` then `publish(step)` (after a skipped
-step too: replicas that rested wake up), then `save(step)` on the checkpoint schedule. `load()` before the first
-step returns the step to resume after (0: a fresh start); `finish()` after the last step.
+`NothingToUpdate` when the backend finds none can), `prepare_publish(version)` then `publish(version)` (after a
+skipped step too: replicas that rested wake up), then `save(step)` on the checkpoint schedule. `load()` before the
+first step returns the step to resume after (0: a fresh start), and the loop publishes that version first;
+`finish()` after the last step.
+
+One version count, the loop's: the weights published after step k are policy version k (the first weights served,
+version 0; after a resume from step k, version k). A backend serves them under that number (its replicas name it on
+every answer: `agl.llm.policy_version` on the LLM spans), never under a count of its own, so the console, the
+metrics, each rollout's record, each span, the export and the rollout view say the same number. A step that trained
+nothing publishes the same weights under its own number.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage
+from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.samples import Sample
 
 
@@ -73,13 +82,17 @@ class Backend(abc.ABC):
         """The backend's metrics for a step it did not train (zeros), so every step logs the same names."""
         return {}
 
-    def prepare_publish(self, step: int) -> None:  # noqa: B027  (most backends have nothing to prepare)
+    def estimator(self, advantage: str | AdvantageEstimator) -> AdvantageEstimator:
+        """The estimator for `TrainingOptions.advantage`: "grpo" (this backend's GRPO), "anchor" (per-call credit
+        with the same settings) or the user's own estimator, as it is."""
+        return advantage_estimator(advantage, GroupAdvantage())
+
+    def prepare_publish(self, version: int) -> None:  # noqa: B027  (most backends have nothing to prepare)
         """Before `publish`, while the replicas still serve: the slow part of making the new weights servable (a
         snapshot, a copy), so that asynchronous training holds the gateway only for the swap itself."""
 
-    def publish(self, step: int) -> int | None:
-        """Make the current weights servable; return the policy version the replicas now serve."""
-        return None
+    def publish(self, version: int) -> None:  # noqa: B027  (a backend that serves nothing has nothing to publish)
+        """Serve the current weights as policy version `version` (see the module docstring: the loop's count)."""
 
     def save(self, step: int) -> str | None:
         """A checkpoint after `step`; where it is."""

@@ -1,8 +1,9 @@
 """`TrainingLoop`: the step every backend trains under.
 
-    loop = TrainingLoop(backend, schedule=Schedule(batch_size=8, group_size=4, val_every=5),
-                        estimator=GroupAdvantage(), sampling={"temperature": 1.0, "max_tokens": 256})
-    result = loop.run(run, train_tasks, val_tasks)      # run: the Trainer's TrainingRun
+    options = TrainingOptions(schedule=Schedule(batch_size=8, group_size=4, val_every=5),
+                              sampling=Sampling(temperature=1.0, max_tokens=256))
+    loop = TrainingLoop(MyBackend(), options)
+    result = loop.run(run, train_tasks, val_tasks)      # run: the Trainer's TrainingRun -> TrainingResult
 
 The loop serves the policy (a policy gateway in front of the backend's replicas, published as the agents'
 `policy_resource`; every response names the policy version that sampled it), and each step:
@@ -12,7 +13,8 @@ The loop serves the policy (a policy gateway in front of the backend's replicas,
 2. turns them into samples (`samples_from`) and lets the estimator give each its advantage (or weight);
 3. trains (`backend.update`) only if some sample can move the policy; otherwise the step is skipped and the
    progress line says why (every group's rewards equal, no sample selected, every rollout failed, ...);
-4. publishes the weights (`backend.publish`: the policy version the next step samples);
+4. publishes the weights as policy version `step` (`backend.publish`; version 0 is the first weights served: the
+   loop's count is the one every span, record, metric and view shows, see `backend`);
 5. validates (before the first step, every `val_every`, after the last), saves (every `save_every`, after the last),
    logs one metric table (`metrics.LOOP_METRICS` + the backend's own) to the trackers and calls `on_step`.
 A run in which no step trained raises `NothingTrained` with the first skipped step's reasons.
@@ -34,15 +36,16 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, BatchResult, TrainingRun
 from lightning_otel.runtime.resources import ProxyLLM
 from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
-from lightning_otel.training.loop.advantages import AdvantageEstimator, moves_policy
+from lightning_otel.training.loop.advantages import moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.metrics import MetricsLog
+from lightning_otel.training.loop.options import Trackers, TrainingOptions
+from lightning_otel.training.loop.result import StepRecord, TrainingResult
 from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
@@ -51,104 +54,63 @@ from lightning_otel.training.loop.step_spans import step_spans
 log = logging.getLogger("lightning_otel.training")
 
 
-@dataclass(slots=True)
-class StepRecord:
-    step: int
-    metrics: dict[str, float]
-    sample_response_ids: list[str] = field(default_factory=list)  # the LLM calls that became samples
-    sample_agents: dict[str, int] = field(default_factory=dict)  # samples per agent name
-    rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
-    skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
-    rewards: dict[str, float] = field(default_factory=dict)  # final reward of each rewarded rollout
-
-
-@dataclass(slots=True)
-class LoopResult:
-    steps: list[StepRecord] = field(default_factory=list)
-    validations: list[StepRecord] = field(default_factory=list)
-    checkpoints: list[str] = field(default_factory=list)
-    train_seconds: float = 0.0
-    final: dict[str, float] = field(default_factory=dict)  # what the backend reported after the last step
-
-    def rewards(self) -> list[float]:
-        """Mean training reward per step (NaN where a step had none)."""
-        return [record.metrics.get("rollout/reward_mean", math.nan) for record in self.steps]
+def require_async_support(max_staleness: int, backend: str, serves_while_updating: bool, why_not: str) -> None:
+    """Asynchronous training needs replicas that serve while the backend updates (checked before anything starts)."""
+    if max_staleness and not serves_while_updating:
+        raise ValueError(
+            f"max_staleness={max_staleness}: the {backend} backend cannot serve the policy while it updates "
+            f"({why_not}); use max_staleness=0"
+        )
 
 
 class TrainingLoop(Algorithm):
-    """See the module docstring. An `Algorithm`: `Trainer(algorithm=TrainingLoop(MyBackend(), ...))` trains with a
-    backend of your own. `sampling`/`validation_sampling`: what the gateway enforces on every policy call
-    (temperature, top_p, max_tokens) while training / validating; `group_by_agent`: groups per task and agent;
-    `rollout_timeout_s`: a step's rollouts still running then are cancelled; `gateway_host`/`gateway_port`: where the
-    gateway listens ("0.0.0.0" for runners on other machines); `max_staleness`: 0 (synchronous steps, the default)
-    or k >= 1 (asynchronous: see the module docstring)."""
+    """See the module docstring. An `Algorithm`: `Trainer(algorithm=TrainingLoop(MyBackend(), options))` trains
+    with a backend of your own. `options`: the loop's settings (`TrainingOptions`; the schedule's default is
+    `Schedule()`); `run_config`: the run's configuration as the trackers record it (wandb's config)."""
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
 
     def __init__(
-        self,
-        backend: Backend,
-        *,
-        schedule: Schedule,
-        estimator: AdvantageEstimator,
-        sampling: Mapping[str, Any] | None = None,
-        validation_sampling: Mapping[str, Any] | None = None,
-        group_by_agent: bool = False,
-        trackers: MetricsLog | None = None,
-        on_step: Callable[[int, dict[str, float]], None] | None = None,
-        policy_resource: str = "main_llm",
-        rollout_timeout_s: float | None = None,
-        gateway_host: str = "127.0.0.1",
-        gateway_port: int = 0,
-        max_staleness: int = 0,
+        self, backend: Backend, options: TrainingOptions | None = None, *, run_config: Mapping[str, Any] | None = None
     ) -> None:
-        if max_staleness < 0:
-            raise ValueError(f"max_staleness must be >= 0 (0: synchronous steps), got {max_staleness}")
-        if max_staleness and not backend.serves_while_updating:
-            raise ValueError(
-                f"max_staleness={max_staleness}: the {backend.name} backend cannot serve the policy while it updates "
-                f"({backend.why_not_async}); use max_staleness=0"
-            )
-        self.max_staleness = max_staleness
-        self.backend, self.schedule, self.estimator = backend, schedule, estimator
-        self.sampling = dict(sampling or {})
-        self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
-        self.group_by_agent = group_by_agent
-        # one console line (a progress bar on a terminal) a step unless trackers are given
-        console_only = MetricsLog(("console",), project="", experiment="", log_dir=None)
-        self.trackers: MetricsLog = trackers if trackers is not None else console_only
-        self.on_step = on_step
-        self.policy_resource = policy_resource
-        self.rollout_timeout_s = rollout_timeout_s
-        self.gateway_host, self.gateway_port = gateway_host, gateway_port
+        self.options = options = options or TrainingOptions()
+        require_async_support(options.max_staleness, backend.name, backend.serves_while_updating,
+                              backend.why_not_async)  # fmt: skip
+        self.backend = backend
+        self.schedule: Schedule = options.schedule or Schedule()
+        self.estimator = backend.estimator(options.advantage)
+        self.sampling = options.sampling.params() if options.sampling is not None else {}
+        validation = options.validation_sampling
+        self.validation_sampling = validation.params() if validation is not None else dict(self.sampling)
+        self.run_config = dict(run_config or {})
         self._gateway: Any = None
+        self._version = 0  # the policy version the replicas serve: the loop's count (see `backend`)
+        self._settings = options.rollout_settings(self.estimator)  # what every rollout of the run records
 
     # --- the run -------------------------------------------------------------------------------------------------
     def run(
         self, run: TrainingRun, train_tasks: Sequence[Any] | None, val_tasks: Sequence[Any] | None = None
-    ) -> LoopResult:
+    ) -> TrainingResult:
         train_tasks = list(train_tasks or [])
         steps = self.schedule.steps(train_tasks)
         val_tasks = list(val_tasks or [])
-        result = LoopResult()
-        run.max_staleness = self.max_staleness
-        if (settings := self.estimator.describe()) is not None:
-            run.estimator_settings = {**settings, "group_by_agent": self.group_by_agent}
+        result = TrainingResult()
+        trackers = self._trackers(run)
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
-            stack.callback(self.trackers.close)
+            stack.callback(trackers.close)
             replicas = stack.enter_context(self.backend.serving())
             if replicas is not None:
                 self._gateway = stack.enter_context(self._served(run, replicas))
             resumed = self.backend.load()
             if resumed:
                 log.info("resuming after step %d (the backend's latest checkpoint)", resumed)
-            self.trackers.start(len(steps), resumed)
-            self._publish(run, resumed)
+            trackers.start(len(steps), resumed)
+            self._publish(resumed)
             pipeline = self._pipeline(run, stack)
             record_span = stack.enter_context(step_spans(run))  # each step's metrics, in the collector too
             if val_tasks and self.schedule.val_at_start:
-                self._record_validation(result, resumed, run, val_tasks)
+                trackers.log(resumed, self._record_validation(result, resumed, run, val_tasks))
             for step in range(resumed + 1, len(steps) + 1):
                 step_began_ns = time.time_ns()
                 rollouts = (
@@ -158,14 +120,14 @@ class TrainingLoop(Algorithm):
                 )
                 record = self._step(run, step, rollouts, len(train_tasks))
                 if val_tasks and self.schedule.validates_after(step, len(steps)):
-                    record.metrics.update(self._record_validation(result, step, run, val_tasks, log_it=False))
+                    record.metrics.update(self._record_validation(result, step, run, val_tasks))
                 if self.schedule.saves_after(step, len(steps)) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
                 result.steps.append(record)
                 record_span(step, record.metrics, step_began_ns)
-                self.trackers.log(step, record.metrics, note=_note(record))
-                if self.on_step is not None:
-                    self.on_step(step, record.metrics)
+                trackers.log(step, record.metrics, note=_note(record))
+                if self.options.on_step is not None:
+                    self.options.on_step(step, record.metrics)
             result.final = self.backend.finish()
         result.train_seconds = time.monotonic() - started
         if result.steps and all(record.skipped_because for record in result.steps):
@@ -181,25 +143,25 @@ class TrainingLoop(Algorithm):
     def _asynchronous(
         self, run: TrainingRun, pipeline: AsyncRollouts, steps: list[list[Any]], step: int
     ) -> tuple[BatchResult, Taken]:
-        for ahead in range(step, min(step + self.max_staleness, len(steps)) + 1):
+        for ahead in range(step, min(step + self.options.max_staleness, len(steps)) + 1):
             if ahead not in self._queued_steps:  # the next k steps' tasks run while this one trains
                 pipeline.queue(steps[ahead - 1])
                 self._queued_steps.add(ahead)
-        taken = pipeline.take(len(steps[step - 1]), run.policy_version)
+        taken = pipeline.take(len(steps[step - 1]), self._version)
         return taken.result, taken
 
     def _pipeline(self, run: TrainingRun, stack: contextlib.ExitStack) -> AsyncRollouts | None:
         """Asynchronous training's rollouts (None: synchronous steps); the gateway stays open from here on. The
         runners' usage is sampled in both modes (`rollout/runner_idle_share`)."""
         capacity = self.schedule.batch_size * self.schedule.group_size
-        slots = run.runner_slots
+        slots = run.settings.runner_slots
         self._usage = RunnerUsage(run.client, min(capacity, slots) if slots else capacity).start()
         stack.callback(self._usage.stop)
         self._queued_steps: set[int] = set()
-        if not self.max_staleness:
+        if not self.options.max_staleness:
             return None
-        pipeline = AsyncRollouts(run, group_size=self.schedule.group_size, max_staleness=self.max_staleness,
-                                 rollout_timeout_s=self.rollout_timeout_s)  # fmt: skip
+        pipeline = AsyncRollouts(run, group_size=self.schedule.group_size, max_staleness=self.options.max_staleness,
+                                 stamp=self._stamp, collect_timeout_s=self.options.collect_timeout_s)  # fmt: skip
         stack.callback(pipeline.cancel_rest)
         if self._gateway is not None:
             self._gateway.set_mode("train")
@@ -210,14 +172,14 @@ class TrainingLoop(Algorithm):
         self, run: TrainingRun, step: int, rollouts: Callable[[], tuple[BatchResult, Taken | None]], task_count: int
     ) -> StepRecord:
         began = time.monotonic()
-        version = run.policy_version
+        version = self._version
         batch, taken = rollouts()
         generated = time.monotonic()
         if self.backend.learns_from_text:
             match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
-            samples, metrics = message_samples(batch, match, group_by_agent=self.group_by_agent)
+            samples, metrics = message_samples(batch, match, group_by_agent=self.options.group_by_agent)
         else:
-            samples, metrics = samples_from(batch, group_by_agent=self.group_by_agent)
+            samples, metrics = samples_from(batch, group_by_agent=self.options.group_by_agent)
         if taken is not None:
             metrics.update(_async_metrics(taken))
             for sample in samples:
@@ -253,17 +215,17 @@ class TrainingLoop(Algorithm):
         if taken is not None and self._gateway is not None and not self.backend.atomic_weight_swap:
             pause_before = self._gateway.pause_s_total
             with self._gateway.held() as in_flight:  # new requests wait; those in flight finish on the old weights
-                self._publish(run, step)
+                self._publish(step)
             metrics["async/gateway_pause_s"] = self._gateway.pause_s_total - pause_before
             metrics["async/in_flight_at_pause"] = float(in_flight)
         else:
-            self._publish(run, step)
+            self._publish(step)
         metrics["rollout/runner_idle_share"] = self._usage.lap()
         metrics.update({
             "timing_s/update": update_s,
             "timing_s/publish": time.monotonic() - began_publish,
             "timing_s/step": time.monotonic() - began,
-            "training/policy_version": float(version) if version is not None else math.nan,
+            "training/policy_version": float(version),
             "training/global_step": float(step),
             "training/epoch": float(self.schedule.epoch_of(step, task_count)),
         })  # fmt: skip
@@ -277,30 +239,42 @@ class TrainingLoop(Algorithm):
 
     def _rollouts(self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int) -> BatchResult:
         gateway = self._gateway
-        if self.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
-            batch = run.submit(tasks, n=n, mode=mode)
+        timeout = self.options.collect_timeout_s
+        if self.options.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
+            batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp())
             gateway.validate_rollouts(batch.rollout_ids)
             try:
-                return run.collect(batch, timeout=self.rollout_timeout_s)
+                return run.collect(batch, timeout=timeout)
             finally:
                 gateway.validate_rollouts(batch.rollout_ids, done=True)
         if gateway is not None:
             gateway.set_mode(mode)
             gateway.resume()
         try:
-            return run.collect(run.submit(tasks, n=n, mode=mode), timeout=self.rollout_timeout_s)
+            return run.collect(run.submit(tasks, n=n, mode=mode, metadata=self._stamp()), timeout=timeout)
         finally:
             if gateway is not None:
                 gateway.pause()  # late calls get 503 + Retry-After until the next weights are served
 
-    def _publish(self, run: TrainingRun, step: int) -> None:
-        version = self.backend.publish(step)
-        if version is not None:
-            run.policy_version = version  # rollouts queued from now on carry it
+    def _publish(self, version: int) -> None:
+        """Serve the weights as `version`; rollouts queued from now on record it."""
+        self.backend.publish(version)
+        self._version = version
+
+    def _stamp(self) -> dict[str, Any]:
+        """What each rollout queued now records of the training: its settings, and the policy version serving."""
+        return {"training": self._settings, "policy_version": self._version}
+
+    def _trackers(self, run: TrainingRun) -> MetricsLog:
+        trackers = self.options.trackers or Trackers()
+        return MetricsLog(
+            trackers.logger, project=trackers.project, experiment=trackers.experiment or run.run_id,
+            log_dir=trackers.log_dir, config=self.run_config,
+        )  # fmt: skip
 
     # --- validation ----------------------------------------------------------------------------------------------
     def _record_validation(
-        self, result: LoopResult, step: int, run: TrainingRun, tasks: list[Any], *, log_it: bool = True
+        self, result: TrainingResult, step: int, run: TrainingRun, tasks: list[Any]
     ) -> dict[str, float]:
         began = time.monotonic()
         batch = self._rollouts(run, tasks, mode="val", n=self.schedule.val_group_size)
@@ -311,8 +285,6 @@ class TrainingLoop(Algorithm):
             log.warning("validation at step %d: no rollout succeeded with a reward (%s)", step, batch.metrics())
         rewards = {rollout: float(reward) for rollout, reward in batch.rewards().items() if reward is not None}
         result.validations.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards))
-        if log_it:
-            self.trackers.log(step, metrics)
         return metrics
 
     # --- serving -------------------------------------------------------------------------------------------------
@@ -323,14 +295,14 @@ class TrainingLoop(Algorithm):
 
         served = gateway_for_run(
             run, replicas.urls, sampling=self.sampling, validation_sampling=self.validation_sampling,
-            model=replicas.model, host=self.gateway_host, port=self.gateway_port,
+            model=replicas.model, host=self.options.gateway_host, port=self.options.gateway_port,
             paused=True,  # until the first publish: the replicas get the trained weights first
         )  # fmt: skip
         with served as (gateway, server):
             # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
             url = advertised_url(server.host, server.port)
             policy = ProxyLLM(url, replicas.model, sampling_parameters=self.sampling)
-            run.update_resources({**run.latest_resources(), self.policy_resource: policy})
+            run.update_resources({**run.latest_resources(), self.options.policy_resource: policy})
             log.info("policy gateway %s over %s (%s)", server.base_url, replicas.urls, self.backend.name)
             yield gateway
 

@@ -77,18 +77,13 @@ CREDIT_METRICS: dict[str, str] = {
 # Only where they apply: supervised estimators, text backends.
 SUPERVISED_METRICS = ("training/samples_with_weight", "training/rollouts_kept", "rollout/calls_without_content")
 
-# What the console line shows, in this order (every metric goes to the other trackers). Tinker's earlier names too,
-# for metric dicts that still use them.
+# What the console line shows, in this order (every metric goes to the other trackers).
 CONSOLE_KEYS = {
     "rollout/reward_mean": "reward",
-    "reward/mean": "reward",
     "val/reward_mean": "val",
     "rollout/succeeded": "ok",
-    "succeeded": "ok",
     "rollout/failed": "failed",
-    "failed": "failed",
     "rollout/runners": "runners",
-    "runners": "runners",
     "training/samples": "samples",
     "training/samples_with_advantage": "with signal",
     "training/samples_with_weight": "with signal",
@@ -97,13 +92,10 @@ CONSOLE_KEYS = {
     "train/tokens": "tokens",
     "train/constant_groups": "constant groups",
     "training/policy_version": "policy v",
-    "policy/version": "policy v",
     "async/staleness_max": "stale max",
     "async/dropped_stale_groups": "dropped stale",
     "rollout/runner_idle_share": "runners idle",
     "train/grad_norm": "grad norm",
-    "time/rollouts_s": "rollouts s",
-    "time/train_s": "train s",
     "timing_s/step": "step s",
 }
 OWN_BACKENDS = ("console", "jsonl")

@@ -1,6 +1,6 @@
 """Asynchronous rollouts under a staleness bound: the runners never wait for the update.
 
-    rollouts = AsyncRollouts(run, group_size=4, max_staleness=1)
+    rollouts = AsyncRollouts(run, group_size=4, max_staleness=1, stamp=lambda: {"policy_version": loop_version})
     rollouts.queue(tasks_of_step_1); rollouts.queue(tasks_of_step_2)    # work queued ahead of the trainer
     taken = rollouts.take(8, version=3)      # the first 8 complete groups whose oldest call is >= version 3 - 1
 
@@ -18,7 +18,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +64,10 @@ def merged(results: Sequence[BatchResult], batch_id: str) -> BatchResult:
 
 
 class AsyncRollouts:
-    """See the module docstring. `rollout_timeout_s`: a group still unfinished that long after it was queued has its
-    running rollouts cancelled (they count as cancelled, as in a synchronous step); `poll_s`: how often the queue is
-    asked which rollouts are final."""
+    """See the module docstring. `stamp()`: what each rollout queued now records (the loop's settings and the policy
+    version serving); `collect_timeout_s`: a group still unfinished that long after it was queued has its running
+    rollouts cancelled (they count as cancelled, as in a synchronous step); `poll_s`: how often the queue is asked
+    which rollouts are final."""
 
     def __init__(
         self,
@@ -74,13 +75,14 @@ class AsyncRollouts:
         *,
         group_size: int,
         max_staleness: int,
-        rollout_timeout_s: float | None = None,
+        stamp: Callable[[], dict[str, Any]],
+        collect_timeout_s: float | None = None,
         poll_s: float = 0.2,
     ) -> None:
         if max_staleness < 1:
             raise ValueError(f"AsyncRollouts needs max_staleness >= 1 (0 is the synchronous step), got {max_staleness}")
-        self.run, self.group_size, self.max_staleness = run, group_size, max_staleness
-        self.rollout_timeout_s, self.poll_s = rollout_timeout_s, poll_s
+        self.run, self.group_size, self.max_staleness, self.stamp = run, group_size, max_staleness, stamp
+        self.collect_timeout_s, self.poll_s = collect_timeout_s, poll_s
         self._pending: dict[str, _Group] = {}  # not final yet, in queue order
         self._ready: collections.OrderedDict[str, _Group] = collections.OrderedDict()  # read, in completion order
         self._dropped = 0
@@ -96,7 +98,7 @@ class AsyncRollouts:
     def queue(self, tasks: Sequence[Any]) -> None:
         if not tasks:
             return
-        batch = self.run.submit(tasks, n=self.group_size, mode="train")
+        batch = self.run.submit(tasks, n=self.group_size, mode="train", metadata=self.stamp())
         by_group: dict[str, list[dict[str, Any]]] = {}
         for record in batch.records:
             by_group.setdefault(record["group_id"], []).append(record)
@@ -105,7 +107,7 @@ class AsyncRollouts:
             sub = RolloutBatch(batch.batch_id, "train", [r["rollout_id"] for r in records], records)
             self._pending[group_id] = _Group(group_id, tasks[index], sub, now)
 
-    def take(self, n: int, version: int | None) -> Taken:
+    def take(self, n: int, version: int) -> Taken:
         """Wait for `n` complete groups within the staleness bound (fewer when nothing else is queued)."""
         began = time.monotonic()
         while True:
@@ -116,6 +118,12 @@ class AsyncRollouts:
             self._poll()
         groups = [self._ready.popitem(last=False)[1] for _ in range(min(n, len(self._ready)))]
         results = [group.result for group in groups if group.result is not None]
+        ahead = [group for group in groups if group.version is not None and group.version > version]
+        if ahead:  # one count everywhere makes this impossible: a backend serving under a count of its own
+            log.error(
+                "group %s was sampled by policy v%s, newer than the v%d being trained: the backend's replicas do not "
+                "serve under the loop's version count", ahead[0].group_id, ahead[0].version, version,
+            )  # fmt: skip
         staleness = {
             rollout_id: _behind(version, group.version) for group in groups for rollout_id in group.batch.rollout_ids
         }
@@ -150,7 +158,7 @@ class AsyncRollouts:
             if len(mine) == len(group.batch.rollout_ids):
                 final.append((group, mine))
                 del self._pending[group_id]
-            elif self.rollout_timeout_s is not None and now - group.queued_at > self.rollout_timeout_s:
+            elif self.collect_timeout_s is not None and now - group.queued_at > self.collect_timeout_s:
                 unfinished = [rid for rid in group.batch.rollout_ids if rid not in final_records]
                 self.run.client.cancel(unfinished)  # final (cancelled) at the next poll
         for group, mine in final:
@@ -158,7 +166,7 @@ class AsyncRollouts:
             group.version = _oldest_version(group.result)
             self._ready[group.group_id] = group
 
-    def _drop_stale(self, version: int | None) -> None:
+    def _drop_stale(self, version: int) -> None:
         stale = [group for group in self._ready.values() if _behind(version, group.version) > self.max_staleness]
         for group in stale:
             del self._ready[group.group_id]
@@ -182,8 +190,10 @@ def _oldest_version(result: BatchResult) -> int | None:
     return min(known) if known else None
 
 
-def _behind(version: int | None, oldest: int | None) -> int:
-    return max(0, version - oldest) if version is not None and oldest is not None else 0
+def _behind(version: int, oldest: int | None) -> int:
+    """Versions between the sampler and the trained policy (0 when no call names its sampler: a vLLM replica; the
+    version the group was queued under then stands for it, see `_oldest_version`)."""
+    return max(0, version - oldest) if oldest is not None else 0
 
 
 @dataclass(slots=True)

@@ -10,9 +10,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage, UniformWeight
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
+from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.samples import Sample
-from lightning_otel.training.tinker.datums import DatumBatch, sample_datums
+from lightning_otel.training.tinker.datums import COOKBOOK_ADVANTAGE, DatumBatch, sample_datums
 from lightning_otel.training.tinker.engine import EngineSamplerReplica, TrainingEngine
 from lightning_otel.training.tinker.types import AdamParams
 
@@ -77,19 +79,26 @@ class TinkerBackend(Backend):
         metrics["train/grad_norm"] = optim.metrics.get("grad_norm", math.nan)
         return metrics
 
-    def prepare_publish(self, step: int) -> None:
-        """The new weights' sampler (a snapshot: the slow part), made while the current one still serves."""
-        assert self.replica is not None, "prepare_publish() runs inside serving()"
-        if self._trained_since_publish and self._next_sampler is None:  # a skipped step keeps the same sampler
-            self._next_sampler = self.engine.save_weights_and_get_sampler(f"step-{self.replica.weight_version + 1}")
+    def estimator(self, advantage: str | AdvantageEstimator) -> AdvantageEstimator:
+        """tinker-cookbook's GRPO (reward - the group's mean; "anchor": per-call credit on the same baseline); the
+        `cross_entropy` loss weighs every sample alike (supervised) unless given an estimator of its own."""
+        if self.loss_fn == "cross_entropy" and not isinstance(advantage, AdvantageEstimator):
+            if advantage != "grpo":
+                raise ValueError(f"advantage={advantage!r} needs a policy-gradient loss, not loss_fn='cross_entropy'")
+            return UniformWeight()
+        return advantage_estimator(advantage, GroupAdvantage(**COOKBOOK_ADVANTAGE))  # type: ignore[arg-type]
 
-    def publish(self, step: int) -> int:  # a reference swap: requests in flight finish on the sampler they began with
+    def prepare_publish(self, version: int) -> None:
+        """The new weights' sampler (a snapshot: the slow part), made while the current one still serves."""
+        if self._trained_since_publish and self._next_sampler is None:  # a skipped step keeps the same sampler
+            self._next_sampler = self.engine.save_weights_and_get_sampler(f"step-{version}")
+
+    def publish(self, version: int) -> None:  # a reference swap: requests in flight end on the sampler they began with
         assert self.replica is not None, "publish() runs inside serving()"
-        self.prepare_publish(step)  # when the loop did not
-        if self._next_sampler is not None:
-            self.replica.use(self._next_sampler)
-            self._next_sampler, self._trained_since_publish = None, False
-        return self.replica.weight_version
+        self.prepare_publish(version)  # when the loop did not
+        sampler = self._next_sampler if self._next_sampler is not None else self.replica.sampler
+        self.replica.use(sampler, version)  # a skipped step: the same weights, under this version
+        self._next_sampler, self._trained_since_publish = None, False
 
     def save(self, step: int) -> str:
         return self.engine.save_state(f"step-{step}")

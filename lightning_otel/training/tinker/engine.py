@@ -55,9 +55,10 @@ class TrainingEngine(Protocol):
 
 
 class EngineSamplerReplica(SamplerReplica):
-    """vLLM's API over an engine's current sampler; `use(sampler)` swaps it between requests (answers name the
-    version that sampled them). Every open request is handed to the sampler at once (its `sample_async`, else `sample`
-    in one of `max_in_flight` threads): a step's rollouts sample together, as one `sample(prompt, n)` would."""
+    """vLLM's API over an engine's current sampler; `use(sampler, version)` swaps it between requests, served as
+    `version` (a trainer's count; None: the sampler's own), and every answer names the version that sampled it.
+    Every open request is handed to the sampler at once (its `sample_async`, else `sample` in one of
+    `max_in_flight` threads): a step's rollouts sample together, as one `sample(prompt, n)` would."""
 
     def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
                  max_in_flight: int = 256) -> None:  # fmt: skip
@@ -66,28 +67,36 @@ class EngineSamplerReplica(SamplerReplica):
         self._threads = ThreadPoolExecutor(max_in_flight, thread_name_prefix="agl-sampler")
         self.use(sampler)
 
-    def use(self, sampler: Sampler) -> None:
-        self.sampler = sampler  # one reference swap: a request in flight finishes on the sampler it started with
-        self.weight_version = sampler.version
+    def use(self, sampler: Sampler, version: int | None = None) -> None:
+        # one reference swap (the sampler with its version): a request in flight finishes on the one it started with
+        self._serving = (sampler, sampler.version if version is None else version)
+        self.weight_version = self._serving[1]
+
+    @property
+    def sampler(self) -> Sampler:
+        return self._serving[0]
 
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation:  # fmt: skip
-        sampler = self.sampler
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
-        [sequence] = sampler.sample(list(prompt_ids), 1, params)
-        return _generation(sequence, sampler.version)
+        return self._sample(*self._serving, prompt_ids, max_tokens, temperature, top_p)
 
     async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                         top_p: float = 1.0) -> Generation:  # fmt: skip
-        sampler = self.sampler
+        sampler, version = self._serving
         sample_async = getattr(sampler, "sample_async", None)
         if sample_async is None:
-            call = functools.partial(self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature,
-                                     top_p=top_p)  # fmt: skip
+            call = functools.partial(self._sample, sampler, version, prompt_ids, max_tokens, temperature, top_p)
             return await asyncio.get_running_loop().run_in_executor(self._threads, call)
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         [sequence] = await sample_async(list(prompt_ids), 1, params)
-        return _generation(sequence, sampler.version)
+        return _generation(sequence, version)
+
+    @staticmethod
+    def _sample(sampler: Sampler, version: int, prompt_ids: Sequence[int], max_tokens: int, temperature: float,
+                top_p: float) -> Generation:  # fmt: skip
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+        [sequence] = sampler.sample(list(prompt_ids), 1, params)
+        return _generation(sequence, version)
 
 
 def _generation(sequence: SampledSequence, version: int) -> Generation:

@@ -24,14 +24,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
-from lightning_otel.training.loop.advantages import AdvantageEstimator, BackendAdvantage, GroupAdvantage
-from lightning_otel.training.loop.credit import advantage_estimator
-from lightning_otel.training.loop.loop import TrainingLoop
-from lightning_otel.training.loop.metrics import MetricsLog
+from lightning_otel.training.loop.loop import TrainingLoop, require_async_support
+from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions
+from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
 
 log = logging.getLogger("lightning_otel.verl")
@@ -50,21 +49,19 @@ CPU_ENV = {
 class VERL(Algorithm):
     """An `Algorithm` that runs verl 0.9's training step on trace-derived samples.
 
-    `config`: verl's configuration as a dict (or DictConfig), merged over verl's defaults; `overrides`: `key=value`
-    strings applied last (what `lightning-otel train` passes). `policy_resource`: the resource name the agents read the
-    policy endpoint from. `group_by_agent`: GRPO groups per task *and* agent (multi-agent rollouts whose agents are
-    rewarded differently). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
+    `config`: verl's configuration as a dict (or DictConfig), merged over verl's defaults; `options`: the training
+    loop's settings (`TrainingOptions`: advantage, group_by_agent, max_staleness, collect_timeout_s,
+    policy_resource, gateway_host/port, on_step); the schedule, the sampling and the trackers are verl's config's
+    (`data.train_batch_size`, `rollout.n`, `trainer.total_epochs`, `test_freq`, `save_freq`, the rollout's
+    temperatures, `trainer.logger`). `overrides`: `key=value` strings applied to the config last (what `lightning-otel
+    train` passes). `advantage_per`: with GRPO, "rollout" (default) normalises over the group's rollouts, each
     counted once whatever its number of rows; "row" is verl's own (every row counts). `negative_advantage_weight`:
     multiplies the negative advantages of any estimator (1: the estimator's own update; 0: only rollouts better than
-    their group's mean are reinforced, the setting of examples/spider's tiny CPU policy). `advantage`: "grpo" (the
-    rollout's final reward for every call, default), "anchor" (per-call credit: `AnchorAdvantage` with GRPO's
-    settings; the docs' credit page) or an estimator of your own (needs `algorithm.adv_estimator=grpo`, the loop's
-    estimators replace verl's). `device`: "cpu" or "cuda";
-    default: cuda when torch sees a GPU. `gateway_host`/`gateway_port`: where the policy gateway listens (loopback
-    and a free port by default; "0.0.0.0" for runners on other machines, which then get this host's name).
-    `max_staleness`: 0 (synchronous steps) or k >= 1, asynchronous training (the loop's; on CPU replicas only: vLLM
-    replicas sleep while the colocated actor trains). Its off-policy correction is verl's own:
-    `algorithm.rollout_correction.rollout_is=token` (truncated at `rollout_is_threshold`, 2.0).
+    their group's mean are reinforced, the setting of examples/spider's tiny CPU policy). `options.advantage`
+    "anchor" (per-call credit) or an estimator of your own needs `algorithm.adv_estimator=grpo`: the loop's
+    estimators replace verl's. `device`: "cpu" or "cuda"; default: cuda when torch sees a GPU. Asynchronous training
+    (`options.max_staleness` >= 1) needs the CPU replicas (vLLM replicas sleep while the colocated actor trains); its
+    off-policy correction is verl's own: `algorithm.rollout_correction.rollout_is=token`.
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
@@ -72,19 +69,12 @@ class VERL(Algorithm):
     def __init__(
         self,
         config: Mapping[str, Any] | None = None,
+        options: TrainingOptions | None = None,
         *,
         overrides: Sequence[str] = (),
-        policy_resource: str = "main_llm",
-        group_by_agent: bool = False,
         advantage_per: str = "rollout",
         negative_advantage_weight: float = 1.0,
-        advantage: str | AdvantageEstimator = "grpo",
         device: str | None = None,
-        on_step: Callable[[int, dict[str, float]], None] | None = None,
-        rollout_timeout_s: float | None = None,
-        gateway_host: str = "127.0.0.1",
-        gateway_port: int = 0,
-        max_staleness: int = 0,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -92,30 +82,34 @@ class VERL(Algorithm):
             raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
         if advantage_per not in ("rollout", "row"):
             raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
+        self.options = options or TrainingOptions()
+        self.options.refuse(
+            "VERL",
+            schedule="verl's config (data.train_batch_size, actor_rollout_ref.rollout.n, trainer.total_epochs, "
+            "trainer.test_freq, trainer.save_freq)",
+            sampling="verl's config (actor_rollout_ref.rollout.temperature, top_p, response_length)",
+            validation_sampling="verl's config (actor_rollout_ref.rollout.val_kwargs)",
+            trackers="verl's config (trainer.logger, trainer.project_name, trainer.experiment_name)",
+        )
         self.config = config
         self.overrides = list(overrides)
-        self.policy_resource = policy_resource
-        self.group_by_agent = group_by_agent
         self.advantage_per = advantage_per
         self.negative_advantage_weight = negative_advantage_weight
-        if not isinstance(advantage, AdvantageEstimator) and advantage not in ("grpo", "anchor"):
-            raise ValueError(f"advantage must be 'grpo', 'anchor' or an AdvantageEstimator, got {advantage!r}")
-        self.advantage = advantage
         self.device = device
-        self.on_step = on_step
-        self.rollout_timeout_s = rollout_timeout_s
-        self.gateway_host, self.gateway_port = gateway_host, gateway_port
-        self.max_staleness = max_staleness
         self.backend: Any = None  # the run's VERLBackend (verl's workers), while it runs
 
-    def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any:
+    def run(
+        self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
+    ) -> TrainingResult:
         if not train_dataset:
             raise ValueError("VERL needs a non-empty train dataset")
+        from omegaconf import OmegaConf
+
         from lightning_otel.training.verl.config import compose_verl_config
         from lightning_otel.training.verl.config_checks import check_model_path
         from lightning_otel.training.verl.cpu import ROLLOUT_NAME as CPU_ROLLOUT
         from lightning_otel.training.verl.cpu import cpu_driver  # imported before the CPU environment is set
-        from lightning_otel.training.verl.trainer import VERLBackend, VERLResult
+        from lightning_otel.training.verl.trainer import VERLBackend
 
         with contextlib.ExitStack() as stack:
             # verl (importing its engines) and Ray (starting) set environment variables in this process: undone
@@ -123,38 +117,31 @@ class VERL(Algorithm):
             cpu = self.device == "cpu" if self.device else _no_gpu()
             config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
             check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
-            if self.max_staleness and str(config.actor_rollout_ref.rollout.name) != CPU_ROLLOUT:
-                raise ValueError(
-                    f"max_staleness={self.max_staleness} needs replicas that serve while the actor trains: the CPU "
-                    f"rollout ({CPU_ROLLOUT!r}); verl's {config.actor_rollout_ref.rollout.name!r} replicas sleep "
-                    "beside the colocated actor. Use max_staleness=0"
-                )
+            rollout = config.actor_rollout_ref.rollout
+            # before Ray and verl's workers start: said in a second, not after minutes
+            require_async_support(self.options.max_staleness, "verl", str(rollout.name) == CPU_ROLLOUT,
+                                  f"verl's {rollout.name!r} replicas sleep beside the colocated actor; the CPU "
+                                  f"rollout ({CPU_ROLLOUT!r}) serves while it trains")  # fmt: skip
             train_tasks, val_tasks = list(train_dataset), list(val_dataset or [])
             if cpu:
                 stack.enter_context(cpu_driver(CPU_ENV))
             stack.enter_context(_ray_session(config, cpu))
-            own = config.algorithm.adv_estimator == "grpo"
             self.backend = backend = VERLBackend(
-                config, train_tasks, val_tasks, own_advantages=own,
+                config, train_tasks, val_tasks, advantage_per=self.advantage_per,
                 negative_advantage_weight=self.negative_advantage_weight,
             )  # fmt: skip
-            loop = TrainingLoop(
-                backend,
+            options = self.options.with_defaults(
                 schedule=self.schedule(config, backend.total_steps),
-                estimator=self.estimator(config),
-                sampling=_sampling(config.actor_rollout_ref.rollout, validation=False),
-                validation_sampling=_sampling(config.actor_rollout_ref.rollout, validation=True),
-                group_by_agent=self.group_by_agent,
-                trackers=_trackers(config),
-                on_step=self.on_step,
-                policy_resource=self.policy_resource,
-                rollout_timeout_s=self.rollout_timeout_s,
-                gateway_host=self.gateway_host,
-                gateway_port=self.gateway_port,
-                max_staleness=self.max_staleness,
+                sampling=_sampling(rollout, validation=False),
+                validation_sampling=_sampling(rollout, validation=True),
+                trackers=Trackers(
+                    tuple(config.trainer.logger or ()),
+                    project=str(config.trainer.project_name),
+                    experiment=str(config.trainer.experiment_name),
+                ),
             )
-            result = loop.run(run, train_tasks, val_tasks)
-            return VERLResult(result.steps, result.validations, backend.replica_weight_versions())
+            loop = TrainingLoop(backend, options, run_config=OmegaConf.to_container(config, resolve=True))
+            return loop.run(run, train_tasks, val_tasks)
 
     @staticmethod
     def schedule(config: Any, total_steps: int) -> Schedule:
@@ -174,38 +161,10 @@ class VERL(Algorithm):
             save_every=max(0, int(trainer.save_freq)),
         )
 
-    def estimator(self, config: Any) -> AdvantageEstimator:
-        """GRPO from the loop (per rollout by default, verl's `norm_adv_by_std_in_grpo`); verl's other estimators
-        (GAE, RLOO, REINFORCE++, ...) are verl's own."""
-        if config.algorithm.adv_estimator != "grpo":
-            if self.advantage != "grpo":
-                raise ValueError(
-                    f"advantage={self.advantage!r} replaces verl's estimator: set algorithm.adv_estimator=grpo (it is "
-                    f"{config.algorithm.adv_estimator!r})"
-                )
-            return BackendAdvantage()
-        grpo = GroupAdvantage(
-            per=self.advantage_per,  # type: ignore[arg-type]
-            normalize_by_std=bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)),
-            negative_weight=self.negative_advantage_weight,
-        )
-        return advantage_estimator(self.advantage, grpo)
 
-
-def _sampling(rollout: Any, *, validation: bool) -> dict[str, Any]:
+def _sampling(rollout: Any, *, validation: bool) -> Sampling:
     source = rollout.val_kwargs if validation else rollout
-    return {"temperature": source.temperature, "top_p": source.top_p, "max_tokens": rollout.response_length}
-
-
-def _trackers(config: Any) -> MetricsLog:
-    """verl's `trainer.logger` names ("console": one line a step; wandb, tensorboard, file, ...: verl's Tracking)."""
-    from omegaconf import OmegaConf
-
-    trainer = config.trainer
-    return MetricsLog(
-        list(trainer.logger or []), project=trainer.project_name, experiment=trainer.experiment_name,
-        log_dir=None, config=OmegaConf.to_container(config, resolve=True),
-    )  # fmt: skip
+    return Sampling(float(source.temperature), float(source.top_p), int(rollout.response_length))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,6 @@ import contextlib
 import logging
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,28 +28,20 @@ from verl.utils.profiler import marked_timer
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import left_right_2_no_padding
 
-from lightning_otel.training.loop.advantages import group_advantages
+from lightning_otel.training.loop.advantages import (
+    AdvantageEstimator,
+    BackendAdvantage,
+    GroupAdvantage,
+    group_advantages,
+)
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
-from lightning_otel.training.loop.loop import StepRecord
+from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.samples import Sample, samples_from
 from lightning_otel.training.verl import verl_internals
 from lightning_otel.training.verl.batch import BatchShape, BatchStats, NoTrainableRows, build_batch
 from lightning_otel.training.verl.cpu import ROLLOUT_NAME
 
 log = logging.getLogger("lightning_otel.verl")
-
-
-@dataclass(slots=True)
-class VERLResult:
-    """What a `VERL` run did: the metrics of every training step and validation, as logged to verl's trackers."""
-
-    steps: list[StepRecord] = field(default_factory=list)
-    validations: list[StepRecord] = field(default_factory=list)
-    replica_weight_versions: list[int] = field(default_factory=list)  # CPU replicas: weight syncs each received
-
-    def rewards(self) -> list[float]:
-        """Mean training reward per step (NaN where a step had no reward)."""
-        return [record.metrics.get("rollout/reward_mean", math.nan) for record in self.steps]
 
 
 def mini_batch_plan(rows: int, target_rows: int, unit: int) -> tuple[int, int]:
@@ -136,8 +127,9 @@ def _task_batch(items: list[Any]) -> list[Any]:
 
 
 class VERLBackend(Backend):
-    """verl's workers and replicas for one run (build inside a Ray session). `own_advantages`: the loop's estimator
-    sets every sample's advantage (else verl's `compute_advantage` does, then `negative_advantage_weight` applies)."""
+    """verl's workers and replicas for one run (build inside a Ray session). With `algorithm.adv_estimator=grpo` the
+    loop's estimator sets every sample's advantage (GRPO per rollout or per row, `advantage_per`); with verl's other
+    estimators verl's `compute_advantage` does, then `negative_advantage_weight` applies."""
 
     name = "verl"
 
@@ -147,12 +139,13 @@ class VERLBackend(Backend):
         train_tasks: list[Any],
         val_tasks: list[Any],
         *,
-        own_advantages: bool = True,
+        advantage_per: str = "rollout",
         negative_advantage_weight: float = 1.0,
     ) -> None:
         verl_internals.require_tested_verl()
         self.config = config
-        self.own_advantages, self.negative_advantage_weight = own_advantages, negative_advantage_weight
+        self.own_advantages = config.algorithm.adv_estimator == "grpo"
+        self.advantage_per, self.negative_advantage_weight = advantage_per, negative_advantage_weight
         self.trainer = verl_internals.build_trainer(config, train_tasks, val_tasks, _task_batch)
         self.trainer.init_workers()
         self.total_steps = int(self.trainer.total_training_steps)
@@ -170,10 +163,34 @@ class VERLBackend(Backend):
     def pause_serving(self) -> None:
         self.trainer.checkpoint_manager.sleep_replicas()
 
-    def publish(self, step: int) -> int:
-        """The actor's weights to the replicas (which wake up); rollouts queued from now on carry this version."""
-        self.trainer.checkpoint_manager.update_weights(step)
-        return step
+    def estimator(self, advantage: str | AdvantageEstimator) -> AdvantageEstimator:
+        """GRPO from the loop (per rollout by default, verl's `norm_adv_by_std_in_grpo`); verl's other estimators
+        (GAE, RLOO, REINFORCE++, ...) are verl's own."""
+        config = self.config
+        if not self.own_advantages:
+            if advantage != "grpo":
+                raise ValueError(
+                    f"advantage={advantage!r} replaces verl's estimator: set algorithm.adv_estimator=grpo (it is "
+                    f"{config.algorithm.adv_estimator!r})"
+                )
+            return BackendAdvantage()
+        grpo = GroupAdvantage(
+            per=self.advantage_per,  # type: ignore[arg-type]
+            normalize_by_std=bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)),
+            negative_weight=self.negative_advantage_weight,
+        )
+        return advantage_estimator(advantage, grpo)
+
+    def publish(self, version: int) -> None:
+        """The actor's weights to the replicas (which wake up), served as `version` (verl's `global_steps`)."""
+        self.trainer.checkpoint_manager.update_weights(version)
+
+    def finish(self) -> dict[str, float]:
+        """The version the CPU replicas serve at the end (each names it on its answers; vLLM's name none)."""
+        versions = self.replica_weight_versions()
+        if not versions:
+            return {}
+        return {"verl/replica_version_min": float(min(versions)), "verl/replica_version_max": float(max(versions))}
 
     def save(self, step: int) -> str:
         return verl_internals.save_checkpoint(self.trainer, step)
@@ -382,9 +399,7 @@ def _served_model(replica: str) -> str:
 
 __all__ = [
     "RunnerGeneration",
-    "StepRecord",
     "VERLBackend",
-    "VERLResult",
     "mini_batch_plan",
     "rollout_level_grpo",
     "rows_with_gradient",

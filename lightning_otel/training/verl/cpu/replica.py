@@ -68,7 +68,9 @@ class HFRolloutServer:
         )
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
-        version = self.replica.update_weights(state_dict)
+        """The actor's weights, served as policy version `global_steps`: verl's weight sync passes the step the
+        trainer publishes them after, which is the training loop's version count (0: the first weights)."""
+        version = self.replica.update_weights(state_dict, global_steps)
         self.global_steps = global_steps
         return version
 

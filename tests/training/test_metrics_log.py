@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lightning_otel.training.tinker.metrics_log import MetricsLog
+from lightning_otel.training.loop.metrics import MetricsLog
 
-METRICS = {"reward/mean": 0.25, "train/datums": 32.0, "train/loss_sum": -1.5, "val/reward_mean": float("nan")}
+METRICS = {"rollout/reward_mean": 0.25, "train/datums": 32.0, "train/loss_sum": -1.5, "val/reward_mean": float("nan")}
 
 
 def test_console_and_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,7 +34,7 @@ def test_verl_trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log.log(1, METRICS)
     log.close()
     (line,) = (tmp_path / "verl.jsonl").read_text().splitlines()
-    assert json.loads(line)["data"]["reward/mean"] == 0.25
+    assert json.loads(line)["data"]["rollout/reward_mean"] == 0.25
 
 
 def test_jsonl_needs_a_folder() -> None:

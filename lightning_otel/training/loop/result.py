@@ -1,0 +1,64 @@
+"""What a training returns, whatever its backend: `TrainingResult`, one `StepRecord` per step and per validation.
+
+    result = trainer.fit(agent, train_tasks, val_tasks)     # VERL, Tinker, DPO, SFT or your own TrainingLoop
+    result.rewards()                                        # mean training reward per step
+    result.validation                                       # [(step, val reward), ...]
+    result.steps[-1].metrics["training/policy_version"]     # every metric the step logged (the loop's table)
+    result.final                                            # what the backend reported at the end
+
+Every backend's facade returns it: the loop's records are the result, so a script compares backends alike.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class StepRecord:
+    step: int
+    metrics: dict[str, float]
+    sample_response_ids: list[str] = field(default_factory=list)  # the LLM calls that became samples
+    sample_agents: dict[str, int] = field(default_factory=dict)  # samples per agent name
+    rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
+    skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
+    rewards: dict[str, float] = field(default_factory=dict)  # final reward of each rewarded rollout
+
+
+@dataclass(slots=True)
+class TrainingResult:
+    steps: list[StepRecord] = field(default_factory=list)
+    validations: list[StepRecord] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)
+    train_seconds: float = 0.0
+    final: dict[str, float] = field(default_factory=dict)  # what the backend reported after the last step
+
+    def rewards(self) -> list[float]:
+        """Mean training reward per step (NaN where a step had none)."""
+        return [record.metrics.get("rollout/reward_mean", math.nan) for record in self.steps]
+
+    @property
+    def validation(self) -> list[tuple[int, float]]:
+        """(step, mean validation reward) for each validation (step 0: before the first step)."""
+        return [(record.step, record.metrics.get("val/reward_mean", math.nan)) for record in self.validations]
+
+    def metrics(self, window: int = 5) -> dict[str, float]:
+        """Mean reward over the first and last `window` steps, validation at the start and the end, and how many
+        steps trained."""
+        rewards = [reward for reward in self.rewards() if not math.isnan(reward)]
+        head, tail = rewards[:window], rewards[-window:]
+        validation = self.validation
+        return {
+            "steps": float(len(self.steps)),
+            "trained_steps": float(sum(1 for record in self.steps if not record.skipped_because)),
+            "reward/first_steps": statistics.fmean(head) if head else math.nan,
+            "reward/last_steps": statistics.fmean(tail) if tail else math.nan,
+            "val/first": validation[0][1] if validation else math.nan,
+            "val/last": validation[-1][1] if validation else math.nan,
+            "train_seconds": self.train_seconds,
+        }
+
+
+__all__ = ["StepRecord", "TrainingResult"]
