@@ -59,3 +59,7 @@ CREATE TABLE IF NOT EXISTS agl_resources (
     created_ns BIGINT NOT NULL
 );
 """
+
+# The resource a training publishes when it starts and ends (`{"run_id", "state": "running"|"finished"|"failed"}`):
+# runners started on their own wait for a training while it runs and stop when it ends (unless told to keep serving).
+TRAINING_STATE_RESOURCE = "agl.training"

@@ -48,18 +48,21 @@ _ROOMS = {
         "Triplet",
     ),
     "lightning_otel.adapters.messages": ("TraceToMessages",),
-    "lightning_otel.runtime.lit_agent": ("Attempt", "LitAgent", "NamedResources", "Rollout"),
-    "lightning_otel.runtime.function_agent": ("llm_rollout", "rollout"),
-    "lightning_otel.runtime.resources": ("LLM", "PromptTemplate", "ProxyLLM"),
+    "lightning_otel.agent_api.lit_agent": ("Attempt", "LitAgent", "NamedResources", "Rollout"),
+    "lightning_otel.agent_api.function_agent": ("llm_rollout", "rollout"),
+    "lightning_otel.agent_api.resources": ("LLM", "PromptTemplate", "ProxyLLM"),
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
-    "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline", "BatchResult", "NoRunner", "TrainingRun"),
+    "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline"),
+    "lightning_otel.runtime.training_run": ("NoRunner", "RunSettings", "TrainingRun"),
+    "lightning_otel.runtime.rollout_batch": ("BatchResult", "RolloutBatch"),
     "lightning_otel.runtime.trainer": ("Trainer",),
     "lightning_otel.runtime.ray_runners": ("RayRunners",),  # runners as Ray actors (ray imported when they start)
-    "lightning_otel.runtime.runner": ("run_runner_processes",),  # a script's `runner` command
+    "lightning_otel.runner.runner_process": ("run_runner_processes",),  # a script's `runner` command
+    "lightning_otel.runner.runner_options": ("RunnerOptions",),  # a runner's settings in one value
     "lightning_otel.runtime.output": ("quiet",),  # our lines on the terminal, other libraries' in a log file
-    "lightning_otel.runtime.http_agent": ("AgentServiceError", "HttpAgent"),
+    "lightning_otel.agent_api.http_agent": ("AgentServiceError", "HttpAgent"),
     "lightning_otel.runtime.task_files": ("load_tasks",),
-    "lightning_otel.runtime.policy_address": (
+    "lightning_otel.agent_api.policy_address": (
         "PolicyAddressUnavailable",
         "get_llm_server_address",
         "read_policy_address",

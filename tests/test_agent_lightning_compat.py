@@ -16,8 +16,8 @@ from typing import Any, Dict
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.runtime.function_agent import FunctionAgent
-from lightning_otel.runtime.lit_agent import rollout_method
+from lightning_otel.agent_api.function_agent import FunctionAgent
+from lightning_otel.agent_api.lit_agent import rollout_method
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.span_capture import SpanCapture
 from tests.programs import agent_lightning_shapes as shapes
@@ -39,7 +39,7 @@ def test_their_names_exist_and_mean_ours() -> None:
         trainer = agl.Trainer(n_workers=3)
     assert trainer.n_runners == 3
     with pytest.warns(DeprecationWarning, match="max_rollouts"):
-        assert agl.Trainer(max_tasks=5).max_rollouts == 5
+        assert agl.Trainer(max_tasks=5).runner_options.max_rollouts == 5
     with pytest.raises(TypeError, match="n_runners only"), pytest.warns(DeprecationWarning):
         agl.Trainer(n_workers=2, n_runners=3)
     with warnings.catch_warnings():

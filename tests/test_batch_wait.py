@@ -15,7 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client
 from lightning_otel.collector.client import otlp_endpoint_for
-from lightning_otel.runtime.algorithm import TrainingRun
+from lightning_otel.runtime.training_run import TrainingRun
 from tests.collector.otlp_factory import make_request, make_span
 
 

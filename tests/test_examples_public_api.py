@@ -41,6 +41,8 @@ def test_examples_import_only_public_names() -> None:
 
 def test_the_check_sees_a_private_import(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("from lightning_otel.runtime.runner import run_runner_processes\nimport lightning_otel.auto\n")
-    assert our_imports(probe) == [(1, "lightning_otel.runtime.runner", "run_runner_processes"),
+    probe.write_text(
+        "from lightning_otel.runner.runner_process import run_runner_processes\nimport lightning_otel.auto\n"
+    )
+    assert our_imports(probe) == [(1, "lightning_otel.runner.runner_process", "run_runner_processes"),
                                   (2, "lightning_otel.auto", None)]  # fmt: skip

@@ -169,8 +169,8 @@ def test_client_and_gateway_spans_of_one_call_become_one_sample(replicas, agl_sp
 
 
 def test_a_proxy_llms_rollout_paths_are_trainable_endpoints() -> None:
+    from lightning_otel.agent_api.resources import llm_endpoints
     from lightning_otel.capture.settings import CaptureSettings
-    from lightning_otel.runtime.resources import llm_endpoints
 
     proxy = lightning_otel.ProxyLLM("http://gw:9/v1", "policy")
     settings = CaptureSettings()

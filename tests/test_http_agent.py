@@ -116,7 +116,7 @@ def test_rollouts_share_one_tls_context_instead_of_loading_ca_certificates_each(
     import asyncio
     import ssl
 
-    from lightning_otel.runtime.lit_agent import Rollout
+    from lightning_otel.agent_api.lit_agent import Rollout
     from lightning_otel.tls_context import shared_tls_context
 
     async def chat(request: Request) -> Response:

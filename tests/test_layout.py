@@ -44,19 +44,24 @@ ALLOWED: dict[str, set[str]] = {
         "lightning_otel.adapters.credit",
         "lightning_otel.adapters.recorded_settings",
     },
-    # the collector: the client, and Trainer embeds one when given no URL; serving: Trainer.dev(gateway=True)
-    "runtime": {"capture", "adapters", "collector", "serving"},
+    # the agent author's API: LitAgent, @rollout, resources, HttpAgent (its calls are traced)
+    "agent_api": {"capture"},
+    # what loads in a runner process: the agent's API, capture, the collector's client; never the trainer's side
+    "runner": {"capture", "agent_api", *COLLECTOR_CLIENT},
+    # the trainer's orchestration: the collector (the client, and Trainer embeds one when given no URL), the runners
+    # it starts, serving (Trainer.dev(gateway=True))
+    "runtime": {"capture", "adapters", "collector", "serving", "agent_api", "runner"},
     "serving": {"capture", *COLLECTOR_CLIENT, TCP_LISTENER},
     "training": set(),  # the package's docstring only
     # the loop: samples from the runtime's batches, the gateway in front of a backend's replicas
-    "training.loop": {"runtime", "serving", "adapters"},
+    "training.loop": {"runtime", "serving", "adapters", "agent_api"},
     # verl's backend: the loop; the CPU replica (serving); the tested-versions table for verl's internals
     "training.verl": {"training.loop", "runtime", "serving", "lightning_otel.capture.tested_versions"},
     "training.tinker": {"training.loop", "runtime", "serving", "adapters"},
     "training.sft": {"training.loop", "runtime", "adapters"},
     "training.reward_model": {"rewards"},
     # APO: candidates run through the run's queue (runtime), conversations read from the spans (adapters)
-    "training.apo": {"runtime", "adapters"},
+    "training.apo": {"runtime", "adapters", "agent_api"},
     # DPO: the loop, a CPU replica (serving), pairs by the export's rule, TRL's internals version-gated
     "training.dpo": {"training.loop", "runtime", "serving", "export", "lightning_otel.capture.tested_versions"},
     # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted
@@ -211,10 +216,51 @@ def test_a_runner_process_loads_without_the_collector_servers_libraries():
         "import sys\n"
         "for name in ('orjson', 'starlette', 'uvicorn', 'grpc', 'psycopg'):\n"
         "    sys.modules[name] = None  # importing it fails\n"
-        "import lightning_otel.runtime.runner, lightning_otel.adapters.triplets, lightning_otel.adapters.credit\n"
+        "import lightning_otel.runner.runner_process\n"
+        "import lightning_otel.adapters.triplets, lightning_otel.adapters.credit\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+RUNNER_ROOMS = {"face", "agent_api", "runner", "capture", "instrumentors", "semconv", "flat_span", "version",
+                "tls_context"}  # fmt: skip
+
+
+def test_the_runner_room_never_imports_the_trainers_orchestration():
+    """The runner is a room of its own: nothing in it imports the trainer's orchestration (`runtime`), training or
+    serving, even lazily; the check itself refuses such an import."""
+    files = module_files()
+    known = set(files)
+    runner = [name for name in files if room_of(name) == "runner"]
+    assert {"lightning_otel.runner.runner", "lightning_otel.runner.runner_process"} <= set(runner)
+    reached = {target for name in runner for target in imports_of(name, files[name], known)}
+    assert not {room_of(target) for target in reached} & {"runtime", "training", "serving", "adapters"}, reached
+    assert not allowed("lightning_otel.runner.runner", "lightning_otel.runtime.training_run")
+    assert not allowed("lightning_otel.runner.runner_process", "lightning_otel.runtime.trainer")
+    assert allowed("lightning_otel.runtime.runner_pool", "lightning_otel.runner.runner_process")
+
+
+def test_a_runner_process_loads_only_the_runner_the_agent_api_and_capture():
+    """What a runner process (the Trainer's, `lightning-otel runner`'s, a Ray actor's) loads of ours, once its
+    agent is loaded and its runner built: the runner room, the agent's API, capture and the collector's client."""
+    code = (
+        "import sys\n"
+        "from lightning_otel.agent_api.agent_loading import load_agent\n"
+        "from lightning_otel.runner.runner import Runner\n"
+        "from lightning_otel.runner.runner_options import RunnerOptions\n"
+        "import lightning_otel.runner.runner_process\n"
+        "Runner(load_agent('tests.training.agents:length_agent'), 'http://127.0.0.1:9', RunnerOptions())\n"
+        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('lightning_otel'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = done.stdout.split()
+    assert "lightning_otel.runner.runner" in loaded
+    client = {name for name in loaded if room_of(name) == "collector"}
+    assert client <= {"lightning_otel.collector", "lightning_otel.collector.client",
+                      "lightning_otel.collector.queue_schema"}, client  # fmt: skip
+    assert {room_of(name) for name in loaded} - {"collector"} <= RUNNER_ROOMS, sorted(loaded)
 
 
 def test_the_face_still_offers_every_public_name():

@@ -109,7 +109,7 @@ def test_a_runner_starts_in_an_environment_with_only_the_agents_extras() -> None
     )  # fmt: skip
     done = run_without(
         trainer_side,
-        "import lightning_otel.runtime.runner\n"
+        "import lightning_otel.runner.runner_process\n"
         "from lightning_otel.cli.main import main\n"
         "sys.argv = ['lightning-otel', 'runner', '--help']\n"
         "main()\n",

@@ -61,8 +61,7 @@ def fake_ray(*node_ips: str) -> SimpleNamespace:
 
 def pool(url: str, collectors: object = None) -> RayRunnerPool:
     spec = agl.RayRunners(n=1, collectors=collectors)  # type: ignore[arg-type]
-    return RayRunnerPool(spec, None, None, url, max_concurrency=1, auth_token=None, capture_content=None,  # type: ignore[arg-type]
-                         max_replacements=3)  # fmt: skip
+    return RayRunnerPool(spec, None, None, url, agl.RunnerOptions(max_concurrency=1), max_replacements=3)  # type: ignore[arg-type]
 
 
 def test_a_loopback_collector_is_refused_for_a_cluster_on_several_machines() -> None:

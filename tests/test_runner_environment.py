@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lightning_otel.runtime.runner_environment import offline_defaults_for_children
+from lightning_otel.runner.runner_environment import offline_defaults_for_children
 
 KEY = "LITELLM_LOCAL_MODEL_COST_MAP"
 

@@ -12,12 +12,12 @@ import sys
 import pytest
 
 import lightning_otel
-from lightning_otel.runtime.runner_gc import GC_ENV
+from lightning_otel.runner.runner_gc import GC_ENV
 from lightning_otel.testing import OpenAITestServer
 from tests.programs.runtime_agents import heap_settled_agent
 
 PROBE = (
-    "import gc, json; from lightning_otel.runtime.runner_gc import settle_heap; settled = settle_heap(); "
+    "import gc, json; from lightning_otel.runner.runner_gc import settle_heap; settled = settle_heap(); "
     "print(json.dumps([settled, gc.get_freeze_count(), gc.get_threshold()]))"
 )
 

@@ -13,14 +13,17 @@ import pytest
 import lightning_otel
 from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.collector.client import AsyncClient
-from lightning_otel.runtime.runner import REPORT_GATHER_S, Runner
+from lightning_otel.runner.runner import REPORT_GATHER_S, Runner
+from lightning_otel.runner.runner_options import RunnerOptions
 
 
 def _run(agent: Any, tasks: list[dict[str, Any]], folder: Path, **options: Any) -> tuple[Runner, list[dict]]:
     with EmbeddedCollector.on_sqlite_file(folder / "collector.sqlite3") as addresses, Client(addresses.query) as client:
         queued = client.enqueue([{"input": task} for task in tasks])
-        runner = Runner(agent, addresses.query, **options)
-        asyncio.run(asyncio.wait_for(runner.run(max_rollouts=len(tasks)), 30))
+        flush = options.pop("flush", None)
+        settings = RunnerOptions(max_rollouts=len(tasks), **options)
+        runner = Runner(agent, addresses.query, settings, flush=flush)
+        asyncio.run(asyncio.wait_for(runner.run(), 30))
         return runner, [client.rollout(r["rollout_id"]) for r in queued]
 
 

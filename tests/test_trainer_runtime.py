@@ -213,7 +213,7 @@ def test_a_runner_started_for_a_training_that_never_comes_stops_after_its_idle_b
 
 
 def test_an_agent_named_for_runners_elsewhere_is_not_imported_here() -> None:
-    from lightning_otel.runtime.agent_loading import AgentElsewhere, as_agent
+    from lightning_otel.agent_api.agent_loading import AgentElsewhere, as_agent
 
     elsewhere = as_agent("no_such_package.agents:medical_rollout", import_spec=False)
     assert isinstance(elsewhere, AgentElsewhere) and elsewhere.name == "medical_rollout"

@@ -215,10 +215,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def runner(collector: str, args: argparse.Namespace) -> int:
     """`--n-runners` runner processes against the collector; they stop when the training ends."""
-    from lightning_otel import run_runner_processes
+    from lightning_otel import RunnerOptions, run_runner_processes
 
-    return run_runner_processes(hello_agent, collector, n_runners=args.n_runners, max_concurrency=8,
-                                stop_when_training_ends=not args.keep_serving)  # fmt: skip
+    options = RunnerOptions(max_concurrency=8, stop_when_training_ends=not args.keep_serving)
+    return run_runner_processes(hello_agent, collector, n_runners=args.n_runners, options=options)
 
 
 if __name__ == "__main__":

@@ -168,10 +168,10 @@ def algo(args: argparse.Namespace, collector: str) -> int:
 
 
 def runner(args: argparse.Namespace, collector: str) -> int:
-    from lightning_otel import run_runner_processes
+    from lightning_otel import RunnerOptions, run_runner_processes
 
-    return run_runner_processes(q20_rollout, collector, n_runners=args.n_runners, max_concurrency=4,
-                                stop_when_training_ends=not args.keep_serving)  # fmt: skip
+    options = RunnerOptions(max_concurrency=4, stop_when_training_ends=not args.keep_serving)
+    return run_runner_processes(q20_rollout, collector, n_runners=args.n_runners, options=options)
 
 
 def main(argv: list[str] | None = None) -> int:

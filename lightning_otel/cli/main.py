@@ -88,10 +88,11 @@ def run_runner(args: argparse.Namespace) -> int:
     import logging
     import os
 
+    from lightning_otel.agent_api.agent_loading import load_agent
     from lightning_otel.collector.client import CollectorError
-    from lightning_otel.runtime.agent_loading import load_agent
-    from lightning_otel.runtime.runner import run_runner_process
-    from lightning_otel.runtime.runner_environment import apply_offline_defaults
+    from lightning_otel.runner.runner_environment import apply_offline_defaults
+    from lightning_otel.runner.runner_options import RunnerOptions
+    from lightning_otel.runner.runner_process import run_runner_process
 
     level = logging.INFO if args.verbose else logging.WARNING  # quiet by default: problems only
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -103,10 +104,7 @@ def run_runner(args: argparse.Namespace) -> int:
         print(f"lightning-otel runner: cannot load --agent {args.agent!r}: {exc}", file=sys.stderr)
         return 2
     try:
-        stats = run_runner_process(
-            agent,
-            args.collector,
-            runner_id=args.runner_id,
+        options = RunnerOptions(
             max_concurrency=args.concurrency,
             auth_token=args.auth_token or os.environ.get("AGL_COLLECTOR_AUTH_TOKEN"),
             otlp_endpoint=args.otlp_endpoint,
@@ -114,6 +112,7 @@ def run_runner(args: argparse.Namespace) -> int:
             stop_when_training_ends=not args.keep_serving,
             idle_stop_s=args.idle_stop_s,
         )
+        stats = run_runner_process(agent, args.collector, options, runner_id=args.runner_id)
     except CollectorError as exc:
         print(f"lightning-otel runner: {exc}", file=sys.stderr)
         return 1

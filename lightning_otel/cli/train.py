@@ -181,7 +181,7 @@ def policy_model(source: str | None) -> Iterator[str]:
 
 def run_train(args: argparse.Namespace) -> int:
     import lightning_otel
-    from lightning_otel.runtime.agent_loading import load_agent
+    from lightning_otel.agent_api.agent_loading import load_agent
     from lightning_otel.runtime.task_files import load_tasks
 
     sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m

@@ -13,7 +13,8 @@ from rich.tree import Tree
 from lightning_otel import semconv
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.flat_span import Span
-from lightning_otel.runtime.algorithm import BaselineResult, BatchResult
+from lightning_otel.runtime.algorithm import BaselineResult
+from lightning_otel.runtime.rollout_batch import BatchResult
 from lightning_otel.runtime.sample_diagnosis import why_no_samples
 
 

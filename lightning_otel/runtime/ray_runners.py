@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from lightning_otel.agent_api.lit_agent import LitAgent
     from lightning_otel.collector.client import Client
-    from lightning_otel.runtime.lit_agent import LitAgent
+    from lightning_otel.runner.runner_options import RunnerOptions
 
 log = logging.getLogger("lightning_otel.runtime.ray_runners")
 PLACE_TIMEOUT_S = 300.0  # actors that cannot be placed (or keep failing to start) by then: an error, not a hang
@@ -84,17 +85,17 @@ class RunnerActor:
     threaded actor (two calls at once) so that `stop` reaches a serving runner."""
 
     def __init__(self, agent: LitAgent, collectors: str | Mapping[str, str] | None, default: str,
-                 options: Mapping[str, Any]) -> None:  # fmt: skip
+                 options: RunnerOptions) -> None:  # fmt: skip
         import ray
 
-        from lightning_otel.runtime.runner_environment import apply_offline_defaults
+        from lightning_otel.runner.runner_environment import apply_offline_defaults
 
         apply_offline_defaults()
         context = ray.get_runtime_context()
         self.node_id = context.get_node_id()
         self.node_ip = ray.util.get_node_ip_address()
         self.collector_url = collector_for_node(collectors, default, self.node_id, self.node_ip)
-        self.agent, self.options = agent, dict(options)
+        self.agent, self.options = agent, options
         self._runner: Any = None
         self._exporter: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,10 +106,10 @@ class RunnerActor:
 
     def serve(self, runner_id: str) -> dict[str, Any]:
         from lightning_otel.capture.setup import flush as flush_spans
-        from lightning_otel.runtime.runner import instrumented_runner
+        from lightning_otel.runner.runner_process import instrumented_runner
 
         if self._runner is None:  # instrument once per actor process
-            self._runner, self._exporter = instrumented_runner(self.agent, self.collector_url, **self.options)
+            self._runner, self._exporter = instrumented_runner(self.agent, self.collector_url, self.options)
         self._runner.runner_id = runner_id
 
         async def main() -> Any:
@@ -153,21 +154,15 @@ class RayRunnerPool:
         agent: LitAgent,
         client: Client,
         collector_url: str,
+        options: RunnerOptions,
         *,
-        max_concurrency: int,
-        auth_token: str | None,
-        capture_content: bool | None,
         max_replacements: int,
     ) -> None:
         self.spec = spec
         self.agent = agent
         self.client = client
         self.collector_url = collector_url
-        self.options = {
-            "max_concurrency": max_concurrency,
-            "auth_token": auth_token,
-            "capture_content": capture_content,
-        }
+        self.options = options
         self.max_replacements = max_replacements
         self.restarts = 0  # serve calls lost to a dead actor
         self.actors: dict[str, _Actor] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from lightning_otel.runtime.algorithm import BatchResult
+from lightning_otel.runtime.rollout_batch import BatchResult
 
 
 class AllRolloutsFailed(RuntimeError):

@@ -32,177 +32,32 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import sys
 import tempfile
-import threading
-import time
-import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_otel.adapters.triplets import TraceToTriplet
+from lightning_otel.agent_api.agent_loading import as_agent
+from lightning_otel.agent_api.lit_agent import LitAgent, check_agent
+from lightning_otel.agent_api.policy_address import notify_file_from_env
+from lightning_otel.agent_api.resources import LLM, ProxyLLM
 from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client
-from lightning_otel.runtime.agent_loading import as_agent
-from lightning_otel.runtime.algorithm import (
-    Algorithm,
-    Baseline,
-    BaselineResult,
-    BatchResult,
-    RolloutBatch,
-    RunSettings,
-    TrainingRun,
-    publish_resources,
-)
-from lightning_otel.runtime.lit_agent import LitAgent, check_agent
-from lightning_otel.runtime.policy_address import notify_file_from_env
+from lightning_otel.runner.runner_options import RunnerOptions
+from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult
+from lightning_otel.runtime.batch_progress import BatchProgress
 from lightning_otel.runtime.ray_runners import RayRunnerPool, RayRunners
-from lightning_otel.runtime.resources import LLM, ProxyLLM
-from lightning_otel.runtime.runner_environment import offline_defaults_for_children
+from lightning_otel.runtime.runner_pool import RunnerPool
+from lightning_otel.runtime.training_run import RunSettings, TrainingRun, publish_resources
 
 if TYPE_CHECKING:
     from lightning_otel.collector.server import CollectorConfig
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
-
-
-def _runner_main(
-    agent: LitAgent,
-    collector_url: str,
-    runner_id: str,
-    max_concurrency: int,
-    auth_token: str | None,
-    max_rollouts: int | None,
-    capture_content: bool | None,
-) -> None:
-    from lightning_otel.runtime.runner import run_runner_process
-
-    logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
-    run_runner_process(
-        agent,
-        collector_url,
-        runner_id=runner_id,
-        max_concurrency=max_concurrency,
-        auth_token=auth_token,
-        max_rollouts=max_rollouts,
-        capture_content=capture_content,
-    )
-
-
-class RunnerPool:
-    """The trainer's runner processes: started with `spawn` (the trainer has threads; fork would copy their
-    locks), watched, and restarted when one dies. A dead runner's attempts are failed at once so they retry. With
-    `max_rollouts`, a runner that ran that many exits and is not replaced; when all have, waiting is an error."""
-
-    def __init__(
-        self,
-        agent: LitAgent,
-        client: Client,
-        collector_url: str,
-        *,
-        n_runners: int,
-        max_concurrency: int,
-        auth_token: str | None,
-        max_restarts: int,
-        max_rollouts: int | None = None,
-        capture_content: bool | None = None,
-    ) -> None:
-        self.agent = agent
-        self.client = client
-        self.collector_url = collector_url
-        self.n_runners = n_runners
-        self.max_concurrency = max_concurrency
-        self.auth_token = auth_token
-        self.max_restarts = max_restarts
-        self.max_rollouts = max_rollouts
-        self.capture_content = capture_content
-        self.retired = 0  # runners that ran max_rollouts and exited
-        self.restarts = 0
-        self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
-        self._context = multiprocessing.get_context("spawn")
-        self._session = uuid.uuid4().hex[:6]
-        self._started = 0
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        for _ in range(self.n_runners):
-            self._spawn()
-
-    def _spawn(self) -> None:
-        self._started += 1
-        runner_id = f"runner-{self._session}-{self._started}"
-        process = self._context.Process(
-            target=_runner_main,
-            args=(
-                self.agent,
-                self.collector_url,
-                runner_id,
-                self.max_concurrency,
-                self.auth_token,
-                self.max_rollouts,
-                self.capture_content,
-            ),
-            name=runner_id,
-            daemon=True,
-        )
-        with offline_defaults_for_children():
-            process.start()
-        self.processes[runner_id] = process
-
-    def check(self) -> None:
-        """Replace runners that died (their attempts fail now and retry); raise when they keep dying."""
-        with self._lock:
-            for runner_id, process in list(self.processes.items()):
-                if process.is_alive():
-                    continue
-                del self.processes[runner_id]
-                if self.max_rollouts is not None and process.exitcode == 0:
-                    self.retired += 1
-                    log.info("%s ran its max_rollouts=%d and exited", runner_id, self.max_rollouts)
-                    continue
-                failed = self.client.runner_lost(runner_id, f"runner process exited with code {process.exitcode}")
-                log.warning(
-                    "%s exited (code %s); %d running attempts failed and will retry",
-                    runner_id,
-                    process.exitcode,
-                    failed,
-                )
-                if self.restarts >= self.max_restarts:
-                    raise RuntimeError(
-                        f"runner processes died {self.restarts + 1} times (last exit code {process.exitcode}); "
-                        'see their output above. A script that starts a Trainer needs `if __name__ == "__main__":` '
-                        "around it (runners are spawned processes that import the main module)"
-                    )
-                self.restarts += 1
-                self._spawn()
-            if self.n_runners and not self.processes and self.retired:
-                raise RuntimeError(
-                    f"all {self.n_runners} runners ran max_rollouts={self.max_rollouts} rollouts and exited while "
-                    "rollouts are still waiting: raise Trainer(max_rollouts=...) or leave it None"
-                )
-
-    def stop(self, timeout: float = 15.0) -> None:
-        for process in self.processes.values():
-            if process.is_alive():
-                process.terminate()  # SIGTERM: the runner cancels its rollouts, reports them and flushes
-        deadline = time.monotonic() + timeout
-        for process in self.processes.values():
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        # A stopped runner may still have a claim parked in the collector (a long-poll its death did not end): marked
-        # lost, that claim returns nothing, so the next session on this collector is not handed to a dead runner.
-        for runner_id in self.processes:
-            try:
-                self.client.runner_lost(runner_id, "runner stopped at the end of its Trainer session")
-            except Exception as exc:  # the collector may be gone already; its claims went with it
-                log.debug("could not mark %s lost: %s", runner_id, exc)
-        self.processes.clear()
 
 
 class Trainer:
@@ -250,8 +105,6 @@ class Trainer:
         n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
         max_rollouts = _renamed("max_tasks", shorthands.pop("max_tasks", None), "max_rollouts", max_rollouts,
                                 default=None)  # fmt: skip
-        if max_rollouts is not None and max_rollouts < 1:
-            raise ValueError("max_rollouts must be >= 1 (rollouts per runner) or None (no limit)")
         if n_runners < 0:
             raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
         if runners is not None:
@@ -260,7 +113,6 @@ class Trainer:
             n_runners = runners.n
         self.runners = runners
         self.n_runners = n_runners
-        self.max_rollouts = max_rollouts
         self.algorithm = algorithm or Baseline()
         self.adapter = TraceToTriplet.from_config(adapter)
         self.initial_resources = dict(initial_resources or {})
@@ -278,7 +130,6 @@ class Trainer:
         self.collector, self.embedded = _collector_from(collector, auth_token)
         if self.auth_token is None:  # a collector config's token is the client's too
             self.auth_token = self.embedded.auth_token
-        self.max_concurrency = max_concurrency
         self.max_attempts = max_attempts
         self.rollout_timeout_s = rollout_timeout_s
         self.progress = sys.stderr.isatty() if progress is None else progress
@@ -290,6 +141,11 @@ class Trainer:
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
         needed = self.algorithm.needs_message_content
         self.capture_content = capture_content if capture_content is not None else (True if needed else None)
+        # the runners' settings, one value for local processes and Ray actors alike
+        self.runner_options = RunnerOptions(
+            max_concurrency=max_concurrency, auth_token=self.auth_token, capture_content=self.capture_content,
+            max_rollouts=max_rollouts,
+        )  # fmt: skip
 
     def fit(
         self, agent: Any, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
@@ -381,32 +237,15 @@ class Trainer:
                 publish_resources(client, self.initial_resources, self.policy_notify_file)
             pool: RunnerPool | RayRunnerPool
             if self.runners is not None:
-                pool = RayRunnerPool(
-                    self.runners,
-                    agent,
-                    client,
-                    url,
-                    max_concurrency=self.max_concurrency,
-                    auth_token=self.auth_token,
-                    capture_content=self.capture_content,
-                    max_replacements=max(3, 3 * self.n_runners),
-                )
+                pool = RayRunnerPool(self.runners, agent, client, url, self.runner_options,
+                                     max_replacements=max(3, 3 * self.n_runners))  # fmt: skip
             else:
-                pool = RunnerPool(
-                    agent,
-                    client,
-                    url,
-                    n_runners=self.n_runners,
-                    max_concurrency=self.max_concurrency,
-                    auth_token=self.auth_token,
-                    max_restarts=max(3, 3 * self.n_runners),
-                    max_rollouts=self.max_rollouts,
-                    capture_content=self.capture_content,
-                )
+                pool = RunnerPool(agent, client, url, self.runner_options, n_runners=self.n_runners,
+                                  max_restarts=max(3, 3 * self.n_runners))  # fmt: skip
             pool.start()
             stack.callback(pool.stop)
             shown = self.progress and not self.algorithm.shows_progress  # one live display at a time
-            progress = stack.enter_context(_ProgressDisplay(enabled=shown))
+            progress = stack.enter_context(BatchProgress(enabled=shown))
             settings = RunSettings(
                 max_attempts=self.max_attempts,
                 rollout_timeout_s=self.rollout_timeout_s,
@@ -415,7 +254,7 @@ class Trainer:
                 no_runner_timeout_s=self.no_runner_timeout_s,
                 # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
-                runner_slots=self.n_runners * self.max_concurrency or None,
+                runner_slots=self.n_runners * self.runner_options.max_concurrency or None,
             )
             run = TrainingRun(client, self.adapter, settings, on_progress=progress.update, check_runners=pool.check)
             if self.collector:  # an external collector may hold what a dead training queued
@@ -471,37 +310,4 @@ def _renamed(old: str, old_value: Any, new: str, new_value: Any, *, default: Any
     return old_value
 
 
-class _ProgressDisplay:
-    """A rich progress bar per batch on a terminal; nothing otherwise (logs stay readable in CI)."""
-
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self._progress: Any = None
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _ProgressDisplay:
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
-            )
-            self._progress.start()
-        return self
-
-    def update(self, batch: RolloutBatch, done: int, total: int) -> None:
-        if self._progress is None:
-            return
-        task = self._tasks.get(batch.batch_id)
-        if task is None:
-            task = self._tasks[batch.batch_id] = self._progress.add_task(f"{batch.mode} {batch.batch_id}", total=total)
-        self._progress.update(task, completed=done)
-        if done >= total:  # one bar per batch in flight, not one per batch ever run
-            self._progress.remove_task(self._tasks.pop(batch.batch_id))
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
-__all__ = ["BatchResult", "Trainer"]
+__all__ = ["Trainer"]

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.adapters.messages import TraceToMessages
-from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.sample_diagnosis import NothingTrained
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.advantages import AdvantageEstimator, RewardThreshold
 from lightning_otel.training.loop.backend import Backend
 from lightning_otel.training.loop.loop import TrainingLoop

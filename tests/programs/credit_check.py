@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lightning_otel.runtime.algorithm import BatchResult
+from lightning_otel.runtime.rollout_batch import BatchResult
 from lightning_otel.training.loop.credit import AnchorAdvantage
 from lightning_otel.training.loop.samples import Sample, samples_from
 from lightning_otel.training.tinker.datums import sample_datums

@@ -124,7 +124,7 @@ def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: li
 
 @lightning_otel.rollout
 def heap_settled_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
-    """Reward 1.0 when the runner process runs it with its heap settled (`lightning_otel.runtime.runner_gc`)."""
+    """Reward 1.0 when the runner process runs it with its heap settled (`lightning_otel.runner.runner_gc`)."""
     import gc
 
     ask(resources, "write", task["question"])

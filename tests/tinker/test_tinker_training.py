@@ -16,7 +16,7 @@ import pytest
 import lightning_otel as agl
 from lightning_otel import semconv
 from lightning_otel.collector import Client
-from lightning_otel.runtime.algorithm import NoRunner, RunSettings, TrainingRun
+from lightning_otel.runtime.training_run import NoRunner, RunSettings, TrainingRun
 from tests.helpers import assert_staleness_by_the_spans
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
-from lightning_otel.runtime.resources import PromptTemplate
+from lightning_otel.agent_api.resources import PromptTemplate
+from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.sample_diagnosis import NothingTrained
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.apo.chat_model import ChatModel
 from lightning_otel.training.apo.evaluation import PromptEvaluator
 from lightning_otel.training.apo.gepa_search import Candidate, SearchSettings, TraceGEPAAdapter

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightning_otel.adapters.messages import TraceToMessages
-from lightning_otel.runtime.algorithm import TrainingRun
-from lightning_otel.runtime.resources import PromptTemplate
+from lightning_otel.agent_api.resources import PromptTemplate
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.apo.critique import RolloutReport
 
 log = logging.getLogger("lightning_otel.apo")

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.export.shapes import PairRule
-from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+from lightning_otel.runtime.algorithm import Algorithm
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.dpo.backend import DPOBackend, lora_model
 from lightning_otel.training.dpo.trl_dpo import DPOStats, train_dpo
 from lightning_otel.training.loop.loop import TrainingLoop

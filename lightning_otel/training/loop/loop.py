@@ -38,9 +38,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from lightning_otel.runtime.algorithm import Algorithm, BatchResult, TrainingRun
-from lightning_otel.runtime.resources import ProxyLLM
+from lightning_otel.agent_api.resources import ProxyLLM
+from lightning_otel.runtime.algorithm import Algorithm
+from lightning_otel.runtime.rollout_batch import BatchResult
 from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.advantages import moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.metrics import MetricsLog

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightning_otel.adapters.triplets import Triplet
-from lightning_otel.runtime.algorithm import BatchResult
+from lightning_otel.runtime.rollout_batch import BatchResult
 
 
 @dataclass(slots=True)

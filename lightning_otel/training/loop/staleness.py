@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightning_otel.runtime.algorithm import BatchResult, RolloutBatch, TrainingRun
+from lightning_otel.runtime.rollout_batch import BatchResult, RolloutBatch
+from lightning_otel.runtime.training_run import TrainingRun
 
 log = logging.getLogger("lightning_otel.training")
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from lightning_otel import semconv
-from lightning_otel.runtime.algorithm import TrainingRun
+from lightning_otel.runtime.training_run import TrainingRun
 
 Record = Callable[[int, Mapping[str, float], int], None]
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+from lightning_otel.runtime.algorithm import Algorithm
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.options import Sampling, TrainingOptions
 from lightning_otel.training.loop.result import TrainingResult

@@ -27,7 +27,8 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from lightning_otel.runtime.algorithm import Algorithm, TrainingRun
+from lightning_otel.runtime.algorithm import Algorithm
+from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.loop import TrainingLoop, require_async_support
 from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions
 from lightning_otel.training.loop.result import TrainingResult

@@ -30,10 +30,10 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from lightning_otel.runtime.lit_agent import LitAgent, NamedResources, Rollout
-from lightning_otel.runtime.resources import LLM, PromptTemplate, ProxyLLM
+from lightning_otel.agent_api.lit_agent import LitAgent, NamedResources, Rollout
+from lightning_otel.agent_api.resources import LLM, PromptTemplate, ProxyLLM
 
-log = logging.getLogger("lightning_otel.runtime.function_agent")
+log = logging.getLogger("lightning_otel.agent_api.function_agent")
 
 _BY_NAME = {"task": "task", "llm": "llm", "resources": "resources", "rollout": "rollout", "prompt_template": "prompt"}
 _BY_TYPE = {LLM: "llm", ProxyLLM: "llm", Rollout: "rollout", PromptTemplate: "prompt"}

@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 
+from lightning_otel.agent_api.lit_agent import LitAgent, NamedResources, Reward, Rollout
 from lightning_otel.capture.propagation import outgoing_headers
-from lightning_otel.runtime.lit_agent import LitAgent, NamedResources, Reward, Rollout
 from lightning_otel.tls_context import shared_tls_context
 
 

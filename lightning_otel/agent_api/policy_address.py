@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from lightning_otel.runtime.resources import LLM, ProxyLLM
+from lightning_otel.agent_api.resources import LLM, ProxyLLM
 
 NOTIFY_FILE_ENV = "LLM_SERVER_NOTIFY_FILE"
 

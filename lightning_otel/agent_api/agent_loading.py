@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_otel.runtime.function_agent import FunctionAgent, find_attribute
-from lightning_otel.runtime.lit_agent import LitAgent
+from lightning_otel.agent_api.function_agent import FunctionAgent, find_attribute
+from lightning_otel.agent_api.lit_agent import LitAgent
 
 
 def load_agent(spec: str) -> LitAgent:

@@ -19,27 +19,27 @@ import contextvars
 import logging
 import math
 import os
-import signal
 import socket
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from lightning_otel import semconv
+from lightning_otel.agent_api.lit_agent import LitAgent, Rollout, rollout_method
+from lightning_otel.agent_api.resources import llm_endpoints, resources_from_json
 from lightning_otel.capture.reward import emit_reward, recording_rewards
 from lightning_otel.capture.rollout_context import rollout_context
 from lightning_otel.capture.tracer import get_tracer
 from lightning_otel.collector.client import AsyncClient, CollectorError
-from lightning_otel.runtime.algorithm import TRAINING_STATE_RESOURCE
-from lightning_otel.runtime.lit_agent import LitAgent, Rollout, rollout_method
-from lightning_otel.runtime.resources import llm_endpoints, resources_from_json
-from lightning_otel.runtime.runner_gc import settle_heap
+from lightning_otel.collector.queue_schema import TRAINING_STATE_RESOURCE
+from lightning_otel.runner.in_flight_batcher import InFlightBatcher
+from lightning_otel.runner.runner_options import RunnerOptions
 
-log = logging.getLogger("lightning_otel.runtime.runner")
+log = logging.getLogger("lightning_otel.runner.runner")
 STOPPING_RETRY_S = 5.0
 # How long a finished rollout's flush and report wait for others of the same runner while its agents still run: one
 # flush and one completion request for several rollouts (each costs an HTTP round trip and a store transaction on
@@ -47,8 +47,6 @@ STOPPING_RETRY_S = 5.0
 # A claim for fewer than half the slots waits as long for more of them to free. 50 ms: ~4 rollouts a request at
 # 8 slots under `benchmarks/trainer_throughput.py` (20 ms: ~2), and little against an LLM call's latency.
 REPORT_GATHER_S = 0.05
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -59,60 +57,6 @@ class RunnerStats:
     stopped: int = 0  # cancelled by the queue (timed out, cancelled) or by the runner stopping
     reward_conflicts: int = 0  # returned a reward and emitted rewards too
     errors: list[str] = field(default_factory=list)
-
-
-class InFlightBatcher(Generic[T, R]):
-    """Calls arriving while one `send` is in flight wait and go together in the next: rollouts that finish
-    together share one span flush and one completion request. With `gather_s`, a send also waits that long for
-    more while `more_coming()`; with nothing more coming it goes at once."""
-
-    def __init__(
-        self,
-        send: Callable[[list[T]], Awaitable[list[R]]],
-        *,
-        gather_s: float = 0.0,
-        more_coming: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self._send = send
-        self._pending: list[tuple[T, asyncio.Future[R]]] = []
-        self._running = False
-        # Before a send, wait `gather_s` for more calls while `more_coming()` says others may join; `wake()` ends
-        # the wait early (nothing more is coming).
-        self._gather_s = gather_s
-        self._more_coming = more_coming
-        self._woken: asyncio.Event | None = None
-
-    def wake(self) -> None:
-        if self._woken is not None:
-            self._woken.set()
-
-    async def submit(self, item: T) -> R:
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if not self._running:
-            self._running = True
-            asyncio.get_running_loop().create_task(self._drain())
-        return await asyncio.shield(future)
-
-    async def _drain(self) -> None:
-        try:
-            while self._pending:
-                if self._gather_s > 0 and self._more_coming():
-                    self._woken = asyncio.Event()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._woken.wait(), self._gather_s)
-                    self._woken = None
-                batch, self._pending = self._pending, []
-                try:
-                    results = await self._send([item for item, _ in batch])
-                except Exception as exc:
-                    for _, future in batch:
-                        future.set_exception(exc)
-                    continue
-                for (_, future), result in zip(batch, results, strict=True):
-                    future.set_result(result)
-        finally:
-            self._running = False
 
 
 def _reward_for_queue(returned: Any, emitted: list[tuple[str, float]]) -> float | None:
@@ -126,34 +70,30 @@ def _reward_for_queue(returned: Any, emitted: list[tuple[str, float]]) -> float 
 
 
 class Runner:
+    """Claims attempts from the collector at `collector_url` and runs `agent` on them (see the module docstring);
+    `options` as `RunnerOptions` says; `flush` exports this process's ended spans (our provider's by default)."""
+
     def __init__(
         self,
         agent: LitAgent,
         collector_url: str,
+        options: RunnerOptions | None = None,
         *,
         runner_id: str | None = None,
-        max_concurrency: int = 16,
-        auth_token: str | None = None,
-        claim_wait_s: float = 10.0,
         flush: Callable[[], object] | None = None,
-        stop_when_training_ends: bool = False,
-        idle_stop_s: float = 600.0,
     ) -> None:
         from lightning_otel.capture.setup import flush as flush_spans
 
+        self.options = options = options or RunnerOptions()
         # Started on its own (`lightning-otel runner`): stop when the training it serves publishes its end, or when
         # it has had no work for `idle_stop_s` and no training is running (one that never started, or failed).
-        self.stop_when_training_ends = stop_when_training_ends
-        self.idle_stop_s = idle_stop_s
         self._idle_since = time.monotonic()
         self._training_version: int | None = None  # the resources version when this runner started
 
         self.agent = agent
         self.collector_url = collector_url
         self.runner_id = runner_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.max_concurrency = max_concurrency
-        self.auth_token = auth_token
-        self.claim_wait_s = claim_wait_s
+        self.max_concurrency = options.max_concurrency
         self.stats = RunnerStats()
         flush_spans_now = flush or flush_spans
 
@@ -195,20 +135,21 @@ class Runner:
         if self._client is not None:
             self._client.retry_for_s = min(self._client.retry_for_s, STOPPING_RETRY_S)
 
-    async def run(self, *, max_rollouts: int | None = None) -> RunnerStats:
-        """Claim and run rollouts until `stop()` (or `max_rollouts` claimed and finished)."""
+    async def run(self) -> RunnerStats:
+        """Claim and run rollouts until `stop()` (or the options' `max_rollouts` claimed and finished)."""
         self._stopping = asyncio.Event()
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
         self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
-        async with AsyncClient(self.collector_url, auth_token=self.auth_token) as client:
+        async with AsyncClient(self.collector_url, auth_token=self.options.auth_token) as client:
             self._client = client
-            if self.stop_when_training_ends:  # an earlier training's end, published before we started, does not count
+            # an earlier training's end, published before we started, does not count
+            if self.options.stop_when_training_ends:
                 latest = await _latest_resources(client)
                 self._training_version = int(latest["version"]) if latest else 0
             self._reporter = InFlightBatcher(client.complete_many)
             beating = asyncio.create_task(self._heartbeats(client))
             try:
-                await self._claim_loop(client, max_rollouts)
+                await self._claim_loop(client, self.options.max_rollouts)
             finally:
                 for task in self._running.values():
                     task.cancel()
@@ -238,7 +179,7 @@ class Runner:
                 if max_rollouts is not None:
                     free = min(free, max_rollouts - self.stats.claimed)
                 claiming = asyncio.create_task(
-                    client.claim(self.runner_id, max_attempts=free, wait_s=self.claim_wait_s)
+                    client.claim(self.runner_id, max_attempts=free, wait_s=self.options.claim_wait_s)
                 )
                 await asyncio.wait([stopping, claiming], return_when=asyncio.FIRST_COMPLETED)
                 if not claiming.done():
@@ -286,7 +227,7 @@ class Runner:
 
     async def _training_ended(self, client: AsyncClient) -> bool:
         """A training published its end (`TrainingRun.finish`) after this runner started."""
-        if not self.stop_when_training_ends:
+        if not self.options.stop_when_training_ends:
             return False
         latest = await _latest_resources(client)
         if latest is None:
@@ -297,7 +238,7 @@ class Runner:
 
     async def _idle_without_training(self, client: AsyncClient) -> bool:
         """Idle past `idle_stop_s` while the latest training state is not "running" (a runner started on its own)."""
-        if not self.stop_when_training_ends or time.monotonic() - self._idle_since < self.idle_stop_s:
+        if not self.options.stop_when_training_ends or time.monotonic() - self._idle_since < self.options.idle_stop_s:
             return False
         latest = await _latest_resources(client)
         state = ((latest or {}).get("resources") or {}).get(TRAINING_STATE_RESOURCE) or {}
@@ -437,105 +378,3 @@ async def _latest_resources(client: AsyncClient) -> dict[str, Any] | None:
         return await client.resources("latest")
     except CollectorError:  # nothing published yet
         return None
-
-
-def instrumented_runner(
-    agent: LitAgent,
-    collector_url: str,
-    *,
-    runner_id: str | None = None,
-    max_concurrency: int = 16,
-    auth_token: str | None = None,
-    otlp_endpoint: str | None = None,
-    capture_content: bool | None = None,
-    stop_when_training_ends: bool = False,
-    idle_stop_s: float = 600.0,
-) -> tuple[Runner, Any]:
-    """Instrument this process to export to the collector (its OTLP endpoint asked of it unless given) and build a
-    Runner: the part of a runner process's main that a runner elsewhere (a Ray actor) shares. Returns the runner and
-    its span exporter (a stopping runner lowers the exporter's `retry_for_s`)."""
-    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
-    from lightning_otel.capture.setup import instrument
-    from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
-
-    if otlp_endpoint is None:
-        with Client(collector_url, auth_token=auth_token, timeout=10) as client:
-            otlp_endpoint = otlp_endpoint_for(collector_url, client.collector_info())
-    # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
-    # spans ride out a collector restart or store outage as long as the runner's own requests do
-    exporter = otlp_http_exporter(otlp_endpoint, auth_token=auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
-    instrument(exporter=exporter, capture_content=capture_content)
-    runner = Runner(agent, collector_url, runner_id=runner_id, max_concurrency=max_concurrency, auth_token=auth_token,
-                    stop_when_training_ends=stop_when_training_ends, idle_stop_s=idle_stop_s)  # fmt: skip
-    return runner, exporter
-
-
-def run_runner_process(
-    agent: LitAgent,
-    collector_url: str,
-    *,
-    runner_id: str | None = None,
-    max_concurrency: int = 16,
-    auth_token: str | None = None,
-    otlp_endpoint: str | None = None,
-    max_rollouts: int | None = None,
-    capture_content: bool | None = None,
-    stop_when_training_ends: bool = False,
-    idle_stop_s: float = 600.0,
-) -> RunnerStats:
-    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush. Used by the Trainer and the CLI.
-    `capture_content`: record message content on LLM spans (None: as the environment says);
-    `stop_when_training_ends`: exit when a training on this collector publishes its end (a runner started on its
-    own: the CLI's default)."""
-    from lightning_otel.capture.setup import flush as flush_spans
-
-    runner, exporter = instrumented_runner(
-        agent,
-        collector_url,
-        runner_id=runner_id,
-        max_concurrency=max_concurrency,
-        auth_token=auth_token,
-        otlp_endpoint=otlp_endpoint,
-        capture_content=capture_content,
-        stop_when_training_ends=stop_when_training_ends,
-        idle_stop_s=idle_stop_s,
-    )
-    stopping = False
-
-    def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes
-        nonlocal stopping
-        stopping = True
-        runner.stop()
-        exporter.retry_for_s = 0.0
-
-    async def main() -> RunnerStats:
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signum, stop)
-        return await runner.run(max_rollouts=max_rollouts)
-
-    settle_heap()  # the agent and the instrumentation are loaded: what is alive now lives as long as the process
-    try:
-        return asyncio.run(main())
-    finally:
-        flush_spans(5_000 if stopping else 30_000)
-
-
-def run_runner_processes(agent: LitAgent, collector_url: str, *, n_runners: int = 1, **options: Any) -> int:
-    """`n_runners` runner processes (`run_runner_process` with `options`) for a script's `runner` command: one runs
-    in this process, more are spawned (`agent` must then be importable by name: defined at a module's top level).
-    Returns the worst exit code."""
-    import multiprocessing
-
-    if n_runners <= 1:
-        run_runner_process(agent, collector_url, **options)
-        return 0
-    context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=run_runner_process, args=(agent, collector_url), kwargs=options)
-                 for _ in range(n_runners)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join()
-    return max(process.exitcode or 0 for process in processes)

@@ -1,0 +1,102 @@
+"""A runner process's main: instrument the process to export to the collector, run a `Runner` until SIGTERM/Ctrl-C
+(or the training's end, or `max_rollouts`), flush what is left. The Trainer's runner processes, `lightning-otel
+runner`, a script's `runner` command (`run_runner_processes`) and Ray runner actors (`instrumented_runner`) start
+runners this way.
+
+    options = agl.RunnerOptions(max_concurrency=8)
+    agl.run_runner_processes(agent, "http://trainer-host:16686", n_runners=2, options=options)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+from lightning_otel.agent_api.lit_agent import LitAgent
+from lightning_otel.runner.runner import Runner, RunnerStats
+from lightning_otel.runner.runner_gc import settle_heap
+from lightning_otel.runner.runner_options import RunnerOptions
+
+
+def instrumented_runner(
+    agent: LitAgent, collector_url: str, options: RunnerOptions, *, runner_id: str | None = None
+) -> tuple[Runner, Any]:
+    """Instrument this process to export to the collector (its OTLP endpoint asked of it unless the options give
+    one) and build a Runner: the part of a runner process's main that a runner elsewhere (a Ray actor) shares.
+    Returns the runner and its span exporter (a stopping runner lowers the exporter's `retry_for_s`)."""
+    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
+    from lightning_otel.capture.setup import instrument
+    from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
+
+    endpoint = options.otlp_endpoint
+    if endpoint is None:
+        with Client(collector_url, auth_token=options.auth_token, timeout=10) as client:
+            endpoint = otlp_endpoint_for(collector_url, client.collector_info())
+    # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
+    # spans ride out a collector restart or store outage as long as the runner's own requests do
+    exporter = otlp_http_exporter(endpoint, auth_token=options.auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
+    instrument(exporter=exporter, capture_content=options.capture_content)
+    return Runner(agent, collector_url, options, runner_id=runner_id), exporter
+
+
+def run_runner_process(
+    agent: LitAgent, collector_url: str, options: RunnerOptions | None = None, *, runner_id: str | None = None
+) -> RunnerStats:
+    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush (see the module docstring)."""
+    from lightning_otel.capture.setup import flush as flush_spans
+
+    runner, exporter = instrumented_runner(agent, collector_url, options or RunnerOptions(), runner_id=runner_id)
+    stopping = False
+
+    def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes
+        nonlocal stopping
+        stopping = True
+        runner.stop()
+        exporter.retry_for_s = 0.0
+
+    async def main() -> RunnerStats:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, stop)
+        return await runner.run()
+
+    settle_heap()  # the agent and the instrumentation are loaded: what is alive now lives as long as the process
+    try:
+        return asyncio.run(main())
+    finally:
+        flush_spans(5_000 if stopping else 30_000)
+
+
+def runner_main(agent: LitAgent, collector_url: str, runner_id: str, options: RunnerOptions) -> None:
+    """The target of a runner process the Trainer spawns: its log lines name it; then `run_runner_process`."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
+    run_runner_process(agent, collector_url, options, runner_id=runner_id)
+
+
+def run_runner_processes(
+    agent: LitAgent, collector_url: str, *, n_runners: int = 1, options: RunnerOptions | None = None
+) -> int:
+    """`n_runners` runner processes (`run_runner_process` with `options`) for a script's `runner` command: one runs
+    in this process, more are spawned (`agent` must then be importable by name: defined at a module's top level).
+    Returns the worst exit code."""
+    import multiprocessing
+
+    if n_runners <= 1:
+        run_runner_process(agent, collector_url, options)
+        return 0
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=run_runner_process, args=(agent, collector_url, options))
+                 for _ in range(n_runners)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    return max(process.exitcode or 0 for process in processes)
+
+
+__all__ = ["instrumented_runner", "run_runner_process", "run_runner_processes", "runner_main"]
