@@ -12,7 +12,7 @@ from typing import Any
 
 from lightning_otel.adapters.credit import CreditInput, assign_credit, settings_from
 from lightning_otel.adapters.triplets import AdaptedRollout
-from lightning_otel.collector.rollout_state import get_rollouts
+from lightning_otel.collector.rollout_transactions import get_rollouts
 from lightning_otel.collector.store import StateTransaction
 
 

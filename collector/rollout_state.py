@@ -7,10 +7,9 @@ rollout's `timeout_s` becomes `timeout`. A failed or timed-out attempt puts the 
 `max_attempts` attempts were made; then the rollout ends `failed` or `timeout`. `cancelled` ends it from outside.
 Resources (e.g. the `main_llm` endpoint) are versioned snapshots; each attempt records the version it ran with.
 
-Every operation is one transaction of plain SQL with `?` placeholders, so SQLite and PostgreSQL share this logic;
-PostgreSQL adds row locks where SQLite's `BEGIN IMMEDIATE` already serializes writers. Waiting is event-driven in
-this process (enqueue, completion and expiry wake the waiters), with a slow re-check for changes made by another
-collector sharing the same PostgreSQL store.
+Every operation is one transaction of plain SQL (`rollout_transactions`, SQLite and PostgreSQL alike); this module is
+the service around them. Waiting is event-driven in this process (enqueue, completion and expiry wake the waiters),
+with a slow re-check for changes made by another collector sharing the same PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -19,25 +18,32 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
-
-import orjson
 
 from lightning_otel.collector.change_signal import ChangeSignal
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.queue_schema import (
-    CANCELLED,
-    FAILED,
-    FINAL_STATUSES,
-    MODES,
-    QUEUING,
-    REPORTABLE_STATUSES,
-    RUNNING,
-    SUCCEEDED,
-    TIMEOUT,
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, REPORTABLE_STATUSES, RUNNING
+from lightning_otel.collector.rollout_transactions import (
+    AttemptReport,
+    InvalidRequest,
+    NotFound,
+    RolloutSpec,
+    cancel,
+    claim,
+    enqueue,
+    expire,
+    fail_runner,
+    finish_attempt,
+    get_resources,
+    get_rollout_detail,
+    get_rollouts,
+    heartbeat,
+    list_rollouts,
+    page_rollouts,
+    put_resources,
+    status_counts,
+    unfinished,
 )
 from lightning_otel.collector.store import SpanStore, StateTransaction
 
@@ -45,409 +51,7 @@ log = logging.getLogger("lightning_otel.collector.rollouts")
 # What a wait returns besides the counts: every record, the final ones only, or none.
 WAIT_RECORDS = ("all", "final", "none")
 
-_ROLLOUT_COLUMNS = (
-    "rollout_id, task_id, group_id, mode, input, metadata, status, max_attempts, timeout_s, attempts, attempt_id, "
-    "resources_version, reward, error, created_ns, updated_ns, end_ns"
-)
-
-_ROLLOUT_COLUMNS_OF_R = ", ".join(f"r.{column}" for column in _ROLLOUT_COLUMNS.split(", "))
-
-_ATTEMPT_FIELDS = (
-    "attempt_id",
-    "number",
-    "status",
-    "runner_id",
-    "resources_version",
-    "start_ns",
-    "heartbeat_ns",
-    "end_ns",
-    "error",
-    "reward",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptReport:
-    """A runner's word on one attempt."""
-
-    rollout_id: str
-    attempt_id: str
-    status: str
-    error: str | None = None
-    reward: float | None = None
-
-
-class InvalidRequest(ValueError):
-    """A rollout-state request that cannot be honoured as given (HTTP 400)."""
-
-
-class NotFound(LookupError):
-    """No such rollout or resources version (HTTP 404)."""
-
-
-@dataclass(slots=True)
-class RolloutSpec:
-    """What the trainer enqueues: one task to run `max_attempts` times at most."""
-
-    input: Any
-    task_id: str | None = None
-    group_id: str | None = None
-    mode: str = "train"
-    rollout_id: str | None = None
-    max_attempts: int = 3
-    timeout_s: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    resources_version: int | None = None  # None: the latest version when claimed
-
-    @classmethod
-    def from_json(cls, data: object) -> RolloutSpec:
-        if not isinstance(data, dict) or "input" not in data:
-            raise InvalidRequest('each rollout must be an object with an "input"')
-        unknown = set(data) - {f for f in cls.__slots__}  # type: ignore[attr-defined]
-        if unknown:
-            raise InvalidRequest(f"unknown rollout fields: {sorted(unknown)}")
-        spec = cls(**data)
-        if spec.mode not in MODES:
-            raise InvalidRequest(f"mode must be one of {sorted(MODES)}, got {spec.mode!r}")
-        if not isinstance(spec.max_attempts, int) or spec.max_attempts < 1:
-            raise InvalidRequest(f"max_attempts must be an integer >= 1, got {spec.max_attempts!r}")
-        if spec.timeout_s is not None and (not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0):
-            raise InvalidRequest(f"timeout_s must be a positive number, got {spec.timeout_s!r}")
-        if not isinstance(spec.metadata, dict):
-            raise InvalidRequest("metadata must be an object")
-        return spec
-
-
-def _rollout_json(row: Sequence[Any]) -> dict[str, Any]:
-    names = _ROLLOUT_COLUMNS.split(", ")
-    record = dict(zip(names, row, strict=True))
-    record["input"] = orjson.loads(record["input"])
-    record["metadata"] = orjson.loads(record["metadata"])
-    return record
-
-
-def _attempt_json(row: Sequence[Any]) -> dict[str, Any]:
-    return dict(zip(_ATTEMPT_FIELDS, row, strict=True))
-
-
-# --- the operations, each run inside one transaction ------------------------------------------------------------
-def enqueue(
-    tx: StateTransaction, specs: Sequence[RolloutSpec], now: int, existing_ok: bool = False
-) -> list[dict[str, Any]]:
-    """Queue the rollouts; with `existing_ok`, ids already queued are left as they are and returned (a client's
-    repeat of a request whose answer it lost), else they are an error."""
-    rows = []
-    for index, spec in enumerate(specs):
-        rollout_id = spec.rollout_id or f"ro-{uuid.uuid4().hex[:16]}"
-        task_id = spec.task_id or rollout_id
-        rows.append(
-            (
-                rollout_id,
-                now + index,  # queue order: first in, first claimed
-                task_id,
-                spec.group_id or task_id,
-                spec.mode,
-                orjson.dumps(spec.input).decode(),
-                orjson.dumps(spec.metadata).decode(),
-                QUEUING,
-                spec.max_attempts,
-                spec.timeout_s,
-                0,
-                spec.resources_version,
-                now,
-                now,
-            )
-        )
-    if len({row[0] for row in rows}) != len(rows):
-        raise InvalidRequest("rollout_id repeated within one request")
-    placeholders = ", ".join("?" * 14)
-    existing = _existing_ids(tx, [row[0] for row in rows])
-    if existing and not existing_ok:
-        raise InvalidRequest(f"rollout ids already exist: {sorted(existing)[:5]}")
-    ids = [row[0] for row in rows]
-    rows = [row for row in rows if row[0] not in existing]
-    if rows:
-        tx.executemany(
-            "INSERT INTO agl_rollouts (rollout_id, position, task_id, group_id, mode, input, metadata, status, "
-            f"max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns) VALUES ({placeholders})",
-            rows,
-        )
-    return get_rollouts(tx, ids)
-
-
-def _existing_ids(tx: StateTransaction, rollout_ids: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for chunk in _chunks(rollout_ids):
-        marks = ", ".join("?" * len(chunk))
-        found.update(
-            r[0] for r in tx.execute(f"SELECT rollout_id FROM agl_rollouts WHERE rollout_id IN ({marks})", chunk)
-        )
-    return found
-
-
-def _chunks(items: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def claim(tx: StateTransaction, runner_id: str, limit: int, now: int) -> list[dict[str, Any]]:
-    """Start an attempt on up to `limit` queued rollouts, oldest first."""
-    rows = tx.execute(
-        "SELECT rollout_id, attempts, resources_version FROM agl_rollouts WHERE status = ? "
-        f"ORDER BY position LIMIT ?{tx.skip_locked}",
-        (QUEUING, limit),
-    )
-    if not rows:
-        return []
-    latest = tx.execute("SELECT MAX(version) FROM agl_resources")[0][0]
-    attempts, updates = [], []
-    for rollout_id, made, pinned in rows:
-        number = made + 1
-        attempt_id = f"at-{number}"
-        version = pinned if pinned is not None else latest
-        attempts.append((rollout_id, attempt_id, number, RUNNING, runner_id, version, now, now))
-        updates.append((RUNNING, number, attempt_id, now, rollout_id))
-    tx.executemany(
-        "UPDATE agl_rollouts SET status = ?, attempts = ?, attempt_id = ?, updated_ns = ? WHERE rollout_id = ?",
-        updates,
-    )
-    tx.executemany(
-        "INSERT INTO agl_attempts (rollout_id, attempt_id, number, status, runner_id, resources_version, start_ns, "
-        "heartbeat_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        attempts,
-    )
-    by_id = {record["rollout_id"]: record for record in get_rollouts(tx, [row[0] for row in rows])}
-    claimed = []
-    for rollout_id, attempt_id, number, _, _, version, _, _ in attempts:
-        record = by_id[rollout_id]
-        record.update(attempt_id=attempt_id, attempt_number=number, resources_version=version)
-        claimed.append(record)
-    return claimed
-
-
-def heartbeat(tx: StateTransaction, attempts: Sequence[tuple[str, str]], now: int) -> list[dict[str, str]]:
-    """Mark attempts alive; returns those no longer running (the runner should stop them) with their status."""
-    tx.executemany(
-        "UPDATE agl_attempts SET heartbeat_ns = ? WHERE rollout_id = ? AND attempt_id = ? AND status = ?",
-        [(now, rollout_id, attempt_id, RUNNING) for rollout_id, attempt_id in attempts],
-    )
-    stop = []
-    for rollout_id, attempt_id in attempts:
-        found = tx.execute(
-            "SELECT status FROM agl_attempts WHERE rollout_id = ? AND attempt_id = ?", (rollout_id, attempt_id)
-        )
-        status = found[0][0] if found else "unknown"
-        if status != RUNNING:
-            stop.append({"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status})
-    return stop
-
-
-def finish_attempt(
-    tx: StateTransaction,
-    rollout_id: str,
-    attempt_id: str,
-    status: str,
-    now: int,
-    *,
-    error: str | None = None,
-    reward: float | None = None,
-) -> tuple[bool, str | None]:
-    """End a running attempt; returns (accepted, the rollout's status). Only the first ending of an attempt counts:
-    a late report from a runner whose attempt already timed out is not accepted."""
-    won = tx.execute(
-        "UPDATE agl_attempts SET status = ?, end_ns = ?, error = ?, reward = ? "
-        "WHERE rollout_id = ? AND attempt_id = ? AND status = ? RETURNING number",
-        (status, now, error, reward, rollout_id, attempt_id, RUNNING),
-    )
-    found = tx.execute(
-        f"SELECT attempts, max_attempts, status FROM agl_rollouts WHERE rollout_id = ?{tx.for_update}", (rollout_id,)
-    )
-    if not found:
-        raise NotFound(f"no rollout {rollout_id!r}")
-    made, max_attempts, current = found[0]
-    if not won or current != RUNNING:
-        return bool(won), current
-    if status == SUCCEEDED:
-        outcome = SUCCEEDED
-    elif status == CANCELLED:
-        outcome = CANCELLED
-    elif made < max_attempts:
-        outcome = QUEUING  # retried by the next claim
-    else:
-        outcome = status
-    tx.execute(
-        "UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, reward = ?, error = ? WHERE rollout_id = ?",
-        (outcome, now, now if outcome in FINAL_STATUSES else None, reward, error, rollout_id),
-    )
-    return True, outcome
-
-
-def expire(tx: StateTransaction, now: int, heartbeat_timeout_ns: int) -> list[tuple[str, str, str]]:
-    """Time out running attempts that went silent or ran past their rollout's timeout; returns what changed."""
-    rows = tx.execute(
-        "SELECT a.rollout_id, a.attempt_id, a.heartbeat_ns < ? FROM agl_attempts a "
-        "JOIN agl_rollouts r ON r.rollout_id = a.rollout_id WHERE a.status = ? "
-        "AND (a.heartbeat_ns < ? OR (r.timeout_s IS NOT NULL AND a.start_ns + r.timeout_s * 1e9 < ?))",
-        (now - heartbeat_timeout_ns, RUNNING, now - heartbeat_timeout_ns, now),
-    )
-    changed = []
-    for rollout_id, attempt_id, silent in rows:
-        reason = "no heartbeat from the runner" if silent else "rollout ran past its timeout_s"
-        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, TIMEOUT, now, error=reason)
-        if accepted and outcome is not None:
-            changed.append((rollout_id, attempt_id, outcome))
-    return changed
-
-
-def fail_runner(tx: StateTransaction, runner_id: str, error: str, now: int) -> list[tuple[str, str, str]]:
-    """A runner is known dead (its process exited): fail its running attempts now instead of waiting for timeouts."""
-    rows = tx.execute(
-        "SELECT rollout_id, attempt_id FROM agl_attempts WHERE runner_id = ? AND status = ?", (runner_id, RUNNING)
-    )
-    changed = []
-    for rollout_id, attempt_id in rows:
-        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, FAILED, now, error=error)
-        if accepted and outcome is not None:
-            changed.append((rollout_id, attempt_id, outcome))
-    return changed
-
-
-def cancel(tx: StateTransaction, rollout_ids: Sequence[str], now: int) -> int:
-    cancelled = 0
-    for chunk in _chunks(rollout_ids):
-        marks = ", ".join("?" * len(chunk))
-        tx.execute(
-            f"UPDATE agl_attempts SET status = ?, end_ns = ?, error = ? WHERE status = ? AND rollout_id IN ({marks})",
-            (CANCELLED, now, "cancelled", RUNNING, *chunk),
-        )
-        cancelled += len(
-            tx.execute(
-                f"UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ? WHERE status IN (?, ?) "
-                f"AND rollout_id IN ({marks}) RETURNING rollout_id",
-                (CANCELLED, now, now, QUEUING, RUNNING, *chunk),
-            )
-        )
-    return cancelled
-
-
-def get_rollouts(tx: StateTransaction, rollout_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Records in the order asked; unknown ids are left out."""
-    found: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(rollout_ids):
-        marks = ", ".join("?" * len(chunk))
-        rows = tx.execute(
-            f"SELECT {_ROLLOUT_COLUMNS_OF_R}, a.runner_id FROM agl_rollouts r LEFT JOIN agl_attempts a "
-            f"ON a.rollout_id = r.rollout_id AND a.attempt_id = r.attempt_id WHERE r.rollout_id IN ({marks})",
-            chunk,
-        )
-        for *row, runner_id in rows:
-            found[row[0]] = {**_rollout_json(row), "runner_id": runner_id}  # the runner of its latest attempt
-    return [found[rollout_id] for rollout_id in rollout_ids if rollout_id in found]
-
-
-def get_rollout_detail(tx: StateTransaction, rollout_id: str) -> dict[str, Any]:
-    records = get_rollouts(tx, [rollout_id])
-    if not records:
-        raise NotFound(f"no rollout {rollout_id!r}")
-    rows = tx.execute(
-        f"SELECT {', '.join(_ATTEMPT_FIELDS)} FROM agl_attempts WHERE rollout_id = ? ORDER BY number",
-        (rollout_id,),
-    )
-    return {**records[0], "attempt_list": [_attempt_json(row) for row in rows]}
-
-
-def unfinished(tx: StateTransaction, rollout_ids: Sequence[str]) -> dict[str, str]:
-    """Those of `rollout_ids` still queued or running, with that status."""
-    left: dict[str, str] = {}
-    for chunk in _chunks(rollout_ids):
-        marks = ", ".join("?" * len(chunk))
-        rows = tx.execute(
-            f"SELECT rollout_id, status FROM agl_rollouts WHERE rollout_id IN ({marks}) AND status IN (?, ?)",
-            (*chunk, QUEUING, RUNNING),
-        )
-        left.update((row[0], row[1]) for row in rows)
-    return left
-
-
-def list_rollouts(tx: StateTransaction, status: str | None, limit: int) -> list[dict[str, Any]]:
-    if status is None:
-        rows = tx.execute("SELECT rollout_id FROM agl_rollouts ORDER BY position DESC LIMIT ?", (limit,))
-    else:
-        rows = tx.execute(
-            "SELECT rollout_id FROM agl_rollouts WHERE status = ? ORDER BY position LIMIT ?", (status, limit)
-        )
-    return get_rollouts(tx, [row[0] for row in rows])  # in that order, each with its latest attempt's runner
-
-
-PAGE_ORDERS = ("position", "group")
-
-
-def page_rollouts(
-    tx: StateTransaction, status: str | None, order: str, after: str | None, limit: int
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Every rollout, oldest first, one page at a time (keyset paging, so a large store is read in flat memory):
-    by queue position, or by group then position (a group's rollouts next to each other). `after` is the cursor
-    the previous page returned; the next one is None after the last page."""
-    if order not in PAGE_ORDERS:
-        raise InvalidRequest(f"order must be one of {list(PAGE_ORDERS)}, got {order!r}")
-    where: list[str] = []
-    parameters: list[object] = []
-    if status is not None:
-        where.append("status = ?")
-        parameters.append(status)
-    if after:
-        position_text, _, group_id = after.partition(":")
-        try:
-            position = int(position_text)
-        except ValueError:
-            raise InvalidRequest(f"after: not a cursor this route returned: {after!r}") from None
-        if order == "position":
-            where.append("position > ?")
-            parameters.append(position)
-        else:
-            where.append("(group_id > ? OR (group_id = ? AND position > ?))")
-            parameters += [group_id, group_id, position]
-    sort = "position" if order == "position" else "group_id, position"
-    rows = tx.execute(
-        f"SELECT rollout_id, position, group_id FROM agl_rollouts{' WHERE ' + ' AND '.join(where) if where else ''} "
-        f"ORDER BY {sort} LIMIT ?",
-        (*parameters, limit),
-    )
-    cursor = None
-    if len(rows) == limit:
-        _, position, group_id = rows[-1]
-        cursor = str(position) if order == "position" else f"{position}:{group_id}"
-    return get_rollouts(tx, [row[0] for row in rows]), cursor
-
-
-def status_counts(tx: StateTransaction, status: str | None = None) -> dict[str, int]:
-    """Rollouts by status; with `status`, that one only (its range of the status index, not the whole table)."""
-    if status is not None:
-        return {status: tx.execute("SELECT COUNT(*) FROM agl_rollouts WHERE status = ?", (status,))[0][0]}
-    counts = dict.fromkeys((QUEUING, RUNNING, SUCCEEDED, FAILED, TIMEOUT, CANCELLED), 0)
-    counts.update(
-        {status: count for status, count in tx.execute("SELECT status, COUNT(*) FROM agl_rollouts GROUP BY status")}
-    )
-    return counts
-
-
-def put_resources(tx: StateTransaction, resources: dict[str, Any], now: int) -> int:
-    rows = tx.execute(
-        "INSERT INTO agl_resources (version, resources, created_ns) "
-        "SELECT COALESCE(MAX(version), 0) + 1, ?, ? FROM agl_resources RETURNING version",
-        (orjson.dumps(resources).decode(), now),
-    )
-    return rows[0][0]
-
-
-def get_resources(tx: StateTransaction, version: int | None) -> dict[str, Any]:
-    if version is None:
-        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources ORDER BY version DESC LIMIT 1")
-    else:
-        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources WHERE version = ?", (version,))
-    if not rows:
-        raise NotFound("no resources yet" if version is None else f"no resources version {version}")
-    return {"version": rows[0][0], "resources": orjson.loads(rows[0][1]), "created_ns": rows[0][2]}
+__all__ = ["WAIT_RECORDS", "AttemptReport", "InvalidRequest", "NotFound", "RolloutSpec", "RolloutState"]
 
 
 T = TypeVar("T")

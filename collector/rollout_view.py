@@ -22,7 +22,7 @@ from lightning_otel.adapters.recorded_settings import adapter_of, recorded_adapt
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records
-from lightning_otel.collector.rollout_state import NotFound, get_rollout_detail
+from lightning_otel.collector.rollout_transactions import NotFound, get_rollout_detail
 from lightning_otel.collector.store import SpanStore, StateTransaction, TraceQuery
 from lightning_otel.collector.token_text import TokenText
 from lightning_otel.collector.trace_search import find_traces

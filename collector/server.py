@@ -27,9 +27,9 @@ from lightning_otel.collector.grpc_receiver import build_grpc_server
 from lightning_otel.collector.http_receiver import build_otlp_app
 from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
 from lightning_otel.collector.query_api import build_query_app
-from lightning_otel.collector.rollout_api import EXCEPTION_HANDLERS, rollout_routes
 from lightning_otel.collector.rollout_state import RolloutState
 from lightning_otel.collector.rollout_view import ViewSettings
+from lightning_otel.collector.routes_queue import EXCEPTION_HANDLERS, queue_routes
 from lightning_otel.collector.routes_ui import UI_OPEN_PATHS, ui_routes
 from lightning_otel.collector.sqlite_store import default_sqlite_url
 from lightning_otel.collector.store import SpanStore
@@ -136,7 +136,7 @@ class Collector:
                 self.ingestor,
                 auth_token=config.auth_token,
                 extra_routes=[
-                    *rollout_routes(self.rollout_state, self._info),
+                    *queue_routes(self.rollout_state, self._info),
                     *ui_routes(self.store, settings, auth=bool(config.auth_token)),
                 ],
                 extra_handlers=EXCEPTION_HANDLERS,

@@ -40,9 +40,9 @@ _ROOMS = {
     "lightning_otel.capture.reward": ("RolloutContextError", "emit_reward"),
     "lightning_otel.capture.rollout_context": ("RolloutIdentity", "current_rollout", "rollout_context"),
     "lightning_otel.capture.settings": ("register_trainable_endpoint", "unregister_trainable_endpoint"),
+    "lightning_otel.adapters.diagnostics": ("CallDecision", "RolloutDiagnostics"),
     "lightning_otel.adapters.triplets": (
         "AdaptedRollout",
-        "RolloutDiagnostics",
         "TraceToTriplet",
         "TracerTraceToTriplet",
         "Triplet",

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightning_otel import semconv
-from lightning_otel.adapters.triplets import RolloutDiagnostics, TraceToTriplet, llm_calls, rollout_agent_names
+from lightning_otel.adapters.diagnostics import RolloutDiagnostics
+from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names
 from lightning_otel.flat_span import Span
 
 

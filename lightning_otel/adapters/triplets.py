@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from lightning_otel import semconv
 from lightning_otel.adapters.credit import CallStep, call_credits
+from lightning_otel.adapters.diagnostics import CallDecision, RolloutDiagnostics
 from lightning_otel.adapters.process_rewards import TRACE_SOURCE, ProcessRewards, trace_rewards
 from lightning_otel.flat_span import Span
 
@@ -69,81 +70,6 @@ class Triplet:
     def new_input(self) -> list[int]:
         """The prompt tokens this call saw that its agent's previous call had not (its anchor state)."""
         return self.prompt_token_ids[self.prompt_delta_start :]
-
-
-@dataclass(slots=True)
-class CallDecision:
-    """What the adapter did with one LLM span, and why (`reason`, in words, rendered when asked for: the adapter's
-    hot path only records the facts)."""
-
-    span_id: str
-    agent: str | None
-    selected: bool  # its response tokens are trained (in `sample`)
-    why: tuple[Any, ...]  # (outcome, facts...): see `reason`
-    sample: int | None = None  # index in AdaptedRollout.triplets
-
-    @property
-    def reason(self) -> str:
-        outcome, *facts = self.why
-        if outcome == "duplicate":
-            kept, response_id = facts
-            return (f"duplicate: another span ({kept}) recorded the same response ({response_id}) with token ids "
-                    "at least as complete; that one is used")  # fmt: skip
-        if outcome == "unmatched":
-            pattern, rollout_agents = facts
-            return (f"not selected: agent_match {pattern!r} finds neither the call's agent {self.agent!r} nor the "
-                    f"rollout's agents {list(rollout_agents)}")  # fmt: skip
-        pattern, matched_by, name = facts[:3]
-        if matched_by is None:
-            why = "agent_match is None: every call is selected"
-        else:
-            why = f"agent_match {pattern!r} finds the {matched_by}'s agent {name!r}"
-        if outcome == "no_ids":
-            return (f"no sample: {why}, but the span has no token ids (the endpoint returned none, or was not "
-                    "registered as trainable)")  # fmt: skip
-        if outcome == "incomplete":
-            return f"trained: {why}; its token ids are marked incomplete (agl.llm.token_ids_complete=false)"
-        return f"trained: {why}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"span_id": self.span_id, "agent": self.agent, "selected": self.selected, "reason": self.reason,
-                "sample": self.sample}  # fmt: skip
-
-
-@dataclass(slots=True)
-class RolloutDiagnostics:
-    rollout_id: str | None
-    agents_seen: list[str] = field(default_factory=list)
-    rollout_agents: list[str] = field(default_factory=list)  # the LitAgent's names (from the runner's span)
-    llm_calls: int = 0
-    matched_calls: int = 0
-    unmatched_calls: int = 0
-    calls_without_token_ids: int = 0
-    incomplete_token_ids: int = 0
-    duplicate_calls: int = 0
-    merge_breaks: int = 0
-    rewards_without_call: int = 0
-    calls: list[CallDecision] = field(default_factory=list)  # every LLM span, in start order (duplicates last)
-
-    def why_no_sample(self, agent_match: str | None) -> str | None:
-        """Why this rollout gave no training sample, in words a user can act on (None when it gave one)."""
-        if any(call.selected for call in self.calls):
-            return None
-        if self.llm_calls == 0:
-            return (
-                "no LLM call was recorded: is the agent's client instrumented (import lightning_otel.auto, or a "
-                "supported framework), and does it call the LLM resource it was given?"
-            )
-        if self.matched_calls == 0:
-            return (
-                f"agent_match={agent_match!r} selected none of its {self.llm_calls} LLM calls: it must find "
-                f"(re.search) an agent seen around a call {self.agents_seen} or the rollout's agent "
-                f"{self.rollout_agents}"
-            )
-        return (
-            f"none of the {self.matched_calls} selected LLM calls has token ids: the endpoint must return them "
-            "(vLLM >= 0.10.2 `return_token_ids`, the policy gateway, or the test server) and be registered as trainable"
-        )
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from opentelemetry import context, trace
@@ -50,6 +50,9 @@ from lightning_otel.capture.rollout_context import context_with_rollout, current
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.tls_context import shared_tls_context
+
+if TYPE_CHECKING:
+    from lightning_otel.collector.client import Client
 
 # Headers that describe one hop, not the request: never forwarded.
 _HOP_HEADERS = frozenset(
@@ -311,7 +314,7 @@ class CollectorTracer:
 
 
 @contextlib.contextmanager
-def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> Iterator[CollectorTracer]:
+def collector_tracer(client: Client, service_name: str = "agl-policy-gateway") -> Iterator[CollectorTracer]:
     """A tracer whose spans go to the collector `client` talks to (its OTLP/HTTP port, its bearer token), on a
     provider of its own: the trainer's process keeps whatever tracing its user set up. Spans are exported in
     batches; `flush()` before reading a rollout (see `TrainingRun.add_span_source`)."""
@@ -341,9 +344,20 @@ def collector_tracer(client: Any, service_name: str = "agl-policy-gateway") -> I
         provider.shutdown()  # flushes what is left
 
 
+class GatewayRun(Protocol):
+    """What a served gateway needs of the training it serves (`TrainingRun` is one): the collector its spans go to,
+    and where to register the flush of its spans and its count of served calls."""
+
+    client: Client
+
+    def add_span_source(self, flush: Callable[[], bool]) -> None: ...
+
+    def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None: ...
+
+
 @contextlib.contextmanager
 def gateway_for_run(
-    run: Any,
+    run: GatewayRun,
     replicas: Sequence[str],
     *,
     sampling: Mapping[str, Any],
@@ -382,4 +396,12 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = ["CollectorTracer", "GatewayServer", "PolicyGateway", "advertised_url", "collector_tracer", "gateway_for_run"]
+__all__ = [
+    "CollectorTracer",
+    "GatewayRun",
+    "GatewayServer",
+    "PolicyGateway",
+    "advertised_url",
+    "collector_tracer",
+    "gateway_for_run",
+]

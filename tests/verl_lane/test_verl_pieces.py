@@ -13,7 +13,8 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
 import lightning_otel as agl
-from lightning_otel.adapters.triplets import AdaptedRollout, RolloutDiagnostics, Triplet
+from lightning_otel.adapters.diagnostics import RolloutDiagnostics
+from lightning_otel.adapters.triplets import AdaptedRollout, Triplet
 from lightning_otel.runtime.rollout_batch import BatchResult, RolloutBatch
 from lightning_otel.training.verl import config_checks
 from lightning_otel.training.verl.batch import BatchShape, NoTrainableRows, Sample, build_batch

@@ -36,7 +36,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lightning_otel.agent_api.resources import ProxyLLM
 from lightning_otel.runtime.algorithm import Algorithm
@@ -52,6 +52,9 @@ from lightning_otel.training.loop.samples import Sample, message_samples, sample
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
 from lightning_otel.training.loop.step_spans import step_spans
+
+if TYPE_CHECKING:
+    from lightning_otel.serving.gateway import PolicyGateway
 
 log = logging.getLogger("lightning_otel.training")
 
@@ -85,7 +88,7 @@ class TrainingLoop(Algorithm):
         validation = options.validation_sampling
         self.validation_sampling = validation.params() if validation is not None else dict(self.sampling)
         self.run_config = dict(run_config or {})
-        self._gateway: Any = None
+        self._gateway: PolicyGateway | None = None
         self._version = 0  # the policy version the replicas serve: the loop's count (see `backend`)
         self._settings = options.rollout_settings(self.estimator)  # what every rollout of the run records
 
@@ -291,7 +294,7 @@ class TrainingLoop(Algorithm):
 
     # --- serving -------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _served(self, run: TrainingRun, replicas: PolicyReplicas) -> Iterator[Any]:
+    def _served(self, run: TrainingRun, replicas: PolicyReplicas) -> Iterator[PolicyGateway]:
         """The policy gateway over the replicas, published as the policy resource; its spans go to the collector."""
         from lightning_otel.serving.gateway import advertised_url, gateway_for_run
 

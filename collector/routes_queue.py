@@ -1,0 +1,284 @@
+"""The rollout queue's routes (served on the query port, behind the same bearer token), as data: `QUEUE_ROUTES`, one
+`QueueRoute` each (path, method, handler, declared body), and their bodies as models.
+
+POST /v1/queue/enqueue     {"rollouts": [{"input": ..., "task_id"?, "group_id"?, "mode"?, "max_attempts"?,
+                            "timeout_s"?, "metadata"?, "rollout_id"?, "resources_version"?}],
+                            "if_exists"?: "error" | "return"}    "return": ids already queued are returned as
+                            they are (a repeated request), not an error
+POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10}      long-poll: answers when work arrives
+POST /v1/queue/heartbeat   {"runner_id": "...", "attempts": [{"rollout_id", "attempt_id"}]} -> {"stop": [...]}
+POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?}, or
+                           {"reports": [such objects]} -> {"results": [{"accepted", "rollout_status"}]}
+POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30, "records"?: "all"|"final"|"none"}
+                           long-poll: answers when all are final -> {"done", "unfinished": {"queuing": n,
+                           "running": n}, "rollouts": [...]}; "final"/"none": a poller that does not need every
+                           record at every poll
+POST /v1/queue/cancel      {"rollout_ids": [...]}
+POST /v1/queue/runners/{runner_id}/lost   {"error"?}                        fail a dead runner's attempts now
+GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats[?status=running]
+GET  /v1/queue/rollouts/page?order=position|group&status=&after=CURSOR&limit=500
+                           every rollout oldest first, a page at a time -> {"rollouts": [...], "next": CURSOR|null}
+GET  /v1/rollouts/{rollout_id}                       one rollout with its attempts
+POST /v1/resources {"resources": {...}} -> {"version"}   GET /v1/resources/latest | /v1/resources/{version}
+
+A body that is not what its route declares is a 400 naming the field (`declared_bodies`); the queue's own refusals
+(an unknown status, a bad rollout) are 400s too, an unknown rollout or resources version a 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import model_validator
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from lightning_otel.collector.declared_bodies import BadBody, Body, between, holding, read_body, shaped
+from lightning_otel.collector.jaeger_json import error_envelope
+from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUNNING
+from lightning_otel.collector.rollout_state import (
+    AttemptReport,
+    InvalidRequest,
+    NotFound,
+    RolloutSpec,
+    RolloutState,
+)
+
+MAX_BATCH = 10_000
+RolloutIds = Annotated[list[str], holding(0, MAX_BATCH, "rollout ids")]
+
+
+# --- the bodies ---------------------------------------------------------------------------------------------------
+class EnqueueBody(Body):
+    rollouts: Annotated[list[Any], holding(1, MAX_BATCH, "rollouts")]
+    if_exists: Literal["error", "return"] = "error"
+
+
+class ClaimBody(Body):
+    runner_id: str
+    max: Annotated[int, between(1, 1000)] = 1
+    wait_s: float = 0.0
+
+
+class AttemptRef(Body):
+    rollout_id: str
+    attempt_id: str
+
+    _shape = model_validator(mode="before")(shaped('a {"rollout_id", "attempt_id"} object'))
+
+
+class HeartbeatBody(Body):
+    runner_id: str
+    attempts: Annotated[list[AttemptRef], holding(0, MAX_BATCH, "attempts")]
+
+
+class ReportBody(Body):
+    rollout_id: str
+    attempt_id: str
+    status: str
+    error: str | None = None
+    reward: float | None = None
+
+    _shape = model_validator(mode="before")(shaped('a {"rollout_id", "attempt_id", "status"} object'))
+
+    def report(self) -> AttemptReport:
+        return AttemptReport(self.rollout_id, self.attempt_id, self.status, self.error, self.reward)
+
+
+class ReportsBody(Body):
+    reports: Annotated[list[ReportBody], holding(0, MAX_BATCH, "reports")]
+
+
+class WaitBody(Body):
+    rollout_ids: RolloutIds
+    timeout_s: float = 30.0
+    records: Literal["all", "final", "none"] = "all"
+
+
+class CancelBody(Body):
+    rollout_ids: RolloutIds
+
+
+class LostBody(Body):
+    error: str = "runner process exited"
+
+
+class ResourcesBody(Body):
+    resources: dict[str, Any]
+
+
+# --- the handlers: (queue, request, body) -> JSON -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """What the handlers serve: the rollout state, and this collector described to runners (its OTLP ports)."""
+
+    state: RolloutState
+    info: Callable[[], dict[str, Any]]
+
+
+async def collector_info(queue: Queue, request: Request, body: None) -> Any:
+    return {**queue.info(), "heartbeat_interval_s": queue.state.heartbeat_interval_s}
+
+
+async def enqueue(queue: Queue, request: Request, body: EnqueueBody) -> Any:
+    specs = [RolloutSpec.from_json(spec) for spec in body.rollouts]
+    return {"rollouts": await queue.state.enqueue(specs, existing_ok=body.if_exists == "return")}
+
+
+async def claim(queue: Queue, request: Request, body: ClaimBody) -> Any:
+    attempts = await queue.state.claim(body.runner_id, body.max, body.wait_s)
+    return {"attempts": attempts, "heartbeat_interval_s": queue.state.heartbeat_interval_s}
+
+
+async def heartbeat(queue: Queue, request: Request, body: HeartbeatBody) -> Any:
+    return {"stop": await queue.state.heartbeat([(a.rollout_id, a.attempt_id) for a in body.attempts])}
+
+
+async def complete(queue: Queue, request: Request, body: dict[str, Any]) -> Any:
+    if "reports" not in body:  # one report, the body itself
+        report = read_body(ReportBody, body).report()
+        accepted, status = await queue.state.complete(
+            report.rollout_id, report.attempt_id, report.status, error=report.error, reward=report.reward
+        )
+        return {"accepted": accepted, "rollout_status": status}
+    reports = [item.report() for item in read_body(ReportsBody, body).reports]
+    results = await queue.state.complete_many(reports)
+    return {"results": [{"accepted": ok, "rollout_status": status} for ok, status in results]}
+
+
+async def wait(queue: Queue, request: Request, body: WaitBody) -> Any:
+    done, found, unfinished = await queue.state.wait(body.rollout_ids, body.timeout_s, body.records)
+    return {"done": done, "unfinished": unfinished, "rollouts": found}
+
+
+async def cancel(queue: Queue, request: Request, body: CancelBody) -> Any:
+    return {"cancelled": await queue.state.cancel(body.rollout_ids)}
+
+
+async def runner_lost(queue: Queue, request: Request, body: LostBody) -> Any:
+    return {"failed": await queue.state.fail_runner(request.path_params["runner_id"], body.error)}
+
+
+async def list_rollouts(queue: Queue, request: Request, body: None) -> Any:
+    return {"rollouts": await queue.state.list(_status(request), _limit(request, 100))}
+
+
+async def page(queue: Queue, request: Request, body: None) -> Any:
+    order = request.query_params.get("order", "position")
+    after = request.query_params.get("after") or None
+    records, cursor = await queue.state.page(_status(request), order, after, _limit(request, 500))
+    return {"rollouts": records, "next": cursor}
+
+
+async def stats(queue: Queue, request: Request, body: None) -> Any:
+    return {"counts": await queue.state.counts(_status(request))}
+
+
+async def rollout(queue: Queue, request: Request, body: None) -> Any:
+    return await queue.state.rollout(request.path_params["rollout_id"])
+
+
+async def put_resources(queue: Queue, request: Request, body: ResourcesBody) -> Any:
+    return {"version": await queue.state.put_resources(body.resources)}
+
+
+async def get_resources(queue: Queue, request: Request, body: None) -> Any:
+    which = request.path_params["version"]
+    if which != "latest" and not which.isdigit():
+        raise BadQuery('the version must be a number or "latest"')
+    return await queue.state.resources(None if which == "latest" else int(which))
+
+
+def _status(request: Request) -> str | None:
+    """The `status` query parameter: None or one of the queue's statuses (anything else is a 400)."""
+    status = request.query_params.get("status") or None
+    if status is not None and status not in FINAL_STATUSES | {QUEUING, RUNNING}:
+        raise BadQuery(f"unknown status {status!r}")
+    return status
+
+
+def _limit(request: Request, default: int) -> int:
+    """The `limit` query parameter, kept within 1..MAX_BATCH."""
+    try:
+        limit = int(request.query_params.get("limit", str(default)))
+    except ValueError:
+        raise BadQuery("limit must be an integer") from None
+    return max(1, min(limit, MAX_BATCH))
+
+
+# --- the routes, as data --------------------------------------------------------------------------------------------
+Handler = Callable[[Queue, Request, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRoute:
+    """One route: `body` the model its JSON body must be (None: no body read; `dict`: read as an object, the handler
+    declares the rest; an empty body is `{}` where `empty_ok`)."""
+
+    path: str
+    handler: Handler
+    method: str = "GET"
+    body: type[Body] | type[dict] | None = None
+    empty_ok: bool = False
+
+
+QUEUE_ROUTES = (
+    QueueRoute("/v1/collector", collector_info),
+    QueueRoute("/v1/queue/enqueue", enqueue, "POST", EnqueueBody),
+    QueueRoute("/v1/queue/claim", claim, "POST", ClaimBody),
+    QueueRoute("/v1/queue/heartbeat", heartbeat, "POST", HeartbeatBody),
+    QueueRoute("/v1/queue/complete", complete, "POST", dict),
+    QueueRoute("/v1/queue/wait", wait, "POST", WaitBody),
+    QueueRoute("/v1/queue/cancel", cancel, "POST", CancelBody),
+    QueueRoute("/v1/queue/runners/{runner_id}/lost", runner_lost, "POST", LostBody, empty_ok=True),
+    QueueRoute("/v1/queue/rollouts", list_rollouts),
+    QueueRoute("/v1/queue/rollouts/page", page),
+    QueueRoute("/v1/queue/stats", stats),
+    QueueRoute("/v1/rollouts/{rollout_id}", rollout),
+    QueueRoute("/v1/resources", put_resources, "POST", ResourcesBody),
+    QueueRoute("/v1/resources/{version}", get_resources),
+)
+
+
+def queue_routes(state: RolloutState, info: Callable[[], dict[str, Any]]) -> list[Route]:
+    """`QUEUE_ROUTES` served over `state`; `info()` describes this collector to runners (its OTLP ports), so a runner
+    needs only the query URL."""
+    queue = Queue(state, info)
+    return [Route(route.path, _endpoint(queue, route), methods=[route.method]) for route in QUEUE_ROUTES]
+
+
+def _endpoint(queue: Queue, route: QueueRoute) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        body: Any = None
+        if route.body is not None:
+            raw = await request.body()
+            if not raw and route.empty_ok:
+                raw = b"{}"
+            try:
+                decoded = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise BadQuery("the body must be a JSON object") from None
+            if not isinstance(decoded, dict):
+                raise BadQuery("the body must be a JSON object")
+            body = decoded if route.body is dict else read_body(route.body, decoded)
+        return FastJSONResponse(await route.handler(queue, request, body))
+
+    return endpoint
+
+
+async def _bad_body(request: Request, exc: Exception) -> Response:
+    return JSONResponse(error_envelope(400, str(exc)), status_code=400)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse(error_envelope(404, str(exc)), status_code=404)
+
+
+EXCEPTION_HANDLERS = {InvalidRequest: _bad_body, BadBody: _bad_body, NotFound: _not_found}
+
+__all__ = ["EXCEPTION_HANDLERS", "QUEUE_ROUTES", "QueueRoute", "queue_routes"]
