@@ -44,6 +44,8 @@ def _said(error: Any) -> str:
     path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
     field = f'"{path or "body"}"'
     kind = error["type"]
+    if kind == "said":  # a validator's own words, whole
+        return str(error["msg"])
     if kind == "missing":
         return f"{field} is required"
     if kind.endswith("_type") or kind.endswith("_parsing"):
@@ -71,10 +73,15 @@ def holding(low: int, high: int, what: str) -> AfterValidator:
 
     def check(value: list[Any]) -> list[Any]:
         if not low <= len(value) <= high:
-            raise PydanticCustomError("bounds", f"must hold {low} to {high} {what}")
+            raise PydanticCustomError("bounds", f"must be a list of {low} to {high} {what}")
         return value
 
     return AfterValidator(check)
+
+
+def said(message: str) -> PydanticCustomError:
+    """An error whose message is `message`, whole (raise it from a validator)."""
+    return PydanticCustomError("said", message)
 
 
 def shaped(description: str) -> Callable[[Any], Any]:
@@ -89,4 +96,4 @@ def shaped(description: str) -> Callable[[Any], Any]:
     return check
 
 
-__all__ = ["BadBody", "Body", "between", "holding", "read_body", "shaped"]
+__all__ = ["BadBody", "Body", "between", "holding", "read_body", "said", "shaped"]

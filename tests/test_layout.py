@@ -69,7 +69,7 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"capture", "serving"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
-    "rewards": {"capture", "lightning_otel.collector.auth"},
+    "rewards": {"capture", "lightning_otel.collector.auth", "lightning_otel.collector.declared_bodies"},
     "auto": {"capture"},
     "_bootstrap": {"auto"},
     "cli": {"*"},

@@ -27,6 +27,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,39 +37,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lightning_otel.collector.auth import bearer_ok
+from lightning_otel.collector.declared_bodies import BadBody, Body, read_body
 from lightning_otel.rewards.micro_batch import MicroBatcher
+from lightning_otel.rewards.request_bodies import ClassifyBody, ScoreBody, ScorePairBody
 from lightning_otel.rewards.scorer import RewardModelScorer, preference_probability
 
-MAX_INPUTS = 256
 MAX_BODY_BYTES = 8 * 1024 * 1024
 IDEMPOTENCY_ENTRIES = 4096
 
 
-class BadInput(ValueError):
-    """A request this service cannot answer as given (400)."""
-
-
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)
-
-
-def _messages(value: Any, where: str) -> list[dict[str, str]]:
-    if not isinstance(value, list) or not value:
-        raise BadInput(f'{where}: "messages" must be a non-empty list of {{"role", "content"}} objects')
-    for index, message in enumerate(value):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadInput(f'{where}: message {index} needs a string "role"')
-        if not isinstance(message.get("content"), str):
-            raise BadInput(f'{where}: message {index} needs a string "content"')
-    return [{"role": m["role"], "content": m["content"]} for m in value]
-
-
-def _answer(value: Any, name: str) -> dict[str, str]:
-    if isinstance(value, str):
-        return {"role": "assistant", "content": value}
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return {"role": str(value.get("role", "assistant")), "content": value["content"]}
-    raise BadInput(f'"{name}" must be the answer text or an {{"role": "assistant", "content"}} message')
 
 
 def model_version(path: Path) -> str:
@@ -122,6 +101,102 @@ class _Conflict(Exception):
         super().__init__(f"request id {request_id!r} was already used for a different request")
 
 
+class RewardService:
+    """The service's state and its handlers (each takes its declared body, returns the answer): the scorer, its name
+    and weights' fingerprint, the micro-batchers, the idempotency memory, and whether the probe passed."""
+
+    def __init__(
+        self, scorer: RewardModelScorer, *, served_name: str | None, max_batch: int, max_wait_s: float
+    ) -> None:
+        self.scorer = scorer
+        self.name = served_name or scorer.name
+        self.version = model_version(Path(scorer.path))
+        self.idempotency = _Idempotency()
+        self.ready = False
+        self.max_batch, self.max_wait_s = max_batch, max_wait_s
+        self.batchers: dict[str, MicroBatcher[Any, float]] = {}
+
+    def batcher(self, kind: str) -> MicroBatcher[Any, float]:  # built lazily: it needs the server's event loop
+        if kind not in self.batchers:
+            scorer = self.scorer
+            score = scorer.score_texts if kind == "text" else scorer.score_token_ids
+
+            async def process(items: list[Any]) -> list[float]:
+                return await asyncio.to_thread(score, items)
+
+            self.batchers[kind] = MicroBatcher(process, max_batch=self.max_batch, max_wait_s=self.max_wait_s)
+        return self.batchers[kind]
+
+    async def score(self, body: ScoreBody) -> dict[str, Any]:
+        texts = [self.scorer.render([m.model_dump() for m in item.messages]) for item in body.inputs]
+        ids = [item.id if item.id is not None else index for index, item in enumerate(body.inputs)]
+        scores = await self.batcher("text").submit(texts)
+        data = [{"index": i, "id": ids[i], "score": s} for i, s in enumerate(scores)]
+        return {"model": self.name, "model_version": self.version, "data": data}
+
+    async def score_pair(self, body: ScorePairBody) -> dict[str, Any]:
+        assert body.chosen is not None and body.rejected is not None  # the body's own check
+        prompt = [m.model_dump() for m in body.messages]
+        render = self.scorer.render
+        a, b = await self.batcher("text").submit(
+            [render([*prompt, body.chosen.model_dump()]), render([*prompt, body.rejected.model_dump()])]
+        )
+        return {"model": self.name, "model_version": self.version, "chosen_score": a, "rejected_score": b,
+                "margin": a - b, "p_chosen": preference_probability(a, b)}  # fmt: skip
+
+    async def classify(self, body: ClassifyBody) -> dict[str, Any]:
+        kind, items = body.input
+        scores = await self.batcher(kind).submit(items)
+        if kind == "text":
+            tokens = sum(len(self.scorer.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in items)
+        else:
+            tokens = sum(len(sequence) for sequence in items)
+        data = [{"index": i, "label": "LABEL_0", "num_classes": 1,
+                 "probs": [preference_probability(s, 0.0) if body.use_activation else s]}
+                for i, s in enumerate(scores)]  # fmt: skip
+        return {"id": f"classify-{time.time_ns()}", "object": "list", "created": int(time.time()), "model": self.name,
+                "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        stats = {
+            kind: {k: getattr(b.stats, k) for k in ("requests", "items", "batches", "largest_batch")}
+            for kind, b in self.batchers.items()
+        }
+        answer = {"status": "ok" if self.ready else "starting", "model": self.name, "model_version": self.version,
+                  "batches": stats}  # fmt: skip
+        return (200 if self.ready else 503), answer
+
+    def models(self) -> dict[str, Any]:
+        model = {"id": self.name, "object": "model", "owned_by": "lightning-otel", "root": self.scorer.path,
+                 "model_version": self.version}  # fmt: skip
+        return {"object": "list", "data": [model]}
+
+    async def probe(self) -> None:
+        """Score a probe conversation before serving: a model that scores it as NaN never serves."""
+        probe = [{"role": "user", "content": "ping"}, {"role": "assistant", "content": "pong"}]
+        value = (await asyncio.to_thread(self.scorer.score, [probe]))[0]
+        if not math.isfinite(value):
+            raise RuntimeError(f"the reward model at {self.scorer.path} scores a probe as {value}")
+        self.ready = True
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringRoute:
+    """A POST route: the `RewardService` method that answers it and the body it declares."""
+
+    path: str
+    handler: str
+    body: type[Body]
+
+
+SCORING_ROUTES = (
+    ScoringRoute("/score", "score", ScoreBody),
+    ScoringRoute("/score-pair", "score_pair", ScorePairBody),
+    ScoringRoute("/classify", "classify", ClassifyBody),
+    ScoringRoute("/v1/classify", "classify", ClassifyBody),
+)
+
+
 def build_reward_model_app(
     scorer: RewardModelScorer,
     *,
@@ -130,190 +205,59 @@ def build_reward_model_app(
     max_batch: int = 32,
     max_wait_s: float = 0.005,
 ) -> Starlette:
-    name = served_name or scorer.name
-    version = model_version(Path(scorer.path))
-    idempotency = _Idempotency()
-    state: dict[str, Any] = {"ready": False, "started": time.time()}
+    """`SCORING_ROUTES` (behind the bearer key, idempotent by `X-Request-Id`), /healthz and /v1/models over a
+    `RewardService`; the scorer scores a probe before the app serves."""
+    service = RewardService(scorer, served_name=served_name, max_batch=max_batch, max_wait_s=max_wait_s)
 
-    async def score_texts(texts: list[str]) -> list[float]:
-        return await asyncio.to_thread(scorer.score_texts, texts)
+    def unauthorized(request: Request) -> Response | None:
+        if bearer_ok(request.headers.get("authorization"), api_key):  # no key: open
+            return None
+        return JSONResponse({"error": {"message": "missing or wrong bearer token", "code": 401}}, status_code=401,
+                            headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
 
-    async def score_ids(sequences: list[list[int]]) -> list[float]:
-        return await asyncio.to_thread(scorer.score_token_ids, sequences)
+    def scoring(route: ScoringRoute) -> Route:
+        answer = getattr(service, route.handler)
 
-    batchers: dict[str, MicroBatcher[Any, float]] = {}
+        async def endpoint(request: Request) -> Response:
+            if (refused := unauthorized(request)) is not None:
+                return refused
+            raw = await request.body()
+            try:
+                decoded = _decoded(raw)
+                if isinstance(decoded, dict) and decoded.get("model") not in (None, service.name):
+                    raise BadBody(f"this service serves the model {service.name!r}, not {decoded['model']!r}")
+                body = read_body(route.body, decoded)
+                digest = hashlib.sha256(raw).hexdigest()
+                result = await service.idempotency.answer(request.headers.get("x-request-id"), digest,
+                                                          lambda: answer(body))  # fmt: skip
+            except BadBody as exc:
+                return _error(400, str(exc))
+            except _Conflict as exc:
+                return _error(409, str(exc))
+            return JSONResponse(result)
 
-    def batcher(kind: str) -> MicroBatcher[Any, float]:  # built lazily: it needs the server's event loop
-        if kind not in batchers:
-            process = score_texts if kind == "text" else score_ids
-            batchers[kind] = MicroBatcher(process, max_batch=max_batch, max_wait_s=max_wait_s)
-        return batchers[kind]
-
-    async def body_of(request: Request) -> tuple[dict[str, Any], str]:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise BadInput(f"the body is larger than {MAX_BODY_BYTES} bytes")
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise BadInput(f"invalid JSON body: {exc}") from None
-        if not isinstance(body, dict):
-            raise BadInput("the body must be a JSON object")
-        if body.get("model") not in (None, name):
-            raise BadInput(f"this service serves the model {name!r}, not {body['model']!r}")
-        return body, hashlib.sha256(raw).hexdigest()
-
-    async def handle(request: Request, compute: Any) -> Response:
-        if not bearer_ok(request.headers.get("authorization"), api_key):  # no key: open
-            return JSONResponse(
-                {"error": {"message": "missing or wrong bearer token", "code": 401}},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        try:
-            body, body_hash = await body_of(request)
-            answer = await idempotency.answer(request.headers.get("x-request-id"), body_hash, lambda: compute(body))
-        except BadInput as exc:
-            return _error(400, str(exc))
-        except _Conflict as exc:
-            return _error(409, str(exc))
-        return JSONResponse(answer)
-
-    async def score(body: dict[str, Any]) -> dict[str, Any]:
-        inputs = body.get("inputs")
-        if not isinstance(inputs, list) or not 1 <= len(inputs) <= MAX_INPUTS:
-            raise BadInput(f'"inputs" must be a list of 1 to {MAX_INPUTS} {{"id"?, "messages"}} objects')
-        texts, ids = [], []
-        for index, item in enumerate(inputs):
-            if not isinstance(item, dict):
-                raise BadInput(f"input {index} must be an object")
-            messages = _messages(item.get("messages"), f"input {index}")
-            if messages[-1]["role"] != "assistant":
-                raise BadInput(f"input {index}: the last message must be the assistant's answer to score")
-            texts.append(scorer.render(messages))
-            ids.append(item.get("id", index))
-        scores = await batcher("text").submit(texts)
-        return {
-            "model": name,
-            "model_version": version,
-            "data": [{"index": i, "id": ids[i], "score": s} for i, s in enumerate(scores)],
-        }
-
-    async def score_pair(body: dict[str, Any]) -> dict[str, Any]:
-        prompt = _messages(body.get("messages"), "the request")
-        chosen, rejected = _answer(body.get("chosen"), "chosen"), _answer(body.get("rejected"), "rejected")
-        a, b = await batcher("text").submit([scorer.render([*prompt, chosen]), scorer.render([*prompt, rejected])])
-        return {
-            "model": name,
-            "model_version": version,
-            "chosen_score": a,
-            "rejected_score": b,
-            "margin": a - b,
-            "p_chosen": preference_probability(a, b),
-        }
-
-    async def classify(body: dict[str, Any]) -> dict[str, Any]:
-        given = body.get("input")
-        activation = body.get("use_activation", True)
-        if not isinstance(activation, bool):
-            raise BadInput('"use_activation" must be true or false')
-        if isinstance(given, str) or (isinstance(given, list) and given and all(isinstance(t, str) for t in given)):
-            texts = [given] if isinstance(given, str) else given
-            if len(texts) > MAX_INPUTS or not all(texts):
-                raise BadInput(f'"input" must hold 1 to {MAX_INPUTS} non-empty texts')
-            scores = await batcher("text").submit(list(texts))
-            tokens = sum(len(scorer.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
-        elif isinstance(given, list) and given and (all(_is_id(x) for x in given) or all(_is_ids(x) for x in given)):
-            sequences = [given] if _is_id(given[0]) else given
-            if len(sequences) > MAX_INPUTS or not all(sequences):
-                raise BadInput(f'"input" must hold 1 to {MAX_INPUTS} non-empty token id lists')
-            scores = await batcher("ids").submit([list(s) for s in sequences])
-            tokens = sum(len(s) for s in sequences)
-        else:
-            raise BadInput('"input" must be a text, a list of texts, a list of token ids, or a list of those')
-        data = [
-            {
-                "index": i,
-                "label": "LABEL_0",
-                "num_classes": 1,
-                "probs": [preference_probability(s, 0.0) if activation else s],
-            }
-            for i, s in enumerate(scores)
-        ]
-        return {
-            "id": f"classify-{time.time_ns()}",
-            "object": "list",
-            "created": int(time.time()),
-            "model": name,
-            "data": data,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        return Route(route.path, endpoint, methods=["POST"])
 
     async def health(request: Request) -> Response:
-        stats = {
-            kind: {k: getattr(b.stats, k) for k in ("requests", "items", "batches", "largest_batch")}
-            for kind, b in batchers.items()
-        }
-        status = 200 if state["ready"] else 503
-        return JSONResponse(
-            {
-                "status": "ok" if state["ready"] else "starting",
-                "model": name,
-                "model_version": version,
-                "batches": stats,
-            },
-            status_code=status,
-        )
+        status, answer = service.health()
+        return JSONResponse(answer, status_code=status)
 
     async def models(request: Request) -> Response:
-        if not bearer_ok(request.headers.get("authorization"), api_key):  # no key: open
-            return _error(401, "missing or wrong bearer token")
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": name,
-                        "object": "model",
-                        "owned_by": "lightning-otel",
-                        "root": scorer.path,
-                        "model_version": version,
-                    }
-                ],
-            }
-        )
-
-    def route(compute: Any) -> Any:
-        async def endpoint(request: Request) -> Response:
-            return await handle(request, compute)
-
-        return endpoint
+        return unauthorized(request) or JSONResponse(service.models())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        probe = [{"role": "user", "content": "ping"}, {"role": "assistant", "content": "pong"}]
-        value = (await asyncio.to_thread(scorer.score, [probe]))[0]
-        if not math.isfinite(value):
-            raise RuntimeError(f"the reward model at {scorer.path} scores a probe as {value}")
-        state["ready"] = True
+        await service.probe()
         yield
 
-    return Starlette(
-        routes=[
-            Route("/score", route(score), methods=["POST"]),
-            Route("/score-pair", route(score_pair), methods=["POST"]),
-            Route("/classify", route(classify), methods=["POST"]),
-            Route("/v1/classify", route(classify), methods=["POST"]),
-            Route("/healthz", health),
-            Route("/v1/models", models),
-        ],
-        lifespan=lifespan,
-    )
+    routes = [*map(scoring, SCORING_ROUTES), Route("/healthz", health), Route("/v1/models", models)]
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_ids(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_is_id(x) for x in value)
+def _decoded(raw: bytes) -> object:
+    if len(raw) > MAX_BODY_BYTES:
+        raise BadBody(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise BadBody(f"invalid JSON body: {exc}") from None
