@@ -67,6 +67,8 @@ _ROOMS = {
         "get_llm_server_address",
         "read_policy_address",
     ),
+    "lightning_otel.models.named": ("model_folder",),  # `--model smollm2` or a folder
+    "lightning_otel.models.smollm2": ("ModelUnavailable", "smollm2"),  # a real model built offline (the gguf extra)
     "lightning_otel.rewards.client": ("RewardModelClient", "RewardModelError"),  # httpx, tenacity ([rewards])
     "lightning_otel.rewards.scoring": ("score_answer", "weighted_reward"),
     "lightning_otel.export.dataset_export": ("ExportReport", "export_dataset"),  # stores -> datasets

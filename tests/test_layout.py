@@ -71,6 +71,8 @@ ALLOWED: dict[str, set[str]] = {
     # tokens with the collector's one rule
     "rewards": {"capture", "lightning_otel.collector.auth", "lightning_otel.collector.declared_bodies"},
     "auto": {"capture"},
+    # real models by name (SmolLM2 from its wheel): nothing else of ours
+    "models": set(),
     "_bootstrap": {"auto"},
     "cli": {"*"},
 }

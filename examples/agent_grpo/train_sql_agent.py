@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 import lightning_otel as agl
+from lightning_otel.collector import CollectorConfig
 
 HERE = Path(__file__).resolve().parent
 AGENT = "agent:medical_rollout"
@@ -195,9 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             "main_llm": agl.LLM("http://unused.invalid/v1", model),  # VERL serves the policy through its gateway
             "reward_model": {"url": args.reward_model_url, "api_key": args.reward_model_api_key},
         },
-        collector=args.collector,
-        collector_port=0 if args.collector else args.collector_port,
-        store_url=None if args.collector else store,
+        # a running collector, or one embedded here on a port the runners elsewhere are told, keeping its store
+        collector=args.collector or CollectorConfig.embedded(query_port=args.collector_port, store_url=store),
         progress=False,
         # Runners this script starts in another environment: if none claims a batch in 3 minutes, they failed.
         no_runner_timeout_s=180 if args.runner_python else None,

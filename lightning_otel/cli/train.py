@@ -94,7 +94,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also call_error)",
     )
     train.add_argument("--collector", help="a running agl-otel-collector's query URL (default: an embedded one)")
-    train.add_argument("--model", help="the policy: an HF model directory or hub name verl can load")
+    train.add_argument("--model", help="the policy: smollm2 (SmolLM2-135M-Instruct, built once offline), an HF model "
+                       "directory or a hub name verl can load")  # fmt: skip
     train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
     train.add_argument("--config", help="a verl config file (YAML) merged over the defaults")
     train.add_argument("--ci-fast", action="store_true", help="2 GRPO steps of a tiny model: a smoke test on CPU")
@@ -170,6 +171,12 @@ def policy_source(args: argparse.Namespace, config_model: str | None) -> str | N
 
 @contextlib.contextmanager
 def policy_model(source: str | None) -> Iterator[str]:
+    """The policy's folder: a model by name (`smollm2`, built once), the source as given, or a tiny offline model."""
+    from lightning_otel.models.named import is_named, model_folder
+
+    if source and is_named(source):
+        yield str(model_folder(source))
+        return
     if source:
         yield source
         return
@@ -234,7 +241,7 @@ def run_train(args: argparse.Namespace) -> int:
                 **collector_options(args),
             )
             result = trainer.fit(agent, tasks, val_tasks)
-    except (ValueError, OSError) as exc:  # a bad config value; a port that is taken
+    except (ValueError, OSError, lightning_otel.ModelUnavailable) as exc:  # a bad config value, a port taken, ...
         print(f"lightning-otel train: {exc}", file=sys.stderr)
         return 2
     except lightning_otel.NothingTrained as exc:
