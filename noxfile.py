@@ -172,7 +172,7 @@ def verl(session: nox.Session) -> None:
     constraints = ["-c", "constraints-adk.txt"]  # ADK's OpenTelemetry 1.44 with verl's tree
     # two test files at a time: a VERL run leaves a core idle a third of the time
     session.install(
-        *fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards]", *constraints, *TEST_TOOLS, PARALLEL
+        *fresh, *find_links, torch, f"{wheel}[demo,langchain,adk,rewards,models]", *constraints, *TEST_TOOLS, PARALLEL
     )
     # Run from a copy of the tests and examples, away from the checkout's `lightning_otel/` folder, which would
     # shadow the installed package (the current directory comes first on sys.path).

@@ -93,12 +93,20 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="3 steps of 2x2 rollouts, seconds: that it runs")
+    parser.add_argument("--model", default="tiny",
+                        help="tiny (a random Qwen2 built offline, the default), smollm2 (SmolLM2-135M-Instruct) or a "
+                             "model folder")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.steps, args.batch_size, args.group_size, args.max_tokens = 3, 2, 2, 4
     tasks, _ = hello.hello_tasks()
     with tempfile.TemporaryDirectory() as folder:
-        model = save_tiny_model(Path(folder) / "tiny")
+        if args.model == "tiny":
+            model = save_tiny_model(Path(folder) / "tiny")
+        else:
+            from lightning_otel.models.named import model_folder
+
+            model = model_folder(args.model)
         direct = direct_loop(model, tasks, args)
         traced, phases = traced_loop(model, tasks, args)
     if len(direct) != args.steps or len(traced) != args.steps:
@@ -106,7 +114,8 @@ def main() -> None:
     # the first traced step includes runner start-up; report the median of the steps after it for both
     direct_s, traced_s = statistics.median(direct[1:]), statistics.median(traced[1:])
     rollouts = args.batch_size * args.group_size
-    print(f"{args.steps} steps of {rollouts} rollouts ({args.max_tokens} tokens max), median step after the first:")
+    print(f"{args.steps} steps of {rollouts} rollouts ({args.max_tokens} tokens max) on {args.model}, median step "
+          "after the first:")  # fmt: skip
     for label, seconds in (("direct engine loop (no agent, no HTTP, no spans)", direct_s),
                            ("agl.Tinker through traces (2 runner processes)", traced_s)):  # fmt: skip
         print(f"  {label:<50} {seconds:.2f} s  ({rollouts / seconds:.1f} rollouts/s)")

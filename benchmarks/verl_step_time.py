@@ -211,6 +211,9 @@ def main() -> None:
     parser.add_argument("--paths", default="verl,ours", help=paths_help)
     parser.add_argument("--child", nargs=4, metavar=("PATH", "MODEL", "WORK", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="3 steps a path (the mean is step 3's): that it runs")
+    parser.add_argument("--model", default="tiny",
+                        help="tiny (a random Qwen2 built offline, the default), smollm2 (SmolLM2-135M-Instruct) or a "
+                             "model folder")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.steps = 3
@@ -224,7 +227,12 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown paths {sorted(unknown)}: choose from {', '.join(LABELS)}")
     work = Path(tempfile.mkdtemp(prefix="agl-verl-bench-"))
-    model = save_tiny_model(work / "model", hidden_size=256 if args.device == "cuda" else 64)
+    if args.model == "tiny":
+        model = save_tiny_model(work / "model", hidden_size=256 if args.device == "cuda" else 64)
+    else:
+        from lightning_otel.models.named import model_folder
+
+        model = model_folder(args.model)
     results: dict[str, list[dict[str, float]]] = {}
     for path in paths:
         out, log = work / f"{path}.json", work / f"{path}.log"
@@ -237,7 +245,8 @@ def main() -> None:
         results[path] = json.loads(out.read_text())
         if len(results[path]) != args.steps:
             sys.exit(f"the {path} run logged {len(results[path])} of {args.steps} steps: see {log}")
-    print(f"GRPO on {args.device}, tiny Qwen2, 4 tasks x n=4, 12 response tokens; means over steps 3..{args.steps}")
+    policy = "tiny Qwen2" if args.model == "tiny" else args.model
+    print(f"GRPO on {args.device}, {policy}, 4 tasks x n=4, 12 response tokens; means over steps 3..{args.steps}")
     print(f"{'path':44} {'s/step':>7} {'gen s':>7} {'update s':>9}")
     means = {}
     for path in paths:

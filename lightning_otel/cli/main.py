@@ -14,7 +14,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="lightning-otel", description="Train the agents you already have.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a tiny model with VERL on CPU from its agents' traces")
-    demo.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40, about 2 minutes on 2 cores)")
+    demo.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="GRPO steps (default: 40 for the tiny model, about a minute on 2 cores; 20 for smollm2, about 8 minutes)",
+    )
+    demo.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                      help="the policy: tiny (a random Qwen2 built offline, the default) or smollm2 (SmolLM2-135M-"
+                           "Instruct, a real model built once from its PyPI wheel)")  # fmt: skip
     demo.add_argument("--max-staleness", type=int, default=0, metavar="K",
                       help="asynchronous training: the runners never wait for the update; samples at most K policy "
                            "versions old (default 0: synchronous steps)")  # fmt: skip
@@ -84,8 +92,9 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from lightning_otel.cli.train_demo import run_train_demo
 
     return run_train_demo(
-        steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness
-    )
+        steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness,
+        model=args.model,
+    )  # fmt: skip
 
 
 def run_model(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import functools
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,14 @@ def capitals_share(text: str) -> float:
     return sum(char.isupper() for char in letters) / len(letters) if letters else 0.0
 
 
+def demo_reward(answer: str, task: dict[str, Any]) -> float:
+    """The capital-letter share; for a model that can read (`"say_word"` tasks), the mean of that share and whether
+    the answer holds the task's word (in any case): 1 only for the word, all in capitals."""
+    if not task.get("say_word"):
+        return capitals_share(answer)
+    return (capitals_share(answer) + float(task["word"] in answer.lower())) / 2
+
+
 @functools.cache
 def _client(base_url: str, api_key: str) -> Any:
     import openai
@@ -69,20 +78,51 @@ def shout_rollout(task: dict[str, Any], resources: dict[str, Any], rollout: ligh
         return reply.choices[0].message.content or ""
 
     with lightning_otel.agent("write"):
-        answer = ask(f"Say it in CAPITAL LETTERS: {task['word']}")
+        ask_for = "Repeat this word in capital letters: {}" if task.get("say_word") else "Say it in CAPITAL LETTERS: {}"
+        answer = ask(ask_for.format(task["word"]))
     with lightning_otel.agent("check"):
         ask(f"Is this in capital letters? {answer}")
-    return capitals_share(answer)
+    return demo_reward(answer, task)
 
 
-def demo_config(model: Path, steps: int, work: Path) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class DemoPolicy:
+    """What `--model` changes in the demo: the policy, how it is described, its learning rate and sampling."""
+
+    description: str
+    steps: int  # the default number of steps
+    learning_rate: float
+    temperature: float = 1.0
+    prompt_length: int = 128
+    say_word: bool = False  # the reward asks for the task's word in capitals, not only capitals (`demo_reward`)
+
+
+POLICIES = {
+    "tiny": DemoPolicy("a tiny random Qwen2 built offline", steps=40, learning_rate=2e-3),
+    "smollm2": DemoPolicy(
+        "SmolLM2-135M-Instruct, a real instruct model (lightning-otel model smollm2)",
+        steps=20,
+        learning_rate=2e-5,
+        temperature=0.7,  # at 1.0 the 4-bit model's replies are mostly noise; at 0.7 half of them hold the word
+        prompt_length=96,
+        say_word=True,
+    ),
+}
+
+
+def demo_config(model: Path, steps: int, work: Path, policy: DemoPolicy = POLICIES["tiny"]) -> dict[str, Any]:
+    prompt = policy.prompt_length
     return {
         "algorithm": {"adv_estimator": "grpo"},
-        "data": {"train_batch_size": 4, "max_prompt_length": 128, "max_response_length": 12, "seed": 1},
+        "data": {"train_batch_size": 4, "max_prompt_length": prompt, "max_response_length": 12, "seed": 1},
         "actor_rollout_ref": {
             "model": {"path": str(model)},
-            "rollout": {"n": 4, "temperature": 1.0, "log_prob_micro_batch_size_per_gpu": 16},
-            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 16, "optim": {"lr": 2e-3}},
+            "rollout": {"n": 4, "temperature": policy.temperature, "log_prob_micro_batch_size_per_gpu": 16},
+            "actor": {
+                "ppo_mini_batch_size": 4,
+                "ppo_micro_batch_size_per_gpu": 16,
+                "optim": {"lr": policy.learning_rate},
+            },
         },
         "trainer": {
             "total_epochs": 1000,  # bounded by total_training_steps
@@ -118,14 +158,13 @@ def write_reward_curve(rewards: list[float], path: Path) -> Path:
     return path
 
 
-DEFAULT_STEPS = 40
 JUDGED_FROM_STEPS = 20  # fewer steps are a smoke run: their curve says nothing
 MIN_RISE = 0.05  # last quarter's mean reward over the first quarter's (seeded runs rise by ~0.17)
 
 
 def run_train_demo(
-    *, steps: int = DEFAULT_STEPS, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False,
-    max_staleness: int = 0,
+    *, steps: int | None = None, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False,
+    max_staleness: int = 0, model: str = "tiny",
 ) -> int:  # fmt: skip
     try:
         import torch  # noqa: F401
@@ -134,30 +173,34 @@ def run_train_demo(
         print(f"lightning-otel demo needs the [demo] extra (verl, torch): pip install -e '.[demo]' ({exc})")
         return 2
     from lightning_otel.collector.server import EmbeddedCollector
+    from lightning_otel.models.named import model_folder
     from lightning_otel.testing import save_tiny_model
 
+    policy = POLICIES[model]
+    steps = steps or policy.steps
     shown = Path(workdir)  # as the user wrote it: the commands printed below work from here
     work = shown.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    model, store, log = work / "model", work / "collector.sqlite3", shown / "demo.log"
+    store, log = work / "collector.sqlite3", shown / "demo.log"
+    folder = (work / "model") if model == "tiny" else model_folder(model)  # a real model: built once, said
+    shown_folder = shown / "model" if model == "tiny" else folder
     mode = f", asynchronous (max_staleness={max_staleness})" if max_staleness else ""
-    print(
-        f"lightning-otel demo: {steps} GRPO steps on CPU{mode}; policy: a tiny random Qwen2 built offline "
-        f"({shown / 'model'})"
-    )
-    print("task: write answers in capital letters (reward = capital-letter share); agents `write` and `check`, "
+    print(f"lightning-otel demo: {steps} GRPO steps on CPU{mode}; policy: {policy.description} ({shown_folder})")
+    reward = ("mean of the capital-letter share and saying the word" if policy.say_word
+              else "capital-letter share")  # fmt: skip
+    print(f"task: write answers in capital letters (reward = {reward}); agents `write` and `check`, "
           "agent_match='write'")  # fmt: skip
     if not verbose:
         print(f"other libraries' output (Ray, verl, torch, the runners): {log}  (-v shows it here)", flush=True)
     started = time.monotonic()
     with lightning_otel.quiet(log, verbose=verbose):
-        if not (model / "config.json").exists():
-            save_tiny_model(model)
+        if model == "tiny" and not (folder / "config.json").exists():
+            save_tiny_model(folder)
         with EmbeddedCollector.on_sqlite_file(store, fresh=True) as addresses:  # each demo run starts empty
             trainer = lightning_otel.Trainer(
                 n_runners=runners,
                 algorithm=lightning_otel.VERL(
-                    demo_config(model, steps, work),
+                    demo_config(folder, steps, work, policy),
                     lightning_otel.TrainingOptions(max_staleness=max_staleness),
                     device="cpu",
                 ),
@@ -165,7 +208,7 @@ def run_train_demo(
                 initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
                 collector=addresses.query,
             )
-            result = trainer.fit(shout_rollout, TASKS)
+            result = trainer.fit(shout_rollout, [{**task, "say_word": policy.say_word} for task in TASKS])
     rewards = result.rewards()
     try:
         write_reward_curve(rewards, work / "reward_curve.png")
@@ -175,7 +218,7 @@ def run_train_demo(
     quarter, first, last = quarter_means(rewards)
     print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}; curve {curve}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
-    ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown / 'model'}"
+    ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown_folder}"
     print(f"see what the trainer saw (runs, steps, span trees, trained tokens): {ui}  (http://127.0.0.1:16687/ui)")
     failed, verdict = rise_verdict(rewards)
     if failed:  # the demo exists to show learning: a flat curve is a failure, said so

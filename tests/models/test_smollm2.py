@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import lightning_otel as agl
-from lightning_otel import semconv
 from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.models import smollm2 as smollm2_module
+from tests.models.smollm2_calls import checked_calls
 
 TASKS = [{"task_id": f"t{i}", "question": q} for i, q in enumerate(["What is 2 + 3?", "Name a colour."])]
 
@@ -67,8 +67,6 @@ class RecordingEngine(agl.LocalEngine):
 
 
 def test_tinker_trains_smollm2_on_the_exact_tokens_its_replica_sampled(smollm2_dir: Path, tmp_path: Path) -> None:
-    from transformers import AutoTokenizer
-
     engine = RecordingEngine(smollm2_dir, rank=4, seed=0)
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=2, group_size=2, max_steps=1, val_every=0),
@@ -84,24 +82,7 @@ def test_tinker_trains_smollm2_on_the_exact_tokens_its_replica_sampled(smollm2_d
         with Client(addresses.query) as client:
             spans = client.rollouts_spans(step.rollout_ids, latest=True)
     assert step.metrics["rollout/succeeded"] == 4 and not step.skipped_because
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    calls = {}
-    for rollout in spans.values():
-        for span in rollout:
-            attributes = span["attributes"]
-            if semconv.AGL_RESPONSE_TOKEN_IDS not in attributes or semconv.GEN_AI_INPUT_MESSAGES not in attributes:
-                continue  # the gateway's copy of a call records no content; the client's does
-            messages = [{"role": m["role"], "content": m["parts"][0]["content"]}
-                        for m in json.loads(attributes[semconv.GEN_AI_INPUT_MESSAGES])]  # fmt: skip
-            prompt, response = attributes[semconv.AGL_PROMPT_TOKEN_IDS], attributes[semconv.AGL_RESPONSE_TOKEN_IDS]
-            rendered = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
-                                                     return_dict=True)["input_ids"]  # fmt: skip
-            assert list(prompt) == list(rendered)  # SmolLM2's own template, its special tokens
-            reply = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"]
-            finished = attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS][0]
-            assert (response[-1] == 2) == (finished == "stop")  # it stops on <|im_end|>, id 2
-            assert tokenizer.decode([t for t in response if t != 2]) == reply
-            calls[tuple(prompt) + tuple(response)] = span
+    calls = checked_calls(spans, smollm2_dir)
     assert len(calls) == 4
     trained = {(*datum.model_input, datum.loss_fn_inputs["target_tokens"][-1]) for datum in engine.trained}
     assert trained == set(calls)  # each datum is one call's exact prompt + response, nothing re-tokenized
