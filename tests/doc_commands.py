@@ -22,6 +22,9 @@ COMMANDS: dict[str, str] = {
     "lightning-otel-run --token-ids --service-name sql-agent -- python my_agent.py": "tests/test_ways_in.py::test_lightning_otel_run_traces_an_unmodified_program",
     ".venv/bin/lightning-otel ui agl-demo/collector.sqlite3 --tokenizer agl-demo/model": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     ".venv/bin/lightning-otel demo --trace-only": "tests/test_demo_and_example.py::test_demo_prints_each_rollout_with_token_ids_and_rewards",
+    # docs/models.md
+    ".venv/bin/lightning-otel model smollm2": "tests/models/test_smollm2.py::test_the_command_prints_the_folder_it_built",
+    ".venv/bin/lightning-otel demo --model smollm2": "not run here: about 9 minutes of CPU, by hand (the figures on its page); one of its steps runs in tests/verl_lane/test_smollm2_step.py",
     # docs/training/export.md
     "lightning-otel export agl-demo/collector.sqlite3 sft.jsonl": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",
     "lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs": "tests/verl_lane/test_train_demo.py::test_the_demo_runs_from_the_wheel_quietly_and_its_rollout_view_opens",

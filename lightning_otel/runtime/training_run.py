@@ -1,16 +1,8 @@
 """`TrainingRun`: what a training algorithm (the loop, Baseline, APO, yours) drives: the queue, the store's spans, the
 adapter and the resources of one training.
 
-An algorithm gets a `TrainingRun` and drives it in batches:
-
-    class MyAlgorithm(lightning_otel.Algorithm):
-        def run(self, run, train_dataset, val_dataset):
-            for step, tasks in enumerate(batches(train_dataset, 32)):
-                batch = run.submit(tasks, n=8)                 # 8 rollouts per task, one group per task
-                result = run.collect(batch)                     # event-driven wait, spans in one call, adapted
-                for (group_id, agent), triplets in result.groups(by_agent=True).items():
-                    ...                                         # prompt/response token ids, logprobs, rewards
-                run.update_resources({"main_llm": new_llm})    # runners pick up the new version on their next claim
+An algorithm gets one from the Trainer and drives it in batches (`submit`, `collect`, `update_resources`: the
+example is `algorithm`'s docstring).
 
 Rollouts that failed, timed out or were cancelled are counted in `BatchResult.metrics()` and excluded from the samples.
 

@@ -11,6 +11,22 @@ from typing import Any
 
 from lightning_otel import semconv
 
+TASKS = [{"task_id": f"t{i}", "question": q} for i, q in enumerate(["What is 2 + 3?", "Name a colour."])]
+
+
+def one_step(algorithm: Any, folder: Path) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+    """One training step of `algorithm` on the short-answer agent (two tasks; content recorded), on a collector
+    storing in `folder`: the step's record and its rollouts' spans."""
+    import lightning_otel as agl
+    from lightning_otel.collector import Client, EmbeddedCollector
+
+    with EmbeddedCollector.on_sqlite_file(folder / "c.sqlite3") as addresses:
+        trainer = agl.Trainer(n_runners=1, collector=addresses.query, capture_content=True, progress=False,
+                              algorithm=algorithm)  # fmt: skip
+        (step,) = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS).steps
+        with Client(addresses.query) as client:
+            return step, client.rollouts_spans(step.rollout_ids, latest=True)
+
 
 def checked_calls(spans: Mapping[str, Sequence[dict[str, Any]]], model_dir: Path) -> dict[tuple[int, ...], dict]:
     """{prompt + response ids: span} of every call checked (the client's copy, which records content)."""

@@ -15,11 +15,8 @@ from pathlib import Path
 import pytest
 
 import lightning_otel as agl
-from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.models import smollm2 as smollm2_module
-from tests.models.smollm2_calls import checked_calls
-
-TASKS = [{"task_id": f"t{i}", "question": q} for i, q in enumerate(["What is 2 + 3?", "Name a colour."])]
+from tests.models.smollm2_calls import checked_calls, one_step
 
 
 def test_the_folder_loads_without_gguf_and_ends_turns_with_im_end(smollm2_dir: Path) -> None:
@@ -43,6 +40,12 @@ def test_the_folder_loads_without_gguf_and_ends_turns_with_im_end(smollm2_dir: P
     assert loaded["arch"] == ["LlamaForCausalLM"] and loaded["vocab"] == 49152
     assert loaded["eos"] == "<|im_end|>" and loaded["eos_id"] == loaded["pad_id"] == loaded["config_eos"] == 2
     assert loaded["text"].endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_the_command_prints_the_folder_it_built(smollm2_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "lightning_otel.cli", "model", "smollm2"], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == str(smollm2_dir), done.stderr
 
 
 def test_a_changed_file_is_said_in_one_line(tmp_path: Path) -> None:
@@ -73,14 +76,8 @@ def test_tinker_trains_smollm2_on_the_exact_tokens_its_replica_sampled(smollm2_d
         sampling=agl.Sampling(temperature=1.0, max_tokens=8),
         trackers=agl.Trackers(logger=()),
     )
-    with EmbeddedCollector.on_sqlite_file(tmp_path / "c.sqlite3") as addresses:
-        algorithm = agl.Tinker(engine, options, learning_rate=1e-4, keep_constant_groups=True)
-        trainer = agl.Trainer(n_runners=1, collector=addresses.query, capture_content=True, progress=False,
-                              algorithm=algorithm)  # fmt: skip
-        result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS)
-        (step,) = result.steps
-        with Client(addresses.query) as client:
-            spans = client.rollouts_spans(step.rollout_ids, latest=True)
+    algorithm = agl.Tinker(engine, options, learning_rate=1e-4, keep_constant_groups=True)
+    step, spans = one_step(algorithm, tmp_path)
     assert step.metrics["rollout/succeeded"] == 4 and not step.skipped_because
     calls = checked_calls(spans, smollm2_dir)
     assert len(calls) == 4

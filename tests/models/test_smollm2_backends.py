@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 
 import lightning_otel as agl
-from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
-from tests.models.smollm2_calls import checked_calls
+from tests.models.smollm2_calls import TASKS, checked_calls, one_step
 
-TASKS = [{"task_id": f"t{i}", "question": q} for i, q in enumerate(["What is 2 + 3?", "Name a colour."])]
 ONE_STEP = agl.Schedule(batch_size=2, group_size=2, max_steps=1, val_every=0)
 QUIET = agl.Trackers(logger=())
 
@@ -21,18 +19,12 @@ def test_dpo_trains_lora_adapters_on_smollm2_from_the_pairs_of_its_sampled_calls
     options = agl.TrainingOptions(schedule=ONE_STEP, sampling=agl.Sampling(max_tokens=8), trackers=QUIET)
     algorithm = agl.DPO(smollm2_dir, None, options, learning_rate=1e-4, batch_size=2,
                         lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})  # fmt: skip
-    with EmbeddedCollector.on_sqlite_file(tmp_path / "c.sqlite3") as addresses:
-        trainer = agl.Trainer(n_runners=1, collector=addresses.query, capture_content=True, progress=False,
-                              algorithm=algorithm)  # fmt: skip
-        result = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS)
-        (step,) = result.steps
-        with Client(addresses.query) as client:
-            spans = client.rollouts_spans(step.rollout_ids, latest=True)
+    step, spans = one_step(algorithm, tmp_path)
     assert len(checked_calls(spans, smollm2_dir)) == 4
     if step.skipped_because:  # both groups' answers alike: said why, and nothing was trained
         assert "no preference pair" in step.skipped_because[0]
     else:
-        assert result.final["dpo/total_pairs"] >= 1 and step.metrics["dpo/loss"] > 0
+        assert step.metrics["dpo/pairs"] >= 1 and step.metrics["dpo/loss"] > 0
 
 
 def test_sft_fine_tunes_smollm2_on_the_teachers_calls_through_its_template(smollm2_dir: Path, tmp_path) -> None:
