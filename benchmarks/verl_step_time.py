@@ -75,10 +75,12 @@ GPU_OVERRIDES = [
 
 
 def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
-    """The demo's run (4 tasks x n=4, 12 response tokens), without checkpoints or a logger."""
-    from lightning_otel.cli.train_demo import demo_config
+    """The demo's run (4 tasks x n=4, 12 response tokens), without checkpoints or a logger; with the demo's
+    learning rate and sampling for the model it runs (SmolLM2's when the model folder is SmolLM2's)."""
+    from lightning_otel.cli.train_demo import POLICIES, demo_config
 
-    return demo_config(model, steps, work)
+    policy = POLICIES["smollm2" if (model / "agl-model-source.json").exists() else "tiny"]
+    return demo_config(model, steps, work, policy)
 
 
 def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
@@ -272,6 +274,13 @@ def main() -> None:
         if path != "ours" and "ours" in means:
             ratio = means["ours"]["timing_s/step"] / means[path]["timing_s/step"]
             print(f"ratio ours/{path}: {ratio:.2f}x seconds per step")
+            ours = results["ours"][2:]
+            trained = [m["timing_s/step"] for m in ours if "timing_s/update_actor" in m]
+            if len(trained) < len(ours):  # a skipped step (no signal) costs no update: not the same work as verl's
+                theirs = statistics.fmean(m["timing_s/step"] for m in results[path][2:])
+                shown = f"{statistics.fmean(trained) / theirs:.2f}x" if trained else "none trained"
+                print(f"  ours skipped {len(ours) - len(trained)} of {len(ours)} steps (every group's rewards equal: "
+                      f"no update); over the steps ours trained: {shown}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -63,10 +63,10 @@ COMMANDS: dict[str, str] = {
     ".venv/bin/python benchmarks/otlp_export_cost.py": QUICK,
     ".venv/bin/python benchmarks/collector_ingest.py": QUICK,
     ".venv/bin/python benchmarks/trainer_throughput.py [--agl-python PATH]": QUICK,
-    ".venv/bin/python benchmarks/tinker_step_time.py": QUICK,
+    ".venv/bin/python benchmarks/tinker_step_time.py [--model smollm2]": QUICK,
     ".venv/bin/python benchmarks/reward_model_service.py": QUICK,
     ".venv/bin/python benchmarks/cpu_replica_batching.py [--group-size 8]": QUICK,
-    ".venv/bin/python benchmarks/verl_step_time.py [--steps 12]": QUICK_VERL,
+    ".venv/bin/python benchmarks/verl_step_time.py [--model smollm2]": QUICK_VERL,
     ".nox/verl/bin/python benchmarks/agent_build_per_rollout.py": QUICK_VERL,
     "bash benchmarks/gpu/verl_gpu.sh prepare|install|run": NEEDS_GPU,
     # docs/rollout-view.md
