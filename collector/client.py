@@ -24,6 +24,7 @@ if the collector took it, time out and are retried).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -55,8 +56,19 @@ class _Unavailable(Exception):
     """A 503: the collector is up but cannot serve (store unavailable, budget spent); nothing was done."""
 
     def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP 503 {response.text[:200]}")
+        reason = response.text[:200]
+        with contextlib.suppress(Exception):  # the collector's error envelope names the problem
+            reason = str(response.json()["errors"][0]["msg"])
+        super().__init__(f"HTTP 503: {reason}")
         self.response = response
+
+
+def _trouble(exc: Exception) -> tuple[str, str]:
+    """What went wrong, in words, and its detail: a 503 is the collector up and its store (or budget) not; anything
+    else the collector not reached."""
+    if isinstance(exc, _Unavailable):
+        return "unavailable", str(exc)
+    return "unreachable", f"{exc.__class__.__name__}: {exc}"
 
 
 # Never sent (or refused before anything was done): safe to repeat whatever the request.
@@ -79,13 +91,14 @@ class _Retry:
         elapsed = time.monotonic() - self.started
         bound = self.client.retry_for_s  # read each time: a process that is stopping lowers it
         if not transient or elapsed >= bound:
-            said = f"collector at {self.url} {'unavailable' if isinstance(exc, _Unavailable) else 'unreachable'}"
+            kind, detail = _trouble(exc)
+            said = f"collector at {self.url} {kind}"
             if transient and self.failures:
                 said += f" for {elapsed:.0f} s ({self.failures + 1} tries; the bound is {bound:g} s)"
-            raise CollectorError(f"{said}: {exc.__class__.__name__}: {exc}") from exc
+            raise CollectorError(f"{said}: {detail}") from exc
         if self.failures == 0:
-            log.warning("collector at %s unreachable (%s: %s): retrying for up to %g s", self.url,
-                        exc.__class__.__name__, exc, bound)  # fmt: skip
+            kind, detail = _trouble(exc)
+            log.warning("collector at %s %s (%s): retrying for up to %g s", self.url, kind, detail, bound)
         self.failures += 1
         retry_after = _retry_after(exc)
         backoff = min(5.0, 0.25 * 2 ** min(self.failures - 1, 5)) * random.uniform(0.5, 1.0)
@@ -105,6 +118,25 @@ def _retry_after(exc: Exception) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def collector_url(url: str) -> str:
+    """A collector's query URL as given, refused when it is not one (`127.0.0.1:16686` lacks its scheme)."""
+    scheme, found, rest = url.partition("://")
+    if not found or scheme not in ("http", "https") or not rest.strip("/"):
+        hint = f": use http://{url}" if not found and url else ""
+        raise ValueError(f"{url!r} is not a collector URL (http://host:port){hint}")
+    return url.rstrip("/")
+
+
+def collector_url_argument(text: str) -> str:
+    """`collector_url` for the command line (argparse `type=`)."""
+    import argparse
+
+    try:
+        return collector_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _headers(auth_token: str | None) -> dict[str, str]:
@@ -214,9 +246,11 @@ class CollectorCalls:
         body = {"rollouts": specs, "if_exists": "return"}
         return self._request("POST", "/v1/queue/enqueue", "rollouts", json=body)
 
-    def claim(self, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0) -> Any:
-        """Long-poll for work: `{"attempts": [...], "heartbeat_interval_s": s}`, empty after `wait_s` without work."""
-        body = {"runner_id": runner_id, "max": max_attempts, "wait_s": wait_s}
+    def claim(self, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0, run_id: str | None = None) -> Any:
+        """Long-poll for work: `{"attempts": [...], "heartbeat_interval_s": s, "run": {"run_id", "state"} | None,
+        "live_runs": n}`, empty after `wait_s` without work. The attempts are of one run: `run_id`'s, or (None) the
+        oldest claimable rollout's, named in `run`."""
+        body = {"runner_id": runner_id, "max": max_attempts, "wait_s": wait_s, "run_id": run_id}
         return self._request("POST", "/v1/queue/claim", json=body, timeout=wait_s + 30, repeatable=False)
 
     def heartbeat(self, runner_id: str, attempts: list[tuple[str, str]]) -> Any:
@@ -271,13 +305,36 @@ class CollectorCalls:
         params = {"status": status} if status else None
         return self._request("GET", "/v1/queue/stats", "counts", params=params)
 
-    def put_resources(self, resources: dict[str, Any]) -> Any:
-        """Publish a new version of the named resources (JSON form); returns the version number."""
-        return self._request("POST", "/v1/resources", "version", json={"resources": resources}, repeatable=False)
+    def put_resources(self, resources: dict[str, Any], *, run_id: str | None = None) -> Any:
+        """Publish a new version of the named resources (JSON form) for a run (None: outside any run); returns the
+        version number."""
+        body = {"resources": resources, "run_id": run_id}
+        return self._request("POST", "/v1/resources", "version", json=body, repeatable=False)
 
-    def resources(self, version: int | str = "latest") -> Any:
-        """`{"version", "resources", "created_ns"}` of one version or the latest."""
-        return self._request("GET", f"/v1/resources/{version}")
+    def resources(self, version: int | str = "latest", *, run_id: str | None = None) -> Any:
+        """`{"version", "resources", "created_ns", "run_id"}` of one version, or the latest: the newest on the
+        collector, or with `run_id` that run's (a run that published none reads those published outside any run)."""
+        return self._request("GET", f"/v1/resources/{version}", params={"run_id": run_id} if run_id else None)
+
+    def start_run(self, run_id: str, *, lease_s: float = 60.0) -> Any:
+        """Start a run holding a lease of `lease_s` (renew it: `renew_run`): `{"run", "cancelled"}`, the latter how
+        many unfinished rollouts of runs no longer running were cancelled."""
+        return self._request("POST", "/v1/runs", json={"run_id": run_id, "lease_s": lease_s})
+
+    def renew_run(self, run_id: str) -> Any:
+        """Renew a run's lease; the run as it is now (a `lost` or ended one stays so)."""
+        return self._request("POST", f"/v1/runs/{run_id}/renew", "run")
+
+    def end_run(self, run_id: str, state: str = "finished") -> Any:
+        """End a run (`finished` or `failed`); its unfinished rollouts are cancelled: `{"run", "cancelled"}`."""
+        return self._request("POST", f"/v1/runs/{run_id}/end", json={"state": state})
+
+    def run(self, run_id: str) -> Any:
+        return self._request("GET", f"/v1/runs/{run_id}")
+
+    def runs(self, *, state: str | None = None, limit: int = 100) -> Any:
+        params: dict[str, Any] = {"limit": limit, **({"state": state} if state else {})}
+        return self._request("GET", "/v1/runs", "runs", params=params)
 
 
 class Client(CollectorCalls):
@@ -291,12 +348,16 @@ class Client(CollectorCalls):
         timeout: float = 30.0,
         retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = collector_url(url)
         self.auth_token = auth_token
         self.retry_for_s = retry_for_s
         self._http = httpx.Client(
             base_url=self.url, headers=_headers(auth_token), timeout=timeout, verify=shared_tls_context()
         )
+
+    @property
+    def closed(self) -> bool:
+        return self._http.is_closed
 
     def _request(
         self,
@@ -345,7 +406,7 @@ class AsyncClient(CollectorCalls):
         timeout: float = 30.0,
         retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = collector_url(url)
         self.auth_token = auth_token
         self.retry_for_s = retry_for_s
         self._http = httpx.AsyncClient(

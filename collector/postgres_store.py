@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.queue_schema import STATE_SCHEMA
+from lightning_otel.collector.queue_schema import ADDED_COLUMNS, RUN_INDEXES, STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import (
     PROBE,
@@ -109,11 +109,15 @@ class PostgresStore(SQLReads):
             async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as connection:
                 await connection.execute("SELECT pg_advisory_lock(7283361)")  # two collectors creating at once
                 await connection.execute(SCHEMA)
+                for table, column, kind in ADDED_COLUMNS:  # a store made before these columns existed
+                    await connection.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+                await connection.execute(RUN_INDEXES)
                 await connection.execute("SELECT pg_advisory_unlock(7283361)")
             await self._pool.open(wait=True, timeout=30)
             await asyncio.to_thread(self._state_pool.open, wait=True, timeout=30)
         except psycopg.Error as exc:
-            raise TransientStoreError(f"PostgreSQL at {self._safe_url()} unavailable: {exc}") from exc
+            said = " ".join(str(exc).split())  # psycopg's hint is on a line of its own: one line here
+            raise TransientStoreError(f"PostgreSQL at {self._safe_url()} unavailable: {said}") from exc
         self._writer_task = asyncio.create_task(self._write_loop(), name="agl-postgres-writer")
 
     async def close(self) -> None:

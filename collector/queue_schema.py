@@ -3,6 +3,10 @@
 
 queuing -> running -> succeeded | failed | timeout (a failed or timed-out attempt re-queues the rollout until its
 `max_attempts`); cancelled ends a rollout from outside.
+
+A run is one training (or dry run) on the collector: it holds a lease it renews while it lives (`agl_runs`). Its
+rollouts and resources carry its `run_id`; a runner serves one run at a time. A run whose lease lapsed is `lost`
+and its unfinished rollouts are cancelled; one that ended says how (`finished`, `failed`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ SUCCEEDED, FAILED, TIMEOUT, CANCELLED = "succeeded", "failed", "timeout", "cance
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, TIMEOUT, CANCELLED})
 REPORTABLE_STATUSES = frozenset({SUCCEEDED, FAILED})  # what a runner may report for its attempt
 MODES = frozenset({"train", "val", "dev"})
+RUN_RUNNING, RUN_FINISHED, RUN_FAILED, RUN_LOST = "running", "finished", "failed", "lost"
+RUN_ENDINGS = frozenset({RUN_FINISHED, RUN_FAILED})  # what a run may say of its own end
+RUN_STATES = frozenset({RUN_RUNNING, RUN_LOST}) | RUN_ENDINGS
 
 STATE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS agl_rollouts (
@@ -32,7 +39,8 @@ CREATE TABLE IF NOT EXISTS agl_rollouts (
     error TEXT,
     created_ns BIGINT NOT NULL,
     updated_ns BIGINT NOT NULL,
-    end_ns BIGINT
+    end_ns BIGINT,
+    run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_status ON agl_rollouts (status, position);
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_group ON agl_rollouts (group_id);  -- the rollout view's group
@@ -56,10 +64,23 @@ CREATE INDEX IF NOT EXISTS agl_attempts_by_status ON agl_attempts (status, heart
 CREATE TABLE IF NOT EXISTS agl_resources (
     version BIGINT PRIMARY KEY,
     resources TEXT NOT NULL,
-    created_ns BIGINT NOT NULL
+    created_ns BIGINT NOT NULL,
+    run_id TEXT
+);
+CREATE TABLE IF NOT EXISTS agl_runs (
+    run_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    lease_s DOUBLE PRECISION NOT NULL,
+    heartbeat_ns BIGINT NOT NULL,
+    created_ns BIGINT NOT NULL,
+    end_ns BIGINT
 );
 """
 
-# The resource a training publishes when it starts and ends (`{"run_id", "state": "running"|"finished"|"failed"}`):
-# runners started on their own wait for a training while it runs and stop when it ends (unless told to keep serving).
-TRAINING_STATE_RESOURCE = "agl.training"
+# Columns a store made before runs existed lacks: each store adds the missing ones when it opens (SQLite has no
+# ADD COLUMN IF NOT EXISTS), then creates the indexes that read them. Rollouts and resources from before have no run.
+ADDED_COLUMNS = (("agl_rollouts", "run_id", "TEXT"), ("agl_resources", "run_id", "TEXT"))
+RUN_INDEXES = """
+CREATE INDEX IF NOT EXISTS agl_rollouts_by_run ON agl_rollouts (run_id, status, position);
+CREATE INDEX IF NOT EXISTS agl_resources_by_run ON agl_resources (run_id, version);
+"""

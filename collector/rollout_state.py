@@ -6,6 +6,8 @@ attempt whose runner stops sending heartbeats (a span of the attempt arriving co
 rollout's `timeout_s` becomes `timeout`. A failed or timed-out attempt puts the rollout back in the queue until
 `max_attempts` attempts were made; then the rollout ends `failed` or `timeout`. `cancelled` ends it from outside.
 Resources (e.g. the `main_llm` endpoint) are versioned snapshots; each attempt records the version it ran with.
+A run (a training, a dry run) holds a lease on the queue; its rollouts and resources are its own, and the watchdog
+ends a run whose lease lapsed, with its rollouts (`run_transactions`).
 
 Every operation is one transaction of plain SQL (`rollout_transactions`, SQLite and PostgreSQL alike); this module is
 the service around them. Waiting is event-driven in this process (enqueue, completion and expiry wake the waiters),
@@ -44,6 +46,15 @@ from lightning_otel.collector.rollout_transactions import (
     put_resources,
     status_counts,
     unfinished,
+)
+from lightning_otel.collector.run_transactions import (
+    end_run,
+    expire_runs,
+    get_run,
+    list_runs,
+    live_runs,
+    renew_run,
+    start_run,
 )
 from lightning_otel.collector.store import SpanStore, StateTransaction
 
@@ -125,6 +136,10 @@ class RolloutState:
         # Runners known dead. A dead runner's claim may still be parked in a long-poll here; without this it would
         # take the very rollouts its death requeued and hold them until their heartbeat timeout.
         self._lost_runners: set[str] = set()
+        # Since when this collector could serve a run's renewals (it started, or its store came back): a lease
+        # counts from then at the earliest, so an outage of the collector or its store loses no run.
+        self._healthy_since_ns = time.time_ns()
+        self._store_failing = False
 
     @property
     def heartbeat_interval_s(self) -> float:
@@ -156,24 +171,43 @@ class RolloutState:
             await asyncio.sleep(interval)
             try:
                 await self.check_expired()
-            except Exception:
-                log.exception("rollout watchdog: checking attempts failed; trying again")
+            except Exception as exc:
+                if not self._store_failing:  # one line per outage, not a traceback per second
+                    log.warning("rollout watchdog: checking attempts failed (%s); trying again", exc)
+                self._store_failing = True
+                continue
+            if self._store_failing:
+                self._store_failing = False
+                self._healthy_since_ns = time.time_ns()
+                log.warning("rollout watchdog: the store answers again")
 
     async def check_expired(self) -> list[tuple[str, str, str]]:
         beats, self._span_heartbeats = self._span_heartbeats, {}
         timeout_ns = int(self.heartbeat_timeout_s * 1e9)
 
-        def work(tx: StateTransaction) -> list[tuple[str, str, str]]:
+        def work(tx: StateTransaction) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
             if beats:
                 tx.executemany(
                     "UPDATE agl_attempts SET heartbeat_ns = ? WHERE rollout_id = ? AND attempt_id = ? AND status = ? "
                     "AND heartbeat_ns < ?",
                     [(ns, rollout_id, attempt_id, RUNNING, ns) for (rollout_id, attempt_id), ns in beats.items()],
                 )
-            return expire(tx, time.time_ns(), timeout_ns)
+            now = time.time_ns()
+            lapsed = expire_runs(tx, now, self._healthy_since_ns)
+            return expire(tx, now, timeout_ns), lapsed
 
-        changed = await self.store.state_transaction(_telling(work, _topics_of_ended))
+        def topics(result: tuple[list[tuple[str, str, str]], list[tuple[str, int]]]) -> tuple[str, ...]:
+            changed, lapsed = result
+            ended = _topics_of_ended(changed)
+            return ended if ended or not lapsed else ("finished",)
+
+        changed, lapsed = await self.store.state_transaction(_telling(work, topics))
         self._announce(changed)
+        for run_id, cancelled in lapsed:
+            log.warning("run %s lost: its lease lapsed (its trainer is gone); %d rollouts cancelled", run_id,
+                        cancelled)  # fmt: skip
+        if lapsed:
+            self.ended_unseen()
         return changed
 
     def _announce(self, changed: Sequence[tuple[str, str, str]]) -> None:
@@ -201,13 +235,16 @@ class RolloutState:
         self.queued.notify()
         return records
 
-    async def claim(self, runner_id: str, limit: int, wait_s: float) -> list[dict[str, Any]]:
+    async def claim(
+        self, runner_id: str, limit: int, wait_s: float, *, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` attempts of one run (`run_id`, or the oldest claimable rollout's), waiting up to `wait_s`."""
         deadline = time.monotonic() + min(wait_s, 300.0)
         while True:
             generation = self.queued.generation
             if runner_id in self._lost_runners:
                 return []
-            claimed = await self.store.state_transaction(lambda tx: claim(tx, runner_id, limit, time.time_ns()))
+            claimed = await self.store.state_transaction(lambda tx: claim(tx, runner_id, limit, time.time_ns(), run_id))
             remaining = deadline - time.monotonic()
             if claimed or remaining <= 0 or self._closing:
                 return claimed
@@ -338,8 +375,42 @@ class RolloutState:
     async def counts(self, status: str | None = None) -> dict[str, int]:
         return await self.store.state_transaction(lambda tx: status_counts(tx, status))
 
-    async def put_resources(self, resources: dict[str, Any]) -> int:
-        return await self.store.state_transaction(lambda tx: put_resources(tx, resources, time.time_ns()))
+    async def put_resources(self, resources: dict[str, Any], run_id: str | None = None) -> int:
+        return await self.store.state_transaction(lambda tx: put_resources(tx, resources, time.time_ns(), run_id))
 
-    async def resources(self, version: int | None) -> dict[str, Any]:
-        return await self.store.state_transaction(lambda tx: get_resources(tx, version))
+    async def resources(self, version: int | None, run_id: str | None = None) -> dict[str, Any]:
+        return await self.store.state_transaction(lambda tx: get_resources(tx, version, run_id))
+
+    # --- runs ----------------------------------------------------------------------------------------------------
+    async def start_run(self, run_id: str, lease_s: float) -> tuple[dict[str, Any], int]:
+        """Start a run with a lease; the unfinished rollouts of runs no longer running are cancelled (how many)."""
+        work = _telling(
+            lambda tx: start_run(tx, run_id, lease_s, time.time_ns(), self._healthy_since_ns),
+            lambda result: ("finished",) if result[1] else (),
+        )
+        run, cancelled = await self.store.state_transaction(work)
+        if cancelled:
+            log.warning("run %s started: %d rollouts of runs no longer running cancelled", run_id, cancelled)
+            self.ended_unseen()
+        return run, cancelled
+
+    async def renew_run(self, run_id: str) -> dict[str, Any]:
+        return await self.store.state_transaction(lambda tx: renew_run(tx, run_id, time.time_ns()))
+
+    async def end_run(self, run_id: str, state: str) -> tuple[dict[str, Any], int]:
+        work = _telling(
+            lambda tx: end_run(tx, run_id, state, time.time_ns()), lambda result: ("finished",) if result[1] else ()
+        )
+        run, cancelled = await self.store.state_transaction(work)
+        if cancelled:
+            self.ended_unseen()
+        return run, cancelled
+
+    async def run(self, run_id: str) -> dict[str, Any] | None:
+        return await self.store.state_transaction(lambda tx: get_run(tx, run_id))
+
+    async def runs(self, state: str | None, limit: int) -> list[dict[str, Any]]:
+        return await self.store.state_transaction(lambda tx: list_runs(tx, state, limit))
+
+    async def live_runs(self) -> int:
+        return await self.store.state_transaction(live_runs)

@@ -19,15 +19,17 @@ from lightning_otel.collector.queue_schema import (
     FINAL_STATUSES,
     MODES,
     QUEUING,
+    RUN_RUNNING,
     RUNNING,
     SUCCEEDED,
     TIMEOUT,
 )
+from lightning_otel.collector.run_transactions import check_enqueue
 from lightning_otel.collector.store import StateTransaction
 
 _ROLLOUT_COLUMNS = (
     "rollout_id, task_id, group_id, mode, input, metadata, status, max_attempts, timeout_s, attempts, attempt_id, "
-    "resources_version, reward, error, created_ns, updated_ns, end_ns"
+    "resources_version, reward, error, created_ns, updated_ns, end_ns, run_id"
 )
 
 _ROLLOUT_COLUMNS_OF_R = ", ".join(f"r.{column}" for column in _ROLLOUT_COLUMNS.split(", "))
@@ -78,6 +80,7 @@ class RolloutSpec:
     timeout_s: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     resources_version: int | None = None  # None: the latest version when claimed
+    run_id: str | None = None  # the run it belongs to (a running one); None: no run's
 
     @classmethod
     def from_json(cls, data: object) -> RolloutSpec:
@@ -95,6 +98,8 @@ class RolloutSpec:
             raise InvalidRequest(f"timeout_s must be a positive number, got {spec.timeout_s!r}")
         if not isinstance(spec.metadata, dict):
             raise InvalidRequest("metadata must be an object")
+        if spec.run_id is not None and (not isinstance(spec.run_id, str) or not spec.run_id):
+            raise InvalidRequest(f"run_id must be a non-empty string, got {spec.run_id!r}")
         return spec
 
 
@@ -136,11 +141,13 @@ def enqueue(
                 spec.resources_version,
                 now,
                 now,
+                spec.run_id,
             )
         )
     if len({row[0] for row in rows}) != len(rows):
         raise InvalidRequest("rollout_id repeated within one request")
-    placeholders = ", ".join("?" * 14)
+    check_enqueue(tx, {spec.run_id for spec in specs if spec.run_id is not None})
+    placeholders = ", ".join("?" * 15)
     existing = _existing_ids(tx, [row[0] for row in rows])
     if existing and not existing_ok:
         raise InvalidRequest(f"rollout ids already exist: {sorted(existing)[:5]}")
@@ -149,7 +156,8 @@ def enqueue(
     if rows:
         tx.executemany(
             "INSERT INTO agl_rollouts (rollout_id, position, task_id, group_id, mode, input, metadata, status, "
-            f"max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns) VALUES ({placeholders})",
+            "max_attempts, timeout_s, attempts, resources_version, created_ns, updated_ns, run_id) "
+            f"VALUES ({placeholders})",
             rows,
         )
     return get_rollouts(tx, ids)
@@ -170,16 +178,29 @@ def _chunks(items: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
         yield items[start : start + size]
 
 
-def claim(tx: StateTransaction, runner_id: str, limit: int, now: int) -> list[dict[str, Any]]:
-    """Start an attempt on up to `limit` queued rollouts, oldest first."""
+def claim(
+    tx: StateTransaction, runner_id: str, limit: int, now: int, run_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Start an attempt on up to `limit` queued rollouts of one run, oldest first: the run `run_id` (a runner
+    serving it), else the run of the oldest rollout claimable (a running run's, or one queued outside any run)."""
+    if run_id is None:
+        oldest = tx.execute(
+            "SELECT r.run_id FROM agl_rollouts r LEFT JOIN agl_runs u ON u.run_id = r.run_id WHERE r.status = ? "
+            "AND (r.run_id IS NULL OR u.state = ?) ORDER BY r.position LIMIT 1",
+            (QUEUING, RUN_RUNNING),
+        )
+        if not oldest:
+            return []
+        run_id = oldest[0][0]
+    same_run = "run_id IS NULL" if run_id is None else "run_id = ?"
     rows = tx.execute(
-        "SELECT rollout_id, attempts, resources_version FROM agl_rollouts WHERE status = ? "
+        f"SELECT rollout_id, attempts, resources_version FROM agl_rollouts WHERE status = ? AND {same_run} "
         f"ORDER BY position LIMIT ?{tx.skip_locked}",
-        (QUEUING, limit),
+        (QUEUING, limit) if run_id is None else (QUEUING, run_id, limit),
     )
     if not rows:
         return []
-    latest = tx.execute("SELECT MAX(version) FROM agl_resources")[0][0]
+    latest = latest_resources_version(tx, run_id)
     attempts, updates = [], []
     for rollout_id, made, pinned in rows:
         number = made + 1
@@ -411,20 +432,37 @@ def status_counts(tx: StateTransaction, status: str | None = None) -> dict[str, 
     return counts
 
 
-def put_resources(tx: StateTransaction, resources: dict[str, Any], now: int) -> int:
+def put_resources(tx: StateTransaction, resources: dict[str, Any], now: int, run_id: str | None = None) -> int:
+    """A new version of a run's resources (`run_id` None: published outside any run); versions count across runs."""
     rows = tx.execute(
-        "INSERT INTO agl_resources (version, resources, created_ns) "
-        "SELECT COALESCE(MAX(version), 0) + 1, ?, ? FROM agl_resources RETURNING version",
-        (orjson.dumps(resources).decode(), now),
+        "INSERT INTO agl_resources (version, resources, created_ns, run_id) "
+        "SELECT COALESCE(MAX(version), 0) + 1, ?, ?, ? FROM agl_resources RETURNING version",
+        (orjson.dumps(resources).decode(), now, run_id),
     )
     return rows[0][0]
 
 
-def get_resources(tx: StateTransaction, version: int | None) -> dict[str, Any]:
+def latest_resources_version(tx: StateTransaction, run_id: str | None) -> int | None:
+    """A run's latest resources version; a run that published none reads those published outside any run."""
+    if run_id is not None:
+        found = tx.execute("SELECT MAX(version) FROM agl_resources WHERE run_id = ?", (run_id,))[0][0]
+        if found is not None:
+            return found
+    return tx.execute("SELECT MAX(version) FROM agl_resources WHERE run_id IS NULL")[0][0]
+
+
+def get_resources(tx: StateTransaction, version: int | None, run_id: str | None = None) -> dict[str, Any]:
+    """One version; or (`version` None) the latest of `run_id` (`latest_resources_version`), or without a run the
+    newest on the collector, whichever run published it (what a person or a service outside any run looks at)."""
     if version is None:
-        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources ORDER BY version DESC LIMIT 1")
-    else:
-        rows = tx.execute("SELECT version, resources, created_ns FROM agl_resources WHERE version = ?", (version,))
+        if run_id is None:
+            version = tx.execute("SELECT MAX(version) FROM agl_resources")[0][0]
+        else:
+            version = latest_resources_version(tx, run_id)
+        if version is None:
+            raise NotFound("no resources yet" if run_id is None else f"no resources yet for run {run_id!r}")
+    rows = tx.execute("SELECT version, resources, created_ns, run_id FROM agl_resources WHERE version = ?", (version,))
     if not rows:
-        raise NotFound("no resources yet" if version is None else f"no resources version {version}")
-    return {"version": rows[0][0], "resources": orjson.loads(rows[0][1]), "created_ns": rows[0][2]}
+        raise NotFound(f"no resources version {version}")
+    version, resources, created_ns, owner = rows[0]
+    return {"version": version, "resources": orjson.loads(resources), "created_ns": created_ns, "run_id": owner}

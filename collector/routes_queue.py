@@ -5,7 +5,10 @@ POST /v1/queue/enqueue     {"rollouts": [{"input": ..., "task_id"?, "group_id"?,
                             "timeout_s"?, "metadata"?, "rollout_id"?, "resources_version"?}],
                             "if_exists"?: "error" | "return"}    "return": ids already queued are returned as
                             they are (a repeated request), not an error
-POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10}      long-poll: answers when work arrives
+POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10, "run_id"?}   long-poll: answers when work
+                           arrives, attempts of one run: `run_id`'s (a runner serving it) or the oldest claimable
+                           rollout's -> {"attempts", "heartbeat_interval_s", "run": {"run_id", "state"} | null,
+                           "live_runs": n}
 POST /v1/queue/heartbeat   {"runner_id": "...", "attempts": [{"rollout_id", "attempt_id"}]} -> {"stop": [...]}
 POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?}, or
                            {"reports": [such objects]} -> {"results": [{"accepted", "rollout_status"}]}
@@ -19,7 +22,13 @@ GET  /v1/queue/rollouts?status=queuing&limit=100     GET /v1/queue/stats[?status
 GET  /v1/queue/rollouts/page?order=position|group&status=&after=CURSOR&limit=500
                            every rollout oldest first, a page at a time -> {"rollouts": [...], "next": CURSOR|null}
 GET  /v1/rollouts/{rollout_id}                       one rollout with its attempts
-POST /v1/resources {"resources": {...}} -> {"version"}   GET /v1/resources/latest | /v1/resources/{version}
+POST /v1/resources {"resources": {...}, "run_id"?} -> {"version"}
+GET  /v1/resources/latest[?run_id=]  the newest on the collector; with run_id, that run's (one that published
+                           none reads those published outside any run) | /v1/resources/{version}
+POST /v1/runs {"run_id", "lease_s"?: 60} -> {"run", "cancelled"}   a run starts holding a lease; the unfinished
+                           rollouts of runs no longer running are cancelled (no live run's are touched)
+POST /v1/runs/{run_id}/renew -> {"run"}       POST /v1/runs/{run_id}/end {"state": "finished"|"failed"}
+GET  /v1/runs[?state=running&limit=]          GET /v1/runs/{run_id}
 
 A body that is not what its route declares is a 400 naming the field (`declared_bodies`); the queue's own refusals
 (an unknown status, a bad rollout) are 400s too, an unknown rollout or resources version a 404.
@@ -32,7 +41,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -40,7 +49,7 @@ from starlette.routing import Route
 from lightning_otel.collector.declared_bodies import BadBody, Body, between, holding, read_body, shaped
 from lightning_otel.collector.jaeger_json import error_envelope
 from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
-from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUNNING
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUN_STATES, RUNNING
 from lightning_otel.collector.rollout_state import (
     AttemptReport,
     InvalidRequest,
@@ -48,6 +57,7 @@ from lightning_otel.collector.rollout_state import (
     RolloutSpec,
     RolloutState,
 )
+from lightning_otel.collector.run_transactions import MAX_LEASE_S, MIN_LEASE_S, RunNotFound, RunRefused
 
 MAX_BATCH = 10_000
 RolloutIds = Annotated[list[str], holding(0, MAX_BATCH, "rollout ids")]
@@ -63,6 +73,7 @@ class ClaimBody(Body):
     runner_id: str
     max: Annotated[int, between(1, 1000)] = 1
     wait_s: float = 0.0
+    run_id: str | None = None
 
 
 class AttemptRef(Body):
@@ -110,6 +121,16 @@ class LostBody(Body):
 
 class ResourcesBody(Body):
     resources: dict[str, Any]
+    run_id: str | None = None
+
+
+class StartRunBody(Body):
+    run_id: Annotated[str, Field(min_length=1, max_length=200)]
+    lease_s: Annotated[float, between(MIN_LEASE_S, MAX_LEASE_S)] = 60.0
+
+
+class EndRunBody(Body):
+    state: Literal["finished", "failed"]
 
 
 # --- the handlers: (queue, request, body) -> JSON -------------------------------------------------------------------
@@ -131,8 +152,16 @@ async def enqueue(queue: Queue, request: Request, body: EnqueueBody) -> Any:
 
 
 async def claim(queue: Queue, request: Request, body: ClaimBody) -> Any:
-    attempts = await queue.state.claim(body.runner_id, body.max, body.wait_s)
-    return {"attempts": attempts, "heartbeat_interval_s": queue.state.heartbeat_interval_s}
+    attempts = await queue.state.claim(body.runner_id, body.max, body.wait_s, run_id=body.run_id)
+    served = body.run_id if body.run_id is not None else (attempts[0]["run_id"] if attempts else None)
+    run = await queue.state.run(served) if served is not None else None
+    return {
+        "attempts": attempts,
+        "heartbeat_interval_s": queue.state.heartbeat_interval_s,
+        # what the runner serves, so it can follow its run and stop or move on when the run ends
+        "run": {"run_id": served, "state": run["state"] if run else "unknown"} if served is not None else None,
+        "live_runs": await queue.state.live_runs() if not attempts else None,
+    }
 
 
 async def heartbeat(queue: Queue, request: Request, body: HeartbeatBody) -> Any:
@@ -184,14 +213,44 @@ async def rollout(queue: Queue, request: Request, body: None) -> Any:
 
 
 async def put_resources(queue: Queue, request: Request, body: ResourcesBody) -> Any:
-    return {"version": await queue.state.put_resources(body.resources)}
+    return {"version": await queue.state.put_resources(body.resources, body.run_id)}
 
 
 async def get_resources(queue: Queue, request: Request, body: None) -> Any:
     which = request.path_params["version"]
     if which != "latest" and not which.isdigit():
         raise BadQuery('the version must be a number or "latest"')
-    return await queue.state.resources(None if which == "latest" else int(which))
+    run_id = request.query_params.get("run_id") or None
+    return await queue.state.resources(None if which == "latest" else int(which), run_id)
+
+
+async def start_run(queue: Queue, request: Request, body: StartRunBody) -> Any:
+    run, cancelled = await queue.state.start_run(body.run_id, body.lease_s)
+    return {"run": run, "cancelled": cancelled}
+
+
+async def renew_run(queue: Queue, request: Request, body: None) -> Any:
+    return {"run": await queue.state.renew_run(request.path_params["run_id"])}
+
+
+async def end_run(queue: Queue, request: Request, body: EndRunBody) -> Any:
+    run, cancelled = await queue.state.end_run(request.path_params["run_id"], body.state)
+    return {"run": run, "cancelled": cancelled}
+
+
+async def get_run(queue: Queue, request: Request, body: None) -> Any:
+    run_id = request.path_params["run_id"]
+    run = await queue.state.run(run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id!r}")
+    return run
+
+
+async def list_runs(queue: Queue, request: Request, body: None) -> Any:
+    state = request.query_params.get("state") or None
+    if state is not None and state not in RUN_STATES:
+        raise BadQuery(f"unknown run state {state!r}: one of {sorted(RUN_STATES)}")
+    return {"runs": await queue.state.runs(state, _limit(request, 100))}
 
 
 def _status(request: Request) -> str | None:
@@ -242,6 +301,11 @@ QUEUE_ROUTES = (
     QueueRoute("/v1/rollouts/{rollout_id}", rollout),
     QueueRoute("/v1/resources", put_resources, "POST", ResourcesBody),
     QueueRoute("/v1/resources/{version}", get_resources),
+    QueueRoute("/v1/runs", start_run, "POST", StartRunBody),
+    QueueRoute("/v1/runs", list_runs),
+    QueueRoute("/v1/runs/{run_id}", get_run),
+    QueueRoute("/v1/runs/{run_id}/renew", renew_run, "POST"),
+    QueueRoute("/v1/runs/{run_id}/end", end_run, "POST", EndRunBody),
 )
 
 
@@ -279,6 +343,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_envelope(404, str(exc)), status_code=404)
 
 
-EXCEPTION_HANDLERS = {InvalidRequest: _bad_body, BadBody: _bad_body, NotFound: _not_found}
+EXCEPTION_HANDLERS = {InvalidRequest: _bad_body, BadBody: _bad_body, RunRefused: _bad_body, NotFound: _not_found,
+                      RunNotFound: _not_found}  # fmt: skip
 
 __all__ = ["EXCEPTION_HANDLERS", "QUEUE_ROUTES", "QueueRoute", "queue_routes"]

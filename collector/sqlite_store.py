@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.queue_schema import STATE_SCHEMA
+from lightning_otel.collector.queue_schema import ADDED_COLUMNS, RUN_INDEXES, STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import (
     PROBE,
@@ -140,6 +140,10 @@ class SQLiteStore(SQLReads):
         try:
             connection = self._connect()
             connection.executescript(SCHEMA)
+            for table, column, kind in ADDED_COLUMNS:  # a store made before these columns existed
+                if column not in {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}:
+                    connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            connection.executescript(RUN_INDEXES)
         except sqlite3.Error as exc:  # not a database, unreadable, locked by another writer for 30 s
             raise TransientStoreError(f"SQLite at {self.path} unusable: {exc}") from exc
         self._writer = threading.Thread(

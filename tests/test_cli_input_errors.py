@@ -97,3 +97,46 @@ def test_ray_flags_without_runner_actors_are_named_not_ignored(tmp_path: Path) -
     command = [*LIGHTNING, "train", "--agent", "m:a", "--train", "t.jsonl", "--ray-address", "auto"]
     fails_with_one_line(command, "--ray-address and --runner-cpus are for runner actors: add --runners-on ray",
                         cwd=tmp_path)  # fmt: skip
+
+
+def test_a_collector_url_without_its_scheme(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    fails_with_one_line([*LIGHTNING, "train", "--dev", "--test-server", "--agent", "m:a", "--train", str(tasks),
+                         "--collector", "127.0.0.1:16686"],
+                        "argument --collector", "use http://127.0.0.1:16686")  # fmt: skip
+    fails_with_one_line([*LIGHTNING, "runner", "--agent", "m:a", "--collector", "localhost:16686"],
+                        "argument --collector", "use http://localhost:16686")  # fmt: skip
+
+
+def test_a_sqlite_url_that_names_the_filesystems_root(tmp_path: Path) -> None:
+    fails_with_one_line([*COLLECTOR, "--store", "sqlite:///agl-relative.db"],
+                        "names /agl-relative.db", "give its path (agl-relative.db)", cwd=tmp_path)  # fmt: skip
+    assert not Path("/agl-relative.db").exists()
+
+
+def test_agl_managed_store_0_is_heard_by_the_command_line(tmp_path: Path) -> None:
+    import os
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    command = [*LIGHTNING, "train", "--dev", "--test-server", "--agent", "m:a", "--train", str(tasks)]
+    unmanaged = {**os.environ, "AGL_MANAGED_STORE": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=unmanaged)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "AGL_MANAGED_STORE=0" in done.stderr and "--collector" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b'{"question": "q"}\n"just a string"\n', "line 2 is a string, not an object"),
+     (b'{"question": "q"}\n[1, 2]\n', "line 2 is a list, not an object"),
+     (b'[{"question": "q"}, 3]', "item 2 is a number, not an object"),
+     (b'{"question": "q"}\n{"question": "\xff"}\n', "not UTF-8 text (line 2")],
+)  # fmt: skip
+def test_a_tasks_file_whose_tasks_are_not_objects_or_not_text(content: bytes, said: str, tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(content)
+    line = fails_with_one_line([*LIGHTNING, "train", "--dev", "--test-server", "--agent", "m:a", "--train",
+                                str(tasks)], said)  # fmt: skip
+    assert str(tasks) in line

@@ -89,9 +89,9 @@ def test_slots_freeing_close_together_are_claimed_in_one_request(
     asked: list[int] = []
     claim = AsyncClient.claim
 
-    async def counted(self: AsyncClient, runner_id: str, *, max_attempts: int = 1, wait_s: float = 10.0) -> Any:
+    async def counted(self: AsyncClient, runner_id: str, *, max_attempts: int = 1, **options: Any) -> Any:
         asked.append(max_attempts)
-        return await claim(self, runner_id, max_attempts=max_attempts, wait_s=wait_s)
+        return await claim(self, runner_id, max_attempts=max_attempts, **options)
 
     @lightning_otel.rollout
     async def agent(task: dict[str, Any]) -> float:

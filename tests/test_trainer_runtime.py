@@ -208,7 +208,7 @@ def test_a_runner_started_for_a_training_that_never_comes_stops_after_its_idle_b
         )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     said = done.stdout + done.stderr
-    assert "no training is running on this collector (none started, or it failed): stopping" in said
+    assert "no run is live on this collector (none started, or it ended): stopping" in said
     assert time.monotonic() - began < 60  # one idle claim (10 s) past the bound, not forever
 
 

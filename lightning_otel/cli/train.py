@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from lightning_otel.collector.client import collector_url_argument
 from lightning_otel.collector.tcp_listener import port_number
 
 # `--ci-fast`: the smallest run that is still real: 2 GRPO steps of a tiny model, every stage of the pipeline.
@@ -93,7 +94,8 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE,...",
         help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also call_error)",
     )
-    train.add_argument("--collector", help="a running agl-otel-collector's query URL (default: an embedded one)")
+    train.add_argument("--collector", type=collector_url_argument,
+                       help="a running agl-otel-collector's query URL (default: an embedded one)")  # fmt: skip
     train.add_argument("--model", help="the policy: smollm2 (SmolLM2-135M-Instruct, built once offline), an HF model "
                        "directory or a hub name verl can load")  # fmt: skip
     train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
@@ -260,7 +262,9 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     actors on Ray when asked."""
     import lightning_otel
     from lightning_otel.collector.server import CollectorConfig
+    from lightning_otel.runtime.trainer import refuse_embedded_when_unmanaged
 
+    refuse_embedded_when_unmanaged(args.collector)
     embedded = CollectorConfig.embedded(host=args.collector_host, http_port=args.otlp_port,
                                         query_port=args.collector_port)  # fmt: skip
     runners = None

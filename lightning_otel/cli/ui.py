@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from lightning_otel.collector.client import Client
     from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+    from lightning_otel.collector.store import TransientStoreError
 
     try:
         url = existing_store_url(args.store)
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                                  tokenizer=args.tokenizer)  # fmt: skip
         collector = EmbeddedCollector(config)
         addresses = collector.start()
-    except (NoStore, OSError, ValueError) as exc:
+    except (NoStore, OSError, ValueError, TransientStoreError) as exc:  # a store down, missing, or not a store
         print(f"lightning-otel ui: {exc}", file=sys.stderr)
         return 2
     try:

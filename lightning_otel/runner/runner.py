@@ -35,11 +35,12 @@ from lightning_otel.capture.reward import emit_reward, recording_rewards
 from lightning_otel.capture.rollout_context import rollout_context
 from lightning_otel.capture.tracer import get_tracer
 from lightning_otel.collector.client import AsyncClient, CollectorError
-from lightning_otel.collector.queue_schema import TRAINING_STATE_RESOURCE
 from lightning_otel.runner.in_flight_batcher import InFlightBatcher
+from lightning_otel.runner.run_follower import RunFollower
 from lightning_otel.runner.runner_options import RunnerOptions
 
 log = logging.getLogger("lightning_otel.runner.runner")
+AGENT_THREAD_PREFIX = "agl-rollout"  # the threads synchronous agents run in
 STOPPING_RETRY_S = 5.0
 # How long a finished rollout's flush and report wait for others of the same runner while its agents still run: one
 # flush and one completion request for several rollouts (each costs an HTTP round trip and a store transaction on
@@ -85,10 +86,7 @@ class Runner:
         from lightning_otel.capture.setup import flush as flush_spans
 
         self.options = options = options or RunnerOptions()
-        # Started on its own (`lightning-otel runner`): stop when the training it serves publishes its end, or when
-        # it has had no work for `idle_stop_s` and no training is running (one that never started, or failed).
-        self._idle_since = time.monotonic()
-        self._training_version: int | None = None  # the resources version when this runner started
+        self.follower = RunFollower(options)  # the run it serves; it stops when that run ends (run_follower)
 
         self.agent = agent
         self.collector_url = collector_url
@@ -139,13 +137,9 @@ class Runner:
         """Claim and run rollouts until `stop()` (or the options' `max_rollouts` claimed and finished)."""
         self._stopping = asyncio.Event()
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
-        self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
+        self._threads = ThreadPoolExecutor(self.max_concurrency, AGENT_THREAD_PREFIX)
         async with AsyncClient(self.collector_url, auth_token=self.options.auth_token) as client:
             self._client = client
-            # an earlier training's end, published before we started, does not count
-            if self.options.stop_when_training_ends:
-                latest = await _latest_resources(client)
-                self._training_version = int(latest["version"]) if latest else 0
             self._reporter = InFlightBatcher(client.complete_many)
             beating = asyncio.create_task(self._heartbeats(client))
             try:
@@ -178,8 +172,9 @@ class Runner:
                 free = await self._gather_free_slots(stopping, free)
                 if max_rollouts is not None:
                     free = min(free, max_rollouts - self.stats.claimed)
+                serving = self.follower.serving
                 claiming = asyncio.create_task(
-                    client.claim(self.runner_id, max_attempts=free, wait_s=self.options.claim_wait_s)
+                    client.claim(self.runner_id, max_attempts=free, wait_s=self.options.claim_wait_s, run_id=serving)
                 )
                 await asyncio.wait([stopping, claiming], return_when=asyncio.FIRST_COMPLETED)
                 if not claiming.done():
@@ -193,15 +188,10 @@ class Runner:
                     await asyncio.wait([stopping], timeout=1.0)
                     continue
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
-                if answer["attempts"] or self._running:
-                    self._idle_since = time.monotonic()
-                elif await self._training_ended(client):
-                    log.warning("the training this runner served has ended: stopping (--keep-serving to stay)")
-                    return
-                elif await self._idle_without_training(client):
-                    idle = time.monotonic() - self._idle_since
-                    log.warning("no work for %.0f s and no training is running on this collector (none started, or "
-                                "it failed): stopping (--keep-serving to stay)", idle)  # fmt: skip
+                stop_why = self.follower.after_claim(answer, busy=bool(self._running))
+                if stop_why is not None:  # a runner started for a run that ended as planned says it quietly
+                    quiet = self.follower.pinned and "(lost)" not in stop_why
+                    log.log(logging.INFO if quiet else logging.WARNING, "%s", stop_why)
                     return
                 for attempt in answer["attempts"]:
                     self.stats.claimed += 1
@@ -224,25 +214,6 @@ class Runner:
             await asyncio.wait([stopping, *self._running.values()], timeout=left, return_when=asyncio.FIRST_COMPLETED)
             free = self.max_concurrency - len(self._running)
         return free
-
-    async def _training_ended(self, client: AsyncClient) -> bool:
-        """A training published its end (`TrainingRun.finish`) after this runner started."""
-        if not self.options.stop_when_training_ends:
-            return False
-        latest = await _latest_resources(client)
-        if latest is None:
-            return False
-        state = latest["resources"].get(TRAINING_STATE_RESOURCE) or {}
-        started = self._training_version or 0
-        return int(latest["version"]) > started and state.get("state") in ("finished", "failed")
-
-    async def _idle_without_training(self, client: AsyncClient) -> bool:
-        """Idle past `idle_stop_s` while the latest training state is not "running" (a runner started on its own)."""
-        if not self.options.stop_when_training_ends or time.monotonic() - self._idle_since < self.options.idle_stop_s:
-            return False
-        latest = await _latest_resources(client)
-        state = ((latest or {}).get("resources") or {}).get(TRAINING_STATE_RESOURCE) or {}
-        return state.get("state") != "running"
 
     async def _heartbeats(self, client: AsyncClient) -> None:
         while True:
@@ -371,10 +342,3 @@ class Runner:
                 if reward is not None and not math.isfinite(reward):  # it would poison every advantage of its group
                     raise ValueError(f"the agent's reward is {reward}: a reward must be a finite number")
                 return reward, note
-
-
-async def _latest_resources(client: AsyncClient) -> dict[str, Any] | None:
-    try:
-        return await client.resources("latest")
-    except CollectorError:  # nothing published yet
-        return None

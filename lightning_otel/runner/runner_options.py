@@ -17,7 +17,9 @@ class RunnerOptions:
     after claiming and finishing that many (None: no limit); `stop_when_training_ends`: exit when a training on this
     collector publishes its end, or after `idle_stop_s` without work while no training runs (a runner started on its
     own: `lightning-otel runner`'s default); `otlp_endpoint`: where spans go (None: the collector says);
-    `claim_wait_s`: how long one claim waits for work."""
+    `claim_wait_s`: how long one claim waits for work; `run_id`: the run this runner serves, and it stops when that
+    run ends (the Trainer's runners: its run); None: the queue chooses (the run of the oldest rollout waiting) and
+    the runner follows that run until it ends, then stops or, with `stop_when_training_ends=False`, takes the next."""
 
     max_concurrency: int = 16
     auth_token: str | None = None
@@ -27,6 +29,7 @@ class RunnerOptions:
     idle_stop_s: float = 600.0
     otlp_endpoint: str | None = None
     claim_wait_s: float = 10.0
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:

@@ -15,7 +15,7 @@ import signal
 from typing import Any
 
 from lightning_otel.agent_api.lit_agent import LitAgent
-from lightning_otel.runner.runner import Runner, RunnerStats
+from lightning_otel.runner.runner import AGENT_THREAD_PREFIX, Runner, RunnerStats
 from lightning_otel.runner.runner_gc import settle_heap
 from lightning_otel.runner.runner_options import RunnerOptions
 
@@ -68,14 +68,60 @@ def run_runner_process(
         return asyncio.run(main())
     finally:
         flush_spans(5_000 if stopping else 30_000)
+        if stopping:
+            _exit_past_hung_agents()
 
 
-def runner_main(agent: LitAgent, collector_url: str, runner_id: str, options: RunnerOptions) -> None:
-    """The target of a runner process the Trainer spawns: its log lines name it; then `run_runner_process`."""
+def _exit_past_hung_agents() -> None:
+    """A stopped runner whose synchronous agent still runs in a thread (it does not return: a hung call, a long
+    sleep) would wait for it at interpreter exit, forever for all its trainer knows: its rollouts are reported and its
+    spans flushed by now, so it exits without waiting."""
+    import logging
+    import os
+    import sys
+    import threading
+
+    hung = [t for t in threading.enumerate() if t.name.startswith(AGENT_THREAD_PREFIX) and t.is_alive()]
+    if hung:
+        logging.getLogger("lightning_otel.runner").warning(
+            "stopped with %d agent calls still running (a synchronous agent that has not returned): exiting "
+            "without waiting for them", len(hung),
+        )  # fmt: skip
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def runner_main(
+    agent: LitAgent, collector_url: str, runner_id: str, options: RunnerOptions, parent_pid: int | None = None
+) -> None:
+    """The target of a runner process the Trainer spawns: it ends with the trainer (`end_with_parent`), its log
+    lines name it; then `run_runner_process`."""
     import logging
 
     logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
+    if parent_pid is not None:
+        end_with_parent(parent_pid)
     run_runner_process(agent, collector_url, options, runner_id=runner_id)
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """Have the kernel send this process SIGTERM when its parent (the trainer) dies, however it dies (Linux's
+    parent-death signal); a parent gone before this line ran is caught by the pid check. Elsewhere the run's lease
+    ends the runner: its run ends when the trainer stops renewing it."""
+    import ctypes
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):  # no prctl to be had: the lease still ends the runner
+        return
+    if os.getppid() != parent_pid:  # the trainer died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_runner_processes(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import threading
 import time
 import uuid
@@ -56,7 +57,7 @@ class RunnerPool:
         runner_id = f"runner-{self._session}-{self._started}"
         process = self._context.Process(
             target=runner_main,  # the runner room's: a runner process loads none of the trainer's orchestration
-            args=(self.agent, self.collector_url, runner_id, self.options),
+            args=(self.agent, self.collector_url, runner_id, self.options, os.getpid()),
             name=runner_id,
             daemon=True,
         )

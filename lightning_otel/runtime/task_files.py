@@ -8,10 +8,10 @@ from typing import Any
 
 
 def load_tasks(path: str | Path) -> list[Any]:
-    """Tasks from a JSONL file (one JSON value per line, blank lines skipped), a JSON list, a parquet file (one
-    task per row as a dict; needs pandas and pyarrow), or a Hugging Face `datasets` directory written by
-    `save_to_disk` (a `DatasetDict` with one split, or the split's own directory). Raises ValueError for an empty
-    or unreadable one."""
+    """Tasks from a JSONL file (one JSON object per line, blank lines skipped), a JSON list of objects, a parquet
+    file (one task per row as a dict; needs pandas and pyarrow), or a Hugging Face `datasets` directory written by
+    `save_to_disk` (a `DatasetDict` with one split, or the split's own directory). Raises ValueError, naming the
+    file (and the line), for an empty or unreadable one or a task that is not an object."""
     path = Path(path)
     if path.is_dir():
         tasks = _hf_dataset(path)
@@ -22,12 +22,20 @@ def load_tasks(path: str | Path) -> list[Any]:
             raise ValueError(f"{path}: reading parquet needs pandas and pyarrow (pip install pandas pyarrow)") from None
         tasks: list[Any] = pd.read_parquet(path).to_dict("records")
     else:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            line = path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise ValueError(f"{path}: not UTF-8 text (line {line}: {exc.reason})") from None
         if text.lstrip().startswith("["):
             try:
                 tasks = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}: not a JSON list ({exc})") from None
+            for number, task in enumerate(tasks, 1):
+                if not isinstance(task, dict):
+                    raise ValueError(f"{path}: item {number} is {_kind(task)}, not an object: each task is a JSON "
+                                     "object")  # fmt: skip
         else:
             tasks = [_jsonl_line(path, number, line) for number, line in enumerate(text.splitlines(), 1)]
             tasks = [task for task in tasks if task is not _BLANK]
@@ -43,9 +51,16 @@ def _jsonl_line(path: Path, number: int, line: str) -> Any:
     if not line.strip():
         return _BLANK
     try:
-        return json.loads(line)
+        task = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON or JSONL (line {number}: {exc.msg} at column {exc.colno})") from None
+    if not isinstance(task, dict):
+        raise ValueError(f"{path}: line {number} is {_kind(task)}, not an object: each line is one task, a JSON object")
+    return task
+
+
+def _kind(value: Any) -> str:
+    return {str: "a string", list: "a list", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 def _hf_dataset(path: Path) -> list[Any]:

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,7 @@ from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult
 from lightning_otel.runtime.batch_progress import BatchProgress
 from lightning_otel.runtime.ray_runners import RayRunnerPool, RayRunners
 from lightning_otel.runtime.runner_pool import RunnerPool
-from lightning_otel.runtime.training_run import RunSettings, TrainingRun, publish_resources
+from lightning_otel.runtime.training_run import RunSettings, TrainingRun
 
 if TYPE_CHECKING:
     from lightning_otel.collector.server import CollectorConfig
@@ -119,12 +120,7 @@ class Trainer:
         self.auth_token = auth_token
         # A running collector's URL, or the embedded one's config (given, or from the shorthands; SQLite in a
         # temporary directory and free loopback ports by default).
-        if os.environ.get("AGL_MANAGED_STORE", "").strip().lower() in ("0", "false", "no") and not collector:
-            raise ValueError(  # Agent Lightning's switch: never ignored, never an embedded store behind its back
-                "AGL_MANAGED_STORE=0: this training starts no collector of its own, and none was given: pass the "
-                "running one's query URL, Trainer(collector='http://localhost:9999') (`agl store --port 9999` "
-                "starts one)"
-            )
+        refuse_embedded_when_unmanaged(collector)
         if shorthands:
             raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(shorthands)}")
         self.collector, self.embedded = _collector_from(collector, auth_token)
@@ -233,19 +229,6 @@ class Trainer:
             url = self.collector or stack.enter_context(self._embedded_collector())
             self.collector_url = url
             client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=self.collector_retry_s))
-            if self.initial_resources:
-                publish_resources(client, self.initial_resources, self.policy_notify_file)
-            pool: RunnerPool | RayRunnerPool
-            if self.runners is not None:
-                pool = RayRunnerPool(self.runners, agent, client, url, self.runner_options,
-                                     max_replacements=max(3, 3 * self.n_runners))  # fmt: skip
-            else:
-                pool = RunnerPool(agent, client, url, self.runner_options, n_runners=self.n_runners,
-                                  max_restarts=max(3, 3 * self.n_runners))  # fmt: skip
-            pool.start()
-            stack.callback(pool.stop)
-            shown = self.progress and not self.algorithm.shows_progress  # one live display at a time
-            progress = stack.enter_context(BatchProgress(enabled=shown))
             settings = RunSettings(
                 max_attempts=self.max_attempts,
                 rollout_timeout_s=self.rollout_timeout_s,
@@ -256,27 +239,39 @@ class Trainer:
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
                 runner_slots=self.n_runners * self.runner_options.max_concurrency or None,
             )
+            # this session's runners serve its run only, and stop when it ends (however the trainer ends)
+            options = replace(self.runner_options, run_id=settings.run_id)
+            pool: RunnerPool | RayRunnerPool
+            if self.runners is not None:
+                pool = RayRunnerPool(self.runners, agent, client, url, options,
+                                     max_replacements=max(3, 3 * self.n_runners))  # fmt: skip
+            else:
+                pool = RunnerPool(agent, client, url, options, n_runners=self.n_runners,
+                                  max_restarts=max(3, 3 * self.n_runners))  # fmt: skip
+            shown = self.progress and not self.algorithm.shows_progress  # one live display at a time
+            progress = stack.enter_context(BatchProgress(enabled=shown))
             run = TrainingRun(client, self.adapter, settings, on_progress=progress.update, check_runners=pool.check)
-            if self.collector:  # an external collector may hold what a dead training queued
-                run.take_queue()
-                run.start()  # runners started on their own see a training running
+            # The run holds a lease on the collector while this session lives; its rollouts and resources are its
+            # own, so other trainings and dry runs on a shared collector go on untouched.
+            run.start()
             state = "failed"
             try:
+                if self.initial_resources:
+                    run.update_resources(self.initial_resources)
+                pool.start()
+                stack.callback(pool.stop)
                 yield run
                 state = "finished"
             finally:
-                if self.collector:  # its queued rollouts run for nobody else; runners started elsewhere stop now
-                    if state == "failed":  # perhaps because the collector is gone: do not wait minutes more
-                        client.retry_for_s = min(client.retry_for_s, 10.0)
-                    with contextlib.suppress(Exception):
-                        run.release()
-                    with contextlib.suppress(Exception):
-                        run.finish(state)
+                if state == "failed":  # perhaps because the collector is gone: do not wait minutes more
+                    client.retry_for_s = min(client.retry_for_s, 10.0)
+                with contextlib.suppress(Exception):
+                    run.release()
+                with contextlib.suppress(Exception):
+                    run.finish(state)  # runners started elsewhere that served it stop or move on
 
     @contextlib.contextmanager
     def _embedded_collector(self) -> Iterator[str]:
-        from dataclasses import replace
-
         from lightning_otel.collector.server import EmbeddedCollector
 
         with contextlib.ExitStack() as stack:
@@ -287,6 +282,19 @@ class Trainer:
             addresses = stack.enter_context(EmbeddedCollector(config))
             log.info("embedded collector: %s", " ".join(addresses.lines()))
             yield addresses.query
+
+
+def refuse_embedded_when_unmanaged(collector: object) -> None:
+    """Agent Lightning's switch `AGL_MANAGED_STORE=0`: never ignored, never an embedded store behind its back (an
+    embedded collector's config counts as one)."""
+    if os.environ.get("AGL_MANAGED_STORE", "").strip().lower() in ("0", "false", "no") and not isinstance(
+        collector, str
+    ):
+        raise ValueError(
+            "AGL_MANAGED_STORE=0: this training starts no collector of its own, and none was given: pass the running "
+            "one's query URL, Trainer(collector='http://localhost:9999') or --collector http://localhost:9999 "
+            "(`agl store --port 9999` starts one)"
+        )
 
 
 def _collector_from(
@@ -310,4 +318,4 @@ def _renamed(old: str, old_value: Any, new: str, new_value: Any, *, default: Any
     return old_value
 
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "refuse_embedded_when_unmanaged"]

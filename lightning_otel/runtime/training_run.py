@@ -26,10 +26,11 @@ from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.agent_api.policy_address import write_policy_address
 from lightning_otel.agent_api.resources import resources_to_json
 from lightning_otel.collector.client import Client
-from lightning_otel.collector.queue_schema import FINAL_STATUSES, TRAINING_STATE_RESOURCE
+from lightning_otel.collector.queue_schema import FINAL_STATUSES
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.early_reads import EarlyReads
 from lightning_otel.runtime.rollout_batch import BatchResult, RolloutBatch
+from lightning_otel.runtime.run_lease import RunLease
 
 log = logging.getLogger("lightning_otel.trainer")
 
@@ -58,7 +59,9 @@ class RunSettings:
     `no_runner_timeout_s` (runners started elsewhere may be missing, or pointed at another collector);
     `policy_notify_file`: where the policy's address is written on each publish; `runner_slots`: how many rollouts
     the runners can run at once (the Trainer's runners x their concurrency; None: unknown, runners started
-    elsewhere), against which the runners' idle share is measured."""
+    elsewhere), against which the runners' idle share is measured; `lease_s`: the run's lease on the collector
+    (renewed every sixth of it; a trainer silent that long is gone: its run ends, its rollouts are cancelled and its
+    runners stop)."""
 
     run_id: str = field(default_factory=new_run_id)
     max_attempts: int = 3
@@ -68,12 +71,15 @@ class RunSettings:
     no_runner_timeout_s: float | None = None
     policy_notify_file: Path | None = None
     runner_slots: int | None = None
+    lease_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.span_wait_s < 0:
             raise ValueError(f"span_wait_s must be >= 0, got {self.span_wait_s}")
+        if not 1.0 <= self.lease_s <= 3600.0:
+            raise ValueError(f"lease_s must be between 1 and 3600 s, got {self.lease_s}")
 
 
 class TrainingRun:
@@ -81,7 +87,10 @@ class TrainingRun:
 
     Every rollout it queues records its run, step, batch and the adapter's whole configuration in its metadata (and
     whatever the algorithm adds: the loop's settings and the policy version serving), so the collector's rollout
-    view (/ui) groups the rollouts and rebuilds exactly the trainer's adapter to explain them."""
+    view (/ui) groups the rollouts and rebuilds exactly the trainer's adapter to explain them.
+
+    The run is the collector's too (`start`, `finish`): it holds a lease while this training lives, its rollouts and
+    resources are its own, and other trainings or dry runs on the same collector neither see nor touch them."""
 
     def __init__(
         self,
@@ -97,6 +106,7 @@ class TrainingRun:
         self.settings = settings or RunSettings()
         self.on_progress = on_progress
         self.check_runners = check_runners or (lambda: None)
+        self.lease = RunLease(client, self.settings.run_id, self.settings.lease_s)
         self._steps: dict[str, int] = {}
         self._batches = 0
         self._open: set[str] = set()  # rollouts this training queued and has not seen final (it owns them: `release`)
@@ -145,6 +155,7 @@ class TrainingRun:
         the rollout view shows for the batch)."""
         if n < 1:
             raise ValueError("n must be >= 1")
+        self._ensure_started()
         self._batches += 1
         self._steps[mode] = step = self._steps.get(mode, 0) + 1
         batch_id = f"b{self._batches}-{uuid.uuid4().hex[:6]}"
@@ -165,6 +176,7 @@ class TrainingRun:
                         "task_id": task_id,
                         "group_id": f"{batch_id}/{task_id}",
                         "mode": mode,
+                        "run_id": self.run_id,
                         "max_attempts": self.settings.max_attempts,
                         "timeout_s": self.settings.rollout_timeout_s,
                         "metadata": rollout_metadata,
@@ -195,6 +207,7 @@ class TrainingRun:
         pending = list(ids)
         while True:
             self.check_runners()
+            self.lease.check()
             step = 1.0 if self.on_progress or on_final else 30.0
             if deadline is not None:
                 step = max(0.0, min(step, deadline - time.monotonic()))
@@ -236,29 +249,14 @@ class TrainingRun:
         return warned
 
     def latest_resources(self) -> dict[str, Any]:
-        """The latest published resources (what a new policy joins: a prompt template or settings stay)."""
+        """This run's latest published resources (what a new policy joins: a prompt template or settings stay)."""
         from lightning_otel.agent_api.resources import resources_from_json
         from lightning_otel.collector.client import CollectorError
 
         try:
-            return resources_from_json(self.client.resources("latest")["resources"])
+            return resources_from_json(self.client.resources("latest", run_id=self.run_id)["resources"])
         except CollectorError:  # none published yet
             return {}
-
-    def take_queue(self) -> int:
-        """A training owns the queue it runs on: rollouts an earlier training queued and never saw finish (it died,
-        or was stopped) are cancelled, so runners never spend this training's time on them. Returns how many."""
-        stale = [
-            record["rollout_id"]
-            for status in ("queuing", "running")
-            for record in self.client.queued_rollouts(status=status, limit=10_000)
-            if (record.get("metadata") or {}).get("run_id") != self.run_id
-        ]
-        if stale:
-            self.client.cancel(stale)
-            log.warning("cancelled %d rollouts an earlier training left queued or running on this collector",
-                        len(stale))  # fmt: skip
-        return len(stale)
 
     def release(self) -> int:
         """Cancel the rollouts this training queued that are not final yet (it ended or failed): none of them runs
@@ -272,13 +270,22 @@ class TrainingRun:
         return cancelled
 
     def start(self) -> None:
-        """Publish that this training runs (runners started on their own wait for it instead of giving up)."""
-        self.finish("running")
+        """Start this run on the collector, holding its lease: the rollouts of runs no longer running (a training
+        that died, or ended without cancelling them) are cancelled, so runners never spend this training's time on
+        them; no live run's are touched."""
+        cancelled = self.lease.start()
+        if cancelled:
+            log.warning("cancelled %d rollouts that trainings no longer running left on this collector", cancelled)
+
+    def _ensure_started(self) -> None:
+        if not self.lease.started:
+            self.start()
 
     def finish(self, state: str = "finished") -> None:
-        """Publish that this training ended: runners started on their own (`lightning-otel runner`) then stop."""
-        marker = {"run_id": self.run_id, "state": state}
-        publish_resources(self.client, {**self.latest_resources(), TRAINING_STATE_RESOURCE: marker}, None)
+        """End this run on the collector (`finished` or `failed`): its unfinished rollouts are cancelled and runners
+        serving it stop or move on."""
+        if self.lease.started:
+            self.lease.end(state)
 
     def collect(self, batch: RolloutBatch, timeout: float | None = None) -> BatchResult:
         """Wait for the batch and read its succeeded rollouts' spans, adapted. Rollouts are read as they finish,
@@ -359,15 +366,18 @@ class TrainingRun:
         return self.collect(self.submit(tasks, n=n, mode=mode, metadata=metadata))
 
     def update_resources(self, resources: dict[str, Any]) -> int:
-        """Publish new resources (e.g. the policy endpoint after a weight sync); returns the version. Services that
-        start on their own learn the policy's address from the notify file, rewritten here."""
-        return publish_resources(self.client, resources, self.settings.policy_notify_file)
+        """Publish this run's new resources (e.g. the policy endpoint after a weight sync); returns the version.
+        Services that start on their own learn the policy's address from the notify file, rewritten here."""
+        self._ensure_started()
+        return publish_resources(self.client, resources, self.settings.policy_notify_file, run_id=self.run_id)
 
 
-def publish_resources(client: Client, resources: dict[str, Any], notify_file: Path | None) -> int:
-    """Put `resources` on the collector (runners read them on their next claim) and, with a notify file, write the
-    policy's address there; returns the version."""
-    version = int(client.put_resources(resources_to_json(resources)))
+def publish_resources(
+    client: Client, resources: dict[str, Any], notify_file: Path | None, *, run_id: str | None = None
+) -> int:
+    """Put `resources` on the collector for run `run_id` (runners read them on their next claim) and, with a notify
+    file, write the policy's address there; returns the version."""
+    version = int(client.put_resources(resources_to_json(resources), run_id=run_id))
     if notify_file is not None and write_policy_address(notify_file, resources, version):
         log.info("policy address (version %d) written to %s", version, notify_file)
     return version

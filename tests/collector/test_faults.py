@@ -189,14 +189,26 @@ def test_a_training_rides_out_its_postgresql_stopped_for_5_s(tmp_path: Path, pos
     finally:
         collector.signal(signal.SIGTERM)
     assert_every_step_complete(result, epochs=4)
+    # the outage is said in lines that name it, not in tracebacks, by the collector and by the trainer
+    logged = "".join(collector.output)
+    assert "Traceback" not in logged, logged[-3000:]
+    said = " | ".join(record.getMessage() for record in caplog.records)
+    assert "_Unavailable" not in said and "Traceback" not in said, said
 
 
 def test_a_training_cancels_what_a_dead_training_left_queued_and_runs_none_of_it(collector) -> None:
     client = Client(collector.query_url)
-    left = client.enqueue([{"input": {"question": "left"}, "metadata": {"run_id": "run-that-died"}} for _ in range(5)])
+    client.start_run("run-that-died", lease_s=1.0)  # a training that then died: nobody renews its lease
+    left = client.enqueue([{"input": {"question": "left"}, "run_id": "run-that-died"} for _ in range(5)])
+    outside = client.enqueue([{"input": {"question": "outside any run"}}])
+    time.sleep(1.5)
     with OpenAITestServer(replies=lambda body: "ok") as server:
         result = slow_training(collector, server, epochs=1).fit(four_calls, [{"question": f"q{i}"} for i in range(4)])
     assert_every_step_complete(result, epochs=1)
     for record in left:
         after = client.rollout(record["rollout_id"])
         assert after["status"] == "cancelled" and after["attempts"] == 0  # never run
+        assert "lease lapsed" in after["error"]
+    assert client.run("run-that-died")["state"] == "lost"
+    # a rollout queued outside any run is no training's: left as it is, and the training's runners did not run it
+    assert client.rollout(outside[0]["rollout_id"])["status"] == "queuing"

@@ -129,3 +129,10 @@ def heap_settled_agent(task: dict[str, Any], resources: dict[str, Any]) -> float
 
     ask(resources, "write", task["question"])
     return 1.0 if gc.get_freeze_count() > 0 and gc.get_threshold()[0] >= 5_000 else 0.0
+
+
+@lightning_otel.rollout
+def sleeping_agent(task: dict[str, Any]) -> float:
+    """Sleeps `sleep_s` (a rollout that holds its runner: a trainer killed meanwhile leaves it running)."""
+    time.sleep(float(task.get("sleep_s", 0)))
+    return 1.0

@@ -73,4 +73,4 @@ def test_algo_and_runners_started_separately_one_added_mid_run(tmp_path: Path) -
     steps = [line for line in algo.text.splitlines() if line.startswith("step ") and "reward" in line]
     assert len(steps) == 5 and "runners 1" in steps[0]
     assert "runners 2" in steps[-1], algo.text  # the runner added mid-run took rollouts
-    assert "the training this runner served has ended" in second.text
+    assert "ended (finished): stopping" in second.text and "the run this runner served" in second.text

@@ -83,6 +83,7 @@ CONSOLE_KEYS = {
     "val/reward_mean": "val",
     "rollout/succeeded": "ok",
     "rollout/failed": "failed",
+    "rollout/retried": "retried",
     "rollout/runners": "runners",
     "training/samples": "samples",
     "training/samples_with_advantage": "with signal",
@@ -98,6 +99,8 @@ CONSOLE_KEYS = {
     "train/grad_norm": "grad norm",
     "timing_s/step": "step s",
 }
+# Said only when they happened (a line a step stays short when nothing went wrong).
+CONSOLE_WHEN_NONZERO = frozenset({"rollout/retried"})
 OWN_BACKENDS = ("console", "jsonl")
 
 
@@ -105,7 +108,9 @@ def _shown(metrics: Mapping[str, float], names: Mapping[str, str]) -> str:
     return "  ".join(
         f"{name} {_short(metrics[key])}"
         for key, name in names.items()
-        if key in metrics and not math.isnan(metrics[key])  # NaN: not this backend's (SFT has no policy version)
+        if key in metrics
+        and not math.isnan(metrics[key])  # NaN: not this backend's (SFT has no policy version)
+        and (metrics[key] or key not in CONSOLE_WHEN_NONZERO)
     )
 
 
