@@ -259,10 +259,19 @@ class CollectorCalls:
         return self._request("POST", "/v1/queue/heartbeat", "stop", json=body)
 
     def complete(
-        self, rollout_id: str, attempt_id: str, status: str, *, error: str | None = None, reward: float | None = None
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        status: str,
+        *,
+        error: str | None = None,
+        reward: float | None = None,
+        cause: str | None = None,
     ) -> Any:
-        """Report an attempt `succeeded` or `failed`: `{"accepted": bool, "rollout_status": ...}`."""
-        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status, "error": error, "reward": reward}
+        """Report an attempt `succeeded` or `failed` (`cause`: "infrastructure:..." or "policy:...", why):
+        `{"accepted": bool, "rollout_status": ...}`."""
+        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "status": status, "error": error, "reward": reward,
+                "cause": cause}  # fmt: skip
         return self._request("POST", "/v1/queue/complete", json=body)
 
     def complete_many(self, reports: list[dict[str, Any]]) -> Any:

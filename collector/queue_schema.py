@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS agl_rollouts (
     created_ns BIGINT NOT NULL,
     updated_ns BIGINT NOT NULL,
     end_ns BIGINT,
-    run_id TEXT
+    run_id TEXT,
+    cause TEXT
 );
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_status ON agl_rollouts (status, position);
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_group ON agl_rollouts (group_id);  -- the rollout view's group
@@ -58,6 +59,7 @@ CREATE TABLE IF NOT EXISTS agl_attempts (
     end_ns BIGINT,
     error TEXT,
     reward DOUBLE PRECISION,
+    cause TEXT,
     PRIMARY KEY (rollout_id, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS agl_attempts_by_status ON agl_attempts (status, heartbeat_ns);
@@ -77,9 +79,15 @@ CREATE TABLE IF NOT EXISTS agl_runs (
 );
 """
 
-# Columns a store made before runs existed lacks: each store adds the missing ones when it opens (SQLite has no
-# ADD COLUMN IF NOT EXISTS), then creates the indexes that read them. Rollouts and resources from before have no run.
-ADDED_COLUMNS = (("agl_rollouts", "run_id", "TEXT"), ("agl_resources", "run_id", "TEXT"))
+# Columns a store made before runs (and failure causes) existed lacks: each store adds the missing ones when it opens
+# (SQLite has no ADD COLUMN IF NOT EXISTS), then creates the indexes that read them. Rollouts and resources from
+# before have no run.
+ADDED_COLUMNS = (
+    ("agl_rollouts", "run_id", "TEXT"),
+    ("agl_resources", "run_id", "TEXT"),
+    ("agl_rollouts", "cause", "TEXT"),  # why an attempt failed or was stopped: "infrastructure:..." or "policy:..."
+    ("agl_attempts", "cause", "TEXT"),
+)
 RUN_INDEXES = """
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_run ON agl_rollouts (run_id, status, position);
 CREATE INDEX IF NOT EXISTS agl_resources_by_run ON agl_resources (run_id, version);

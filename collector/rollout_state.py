@@ -254,9 +254,16 @@ class RolloutState:
         return await self.store.state_transaction(lambda tx: heartbeat(tx, attempts, time.time_ns()))
 
     async def complete(
-        self, rollout_id: str, attempt_id: str, status: str, *, error: str | None = None, reward: float | None = None
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        status: str,
+        *,
+        error: str | None = None,
+        reward: float | None = None,
+        cause: str | None = None,
     ) -> tuple[bool, str | None]:
-        (result,) = await self.complete_many([AttemptReport(rollout_id, attempt_id, status, error, reward)])
+        (result,) = await self.complete_many([AttemptReport(rollout_id, attempt_id, status, error, reward, cause)])
         if result[1] is None:
             raise NotFound(f"no rollout {rollout_id!r}")
         return result
@@ -272,9 +279,10 @@ class RolloutState:
             now, results = time.time_ns(), []
             for r in reports:
                 try:
-                    results.append(
-                        finish_attempt(tx, r.rollout_id, r.attempt_id, r.status, now, error=r.error, reward=r.reward)
+                    ended = finish_attempt(
+                        tx, r.rollout_id, r.attempt_id, r.status, now, error=r.error, reward=r.reward, cause=r.cause
                     )
+                    results.append(ended)
                 except NotFound:
                     results.append((False, None))
             return results

@@ -29,7 +29,7 @@ from lightning_otel.collector.store import StateTransaction
 
 _ROLLOUT_COLUMNS = (
     "rollout_id, task_id, group_id, mode, input, metadata, status, max_attempts, timeout_s, attempts, attempt_id, "
-    "resources_version, reward, error, created_ns, updated_ns, end_ns, run_id"
+    "resources_version, reward, error, created_ns, updated_ns, end_ns, run_id, cause"
 )
 
 _ROLLOUT_COLUMNS_OF_R = ", ".join(f"r.{column}" for column in _ROLLOUT_COLUMNS.split(", "))
@@ -45,6 +45,7 @@ _ATTEMPT_FIELDS = (
     "end_ns",
     "error",
     "reward",
+    "cause",
 )
 
 
@@ -57,6 +58,7 @@ class AttemptReport:
     status: str
     error: str | None = None
     reward: float | None = None
+    cause: str | None = None  # "infrastructure:..." or "policy:..." (the runner's reading of the attempt)
 
 
 class InvalidRequest(ValueError):
@@ -252,13 +254,15 @@ def finish_attempt(
     *,
     error: str | None = None,
     reward: float | None = None,
+    cause: str | None = None,
 ) -> tuple[bool, str | None]:
     """End a running attempt; returns (accepted, the rollout's status). Only the first ending of an attempt counts:
-    a late report from a runner whose attempt already timed out is not accepted."""
+    a late report from a runner whose attempt already timed out is not accepted. The rollout keeps its latest
+    attempt's error and cause."""
     won = tx.execute(
-        "UPDATE agl_attempts SET status = ?, end_ns = ?, error = ?, reward = ? "
+        "UPDATE agl_attempts SET status = ?, end_ns = ?, error = ?, reward = ?, cause = ? "
         "WHERE rollout_id = ? AND attempt_id = ? AND status = ? RETURNING number",
-        (status, now, error, reward, rollout_id, attempt_id, RUNNING),
+        (status, now, error, reward, cause, rollout_id, attempt_id, RUNNING),
     )
     found = tx.execute(
         f"SELECT attempts, max_attempts, status FROM agl_rollouts WHERE rollout_id = ?{tx.for_update}", (rollout_id,)
@@ -277,8 +281,9 @@ def finish_attempt(
     else:
         outcome = status
     tx.execute(
-        "UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, reward = ?, error = ? WHERE rollout_id = ?",
-        (outcome, now, now if outcome in FINAL_STATUSES else None, reward, error, rollout_id),
+        "UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, reward = ?, error = ?, cause = ? "
+        "WHERE rollout_id = ?",
+        (outcome, now, now if outcome in FINAL_STATUSES else None, reward, error, cause, rollout_id),
     )
     return True, outcome
 
@@ -294,7 +299,8 @@ def expire(tx: StateTransaction, now: int, heartbeat_timeout_ns: int) -> list[tu
     changed = []
     for rollout_id, attempt_id, silent in rows:
         reason = "no heartbeat from the runner" if silent else "rollout ran past its timeout_s"
-        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, TIMEOUT, now, error=reason)
+        cause = "infrastructure:no_heartbeat" if silent else "infrastructure:rollout_timeout"
+        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, TIMEOUT, now, error=reason, cause=cause)
         if accepted and outcome is not None:
             changed.append((rollout_id, attempt_id, outcome))
     return changed
@@ -307,7 +313,9 @@ def fail_runner(tx: StateTransaction, runner_id: str, error: str, now: int) -> l
     )
     changed = []
     for rollout_id, attempt_id in rows:
-        accepted, outcome = finish_attempt(tx, rollout_id, attempt_id, FAILED, now, error=error)
+        accepted, outcome = finish_attempt(
+            tx, rollout_id, attempt_id, FAILED, now, error=error, cause="infrastructure:runner_lost"
+        )
         if accepted and outcome is not None:
             changed.append((rollout_id, attempt_id, outcome))
     return changed

@@ -30,7 +30,8 @@ from lightning_otel.flat_span import Span
 
 NO_RUN = "(no run id)"
 _COLUMNS = (
-    "rollout_id, task_id, group_id, mode, metadata, status, attempts, attempt_id, reward, error, created_ns, end_ns"
+    "rollout_id, task_id, group_id, mode, metadata, status, attempts, attempt_id, reward, error, created_ns, end_ns, "
+    "cause"
 )
 # the final attempt's runner and policy version (the rollout's own version is None: "the latest when claimed")
 _ATTEMPT_COLUMNS = ("runner_id", "policy_version")
@@ -130,7 +131,8 @@ async def _adapted(store: SpanStore, record: dict[str, Any], adapter: TraceToTri
 def _no_sample_reason(record: dict[str, Any], adapted: AdaptedRollout | None, agent_match: str | None) -> str | None:
     if record["status"] != "succeeded":
         error = f": {record['error']}" if record.get("error") else ""
-        return f"the rollout ended {record['status']} after {record['attempts']} attempt(s){error}; failed rollouts are not trained"  # noqa: E501
+        cause = f" ({record['cause']})" if record.get("cause") else ""
+        return f"the rollout ended {record['status']} after {record['attempts']} attempt(s){cause}{error}; failed rollouts are not trained"  # noqa: E501
     if adapted is None or adapted.triplets:
         return None
     return adapted.diagnostics.why_no_sample(agent_match)
@@ -164,6 +166,7 @@ async def step_rollouts(
                 **{k: record[k] for k in ("rollout_id", "task_id", "group_id", "status", "attempts", "attempt_id")},
                 "reward": record["reward"],
                 "error": record["error"],
+                "cause": record["cause"],  # infrastructure or policy, and what (`agl.failure_rule`)
                 "policy_version": record["policy_version"],
                 # the versions that sampled its selected calls (asynchronous training: often newer than queued)
                 "sampled_versions": sorted(

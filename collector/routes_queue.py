@@ -10,7 +10,8 @@ POST /v1/queue/claim       {"runner_id": "...", "max": 8, "wait_s": 10, "run_id"
                            rollout's -> {"attempts", "heartbeat_interval_s", "run": {"run_id", "state"} | null,
                            "live_runs": n}
 POST /v1/queue/heartbeat   {"runner_id": "...", "attempts": [{"rollout_id", "attempt_id"}]} -> {"stop": [...]}
-POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?}, or
+POST /v1/queue/complete    {"rollout_id", "attempt_id", "status": "succeeded"|"failed", "error"?, "reward"?,
+                           "cause"?: "infrastructure:..."|"policy:..."|"agent_error:..."}, or
                            {"reports": [such objects]} -> {"results": [{"accepted", "rollout_status"}]}
 POST /v1/queue/wait        {"rollout_ids": [...], "timeout_s": 30, "records"?: "all"|"final"|"none"}
                            long-poll: answers when all are final -> {"done", "unfinished": {"queuing": n,
@@ -94,11 +95,12 @@ class ReportBody(Body):
     status: str
     error: str | None = None
     reward: float | None = None
+    cause: Annotated[str, Field(pattern=r"^(infrastructure|policy|agent_error):.+", max_length=500)] | None = None
 
     _shape = model_validator(mode="before")(shaped('a {"rollout_id", "attempt_id", "status"} object'))
 
     def report(self) -> AttemptReport:
-        return AttemptReport(self.rollout_id, self.attempt_id, self.status, self.error, self.reward)
+        return AttemptReport(self.rollout_id, self.attempt_id, self.status, self.error, self.reward, self.cause)
 
 
 class ReportsBody(Body):
@@ -172,8 +174,9 @@ async def complete(queue: Queue, request: Request, body: dict[str, Any]) -> Any:
     if "reports" not in body:  # one report, the body itself
         report = read_body(ReportBody, body).report()
         accepted, status = await queue.state.complete(
-            report.rollout_id, report.attempt_id, report.status, error=report.error, reward=report.reward
-        )
+            report.rollout_id, report.attempt_id, report.status, error=report.error, reward=report.reward,
+            cause=report.cause,
+        )  # fmt: skip
         return {"accepted": accepted, "rollout_status": status}
     reports = [item.report() for item in read_body(ReportsBody, body).reports]
     results = await queue.state.complete_many(reports)

@@ -59,6 +59,9 @@ _ROOMS = {
     "lightning_otel.runtime.ray_runners": ("RayRunners",),  # runners as Ray actors (ray imported when they start)
     "lightning_otel.runner.runner_process": ("run_runner_processes",),  # a script's `runner` command
     "lightning_otel.runner.runner_options": ("RunnerOptions",),  # a runner's settings in one value
+    "lightning_otel.runner.attempt_watch": ("RolloutLimits",),  # per-rollout limits, no-progress rules
+    "lightning_otel.agent_api.failures": ("InfrastructureError", "PolicyError", "failure_rule"),
+    "lightning_otel.runtime.run_lease": ("RunLost",),
     "lightning_otel.runtime.output": ("quiet",),  # our lines on the terminal, other libraries' in a log file
     "lightning_otel.agent_api.http_agent": ("AgentServiceError", "HttpAgent"),
     "lightning_otel.runtime.task_files": ("load_tasks",),

@@ -165,6 +165,7 @@ async function showStep(runId, mode, step, agentMatch) {
     el("tr", { "data-testid": "rollout-row", "data-rollout-id": r.rollout_id, "data-samples": r.samples },
       el("td", {}, el("a", { href: `#/rollout/${fmt.enc(r.rollout_id)}${query}`, class: "mono", text: r.rollout_id })),
       el("td", { text: r.task_id }), statusCell(r.status),
+      el("td", { class: "reason", "data-testid": "cause", text: r.cause ?? "" }),
       el("td", { text: fmt.reward(r.reward) }), el("td", { text: r.attempts }),
       el("td", { class: "mono", text: r.runner_id ?? "—" }),
       el("td", { "data-testid": "versions", text: `${r.policy_version ?? "—"}${r.sampled_versions.length ? ` → ${r.sampled_versions.join(", ")}` : ""}` }),
@@ -188,7 +189,7 @@ async function showStep(runId, mode, step, agentMatch) {
     matchBox(data.agent_match, data.run_agent_match,
              (value) => go(`#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`)),
     el("table", { "data-testid": "rollouts" },
-      el("tr", {}, ...["rollout", "task", "status", "reward", "attempts", "runner", "policy (queued → sampled)", "agents", "LLM calls",
+      el("tr", {}, ...["rollout", "task", "status", "cause", "reward", "attempts", "runner", "policy (queued → sampled)", "agents", "LLM calls",
                        "samples", "each call: selected? why"].map((h) => el("th", { text: h }))), rows),
   ];
 }
@@ -290,7 +291,8 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
   const attempts = data.attempts.map((a) =>
     el("tr", {}, el("td", {}, el("a", { href: `#/rollout/${fmt.enc(rolloutId)}?attempt_id=${fmt.enc(a.attempt_id)}`, class: "mono", text: a.attempt_id })),
       statusCell(a.status), el("td", { class: "mono", text: a.runner_id }), el("td", { text: a.resources_version ?? "—" }),
-      el("td", { text: fmt.reward(a.reward) }), el("td", { class: "reason", text: a.error ?? "" })));
+      el("td", { text: fmt.reward(a.reward) }), el("td", { class: "reason", "data-testid": "attempt-cause", text: a.cause ?? "" }),
+      el("td", { class: "reason", text: a.error ?? "" })));
   const calls = data.calls.map((call, index) =>
     el("section", { class: "call", "data-testid": "llm-call", "data-span-id": call.span_id,
                     "data-selected": String(Boolean(call.decision?.selected)) },
@@ -309,7 +311,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
     data.no_sample_reason ? el("div", { class: "banner", "data-testid": "no-sample-reason" }, el("strong", { text: "No training sample: " }), data.no_sample_reason) : null,
     data.links.length ? el("p", {}, "open in ", ...data.links.map((l) => [el("a", { href: l.url, target: "_blank", rel: "noopener", "data-testid": `link-${l.ui.toLowerCase()}`, text: `${l.ui} (${l.trace_id.slice(0, 8)}…)` }), " "])) : null,
     el("h2", { text: "attempts" }),
-    el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "resources version", "reward", "error"].map((h) => el("th", { text: h }))), attempts),
+    el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "resources version", "reward", "cause", "error"].map((h) => el("th", { text: h }))), attempts),
     el("h2", { text: "span tree" }), waterfall(data.spans),
     el("h2", { text: "LLM calls" }),
     matchBox(data.agent_match, rollout.metadata?.agent_match,

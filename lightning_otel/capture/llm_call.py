@@ -30,6 +30,7 @@ from lightning_otel.capture import message_content
 from lightning_otel.capture.agent_naming import resolve_agent_name
 from lightning_otel.capture.deferred_span import DeferredSpan
 from lightning_otel.capture.framework_context import framework_parent_context
+from lightning_otel.capture.rollout_context import raise_if_stopped
 from lightning_otel.capture.settings import settings
 from lightning_otel.capture.span_finisher import finisher
 
@@ -113,6 +114,7 @@ class LLMCall:
         token_ids_requested: bool = False,
         request_model: str | None = None,
     ) -> None:
+        raise_if_stopped()  # an attempt the runner stopped makes no more calls
         start_time = time.time_ns()
         body = body if body is not None else {}
         model = request_model if request_model is not None else body.get("model")

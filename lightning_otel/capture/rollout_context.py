@@ -14,6 +14,7 @@ server that extracts incoming headers gets it back with no extra step.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -36,6 +37,33 @@ def current_rollout(ctx: context.Context | None = None) -> RolloutIdentity | Non
     if rollout_id is None:
         return None
     return RolloutIdentity(str(rollout_id), str(values.get(semconv.BAGGAGE_ATTEMPT_ID, "")))
+
+
+class RolloutStopped(RuntimeError):
+    """An LLM call of an attempt the runner stopped (a limit tripped): refused before it is sent, so an agent that
+    loops in a thread the runner cannot cancel stops burning calls, and makes no sample past the stop."""
+
+
+_stopped: set[tuple[str, str]] = set()
+_stopped_lock = threading.Lock()
+
+
+def stop_attempt(rollout_id: str, attempt_id: str, *, stopped: bool = True) -> None:
+    """Mark an attempt stopped (its LLM calls from now on raise `RolloutStopped`), or no longer (`stopped=False`)."""
+    with _stopped_lock:
+        if stopped:
+            _stopped.add((rollout_id, attempt_id))
+        else:
+            _stopped.discard((rollout_id, attempt_id))
+
+
+def raise_if_stopped() -> None:
+    """Refuse an LLM call made in an attempt the runner stopped (`stop_attempt`)."""
+    if not _stopped:
+        return
+    identity = current_rollout()
+    if identity is not None and (identity.rollout_id, identity.attempt_id) in _stopped:
+        raise RolloutStopped(f"rollout {identity.rollout_id} attempt {identity.attempt_id} was stopped by a limit")
 
 
 def context_with_rollout(rollout_id: str, attempt_id: str, ctx: context.Context | None = None) -> context.Context:

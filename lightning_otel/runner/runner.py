@@ -21,7 +21,6 @@ import math
 import os
 import socket
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,9 +31,11 @@ from lightning_otel import semconv
 from lightning_otel.agent_api.lit_agent import LitAgent, Rollout, rollout_method
 from lightning_otel.agent_api.resources import llm_endpoints, resources_from_json
 from lightning_otel.capture.reward import emit_reward, recording_rewards
-from lightning_otel.capture.rollout_context import rollout_context
-from lightning_otel.capture.tracer import get_tracer
+from lightning_otel.capture.rollout_context import rollout_context, stop_attempt
+from lightning_otel.capture.tracer import current_provider, get_tracer
 from lightning_otel.collector.client import AsyncClient, CollectorError
+from lightning_otel.runner.attempt_watch import AttemptObservations, AttemptWatch
+from lightning_otel.runner.failure_causes import AttemptOutcome, outcome_of, with_swallowed_failures
 from lightning_otel.runner.in_flight_batcher import InFlightBatcher
 from lightning_otel.runner.run_follower import RunFollower
 from lightning_otel.runner.runner_options import RunnerOptions
@@ -87,6 +88,7 @@ class Runner:
 
         self.options = options = options or RunnerOptions()
         self.follower = RunFollower(options)  # the run it serves; it stops when that run ends (run_follower)
+        self.watch = AttemptWatch(options.limits)  # each attempt's spans, read as they end (attempt_watch)
 
         self.agent = agent
         self.collector_url = collector_url
@@ -136,6 +138,7 @@ class Runner:
     async def run(self) -> RunnerStats:
         """Claim and run rollouts until `stop()` (or the options' `max_rollouts` claimed and finished)."""
         self._stopping = asyncio.Event()
+        _watch_spans(self.watch)
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
         self._threads = ThreadPoolExecutor(self.max_concurrency, AGENT_THREAD_PREFIX)
         async with AsyncClient(self.collector_url, auth_token=self.options.auth_token) as client:
@@ -246,38 +249,48 @@ class Runner:
 
     async def _run_attempt(self, client: AsyncClient, attempt: dict[str, Any]) -> None:
         rollout_id, attempt_id = attempt["rollout_id"], attempt["attempt_id"]
-        status, error, reward = "failed", None, None
+        reward, note, raised, stopped = None, None, None, None
+        # the attempt's spans are read as they end: a limit that trips stops this task (`attempt_watch`)
+        this_task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        assert this_task is not None
+
+        def stop(_: str) -> None:  # a limit tripped: no more calls (a thread's too), and the task is cancelled
+            stop_attempt(rollout_id, attempt_id)
+            loop.call_soon_threadsafe(this_task.cancel)
+
+        seen = self.watch.watch(rollout_id, attempt_id, stop)
+        info = Rollout(
+            rollout_id=rollout_id,
+            attempt_id=attempt_id,
+            attempt_number=attempt.get("attempt_number", 1),
+            task_id=attempt.get("task_id", ""),
+            group_id=attempt.get("group_id", ""),
+            mode=attempt.get("mode", "train"),
+            resources_version=attempt.get("resources_version"),
+            metadata=attempt.get("metadata") or {},
+            input=attempt["input"],
+            runner_id=self.runner_id,
+        )
         try:
             resources = await self._resources_for(client, attempt.get("resources_version"))
-            info = Rollout(
-                rollout_id=rollout_id,
-                attempt_id=attempt_id,
-                attempt_number=attempt.get("attempt_number", 1),
-                task_id=attempt.get("task_id", ""),
-                group_id=attempt.get("group_id", ""),
-                mode=attempt.get("mode", "train"),
-                resources_version=attempt.get("resources_version"),
-                metadata=attempt.get("metadata") or {},
-                input=attempt["input"],
-                runner_id=self.runner_id,
-            )
-            reward, error = await self._call_agent(attempt["input"], resources, info)
-            status = "succeeded"
+            reward, note = await self._call_agent(attempt["input"], resources, info)
         except asyncio.CancelledError:
-            self.stats.stopped += 1
-            error = "runner stopped" if self._stopping is not None and self._stopping.is_set() else "stopped"
+            if seen.tripped is None:
+                self.stats.stopped += 1
+                stopped = "runner stopped" if self._stopping is not None and self._stopping.is_set() else "stopped"
         except Exception as exc:
-            error = "".join(traceback.format_exception_only(exc)).strip()
-            log.warning("rollout %s attempt %s failed: %s", rollout_id, attempt_id, error)
-            self.stats.errors.append(error)
-        if status == "succeeded":
-            self.stats.succeeded += 1
-        else:
-            self.stats.failed += 1
+            raised = exc
+        outcome = outcome_of(
+            reward=reward, note=note, exc=raised, tripped=seen.tripped, stopped=stopped,
+            policy_failure_reward=self.options.policy_failure_reward,
+        )  # fmt: skip
+        if outcome.policy_failure:  # it trains: its reward is in its spans, as an agent's own would be
+            async with rollout_context(rollout_id, attempt_id):
+                emit_reward(outcome.reward)
         # Spans first, then the report: whoever sees `succeeded` can read the whole rollout. It goes on without
         # this task, which ends now and frees the slot.
         key = (rollout_id, attempt_id)
-        reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, status, error, reward))
+        reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, outcome, seen))
         self._reporting[key] = reporting
         reporting.add_done_callback(lambda _: self._reporting.pop(key, None))
 
@@ -290,16 +303,31 @@ class Runner:
             self._flusher.wake()
 
     async def _finish(
-        self, client: AsyncClient, rollout_id: str, attempt_id: str, status: str, error: str | None, reward: Any
-    ) -> None:
-        await self._flusher.submit(None)
+        self, client: AsyncClient, rollout_id: str, attempt_id: str, outcome: AttemptOutcome,
+        seen: AttemptObservations,
+    ) -> None:  # fmt: skip
+        await self._flusher.submit(None)  # every span of the attempt ended (and exported): the watch saw them all
+        self.watch.forget(rollout_id, attempt_id)
+        stop_attempt(rollout_id, attempt_id, stopped=False)
+        outcome = with_swallowed_failures(outcome, seen.infrastructure)
+        if outcome.policy_failure:
+            log.warning("rollout %s attempt %s: a policy failure (%s), trained with reward %s: %s", rollout_id,
+                        attempt_id, outcome.cause, outcome.reward, outcome.error)  # fmt: skip
+        elif outcome.cause is not None:
+            log.warning("rollout %s attempt %s failed (%s): %s", rollout_id, attempt_id, outcome.cause, outcome.error)
+            self.stats.errors.append(outcome.error or outcome.cause)
+        if outcome.status == "succeeded":
+            self.stats.succeeded += 1
+        else:
+            self.stats.failed += 1
         assert self._reporter is not None
         report = {
             "rollout_id": rollout_id,
             "attempt_id": attempt_id,
-            "status": status,
-            "error": error,
-            "reward": reward,
+            "status": outcome.status,
+            "error": outcome.error,
+            "reward": outcome.reward,
+            "cause": outcome.cause,
         }
         try:
             await self._reporter.submit(report)
@@ -342,3 +370,16 @@ class Runner:
                 if reward is not None and not math.isfinite(reward):  # it would poison every advantage of its group
                     raise ValueError(f"the agent's reward is {reward}: a reward must be a finite number")
                 return reward, note
+
+
+def _watch_spans(watch: AttemptWatch) -> bool:
+    """Put the watch on the provider the runner's spans go through (an SDK one); False where there is none (spans
+    disabled): limits and swallowed failures then go unseen, said once."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = current_provider()
+    if not isinstance(provider, TracerProvider):
+        log.warning("no OpenTelemetry SDK provider in this runner: rollout limits and failed calls are not watched")
+        return False
+    provider.add_span_processor(watch)
+    return True

@@ -7,7 +7,9 @@ pools that start runners (the Trainer's processes, Ray actors, `lightning-otel r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from lightning_otel.runner.attempt_watch import RolloutLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +21,10 @@ class RunnerOptions:
     own: `lightning-otel runner`'s default); `otlp_endpoint`: where spans go (None: the collector says);
     `claim_wait_s`: how long one claim waits for work; `run_id`: the run this runner serves, and it stops when that
     run ends (the Trainer's runners: its run); None: the queue chooses (the run of the oldest rollout waiting) and
-    the runner follows that run until it ends, then stops or, with `stop_when_training_ends=False`, takes the next."""
+    the runner follows that run until it ends, then stops or, with `stop_when_training_ends=False`, takes the next;
+    `limits`: per-rollout limits and no-progress rules (`RolloutLimits`), read live from the rollout's spans;
+    `policy_failure_reward`: what a policy failure trains with (a rollout the model's output broke, or stopped by a
+    limit)."""
 
     max_concurrency: int = 16
     auth_token: str | None = None
@@ -30,6 +35,8 @@ class RunnerOptions:
     otlp_endpoint: str | None = None
     claim_wait_s: float = 10.0
     run_id: str | None = None
+    limits: RolloutLimits = field(default_factory=RolloutLimits)
+    policy_failure_reward: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:

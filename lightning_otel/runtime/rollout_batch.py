@@ -59,6 +59,7 @@ class BatchResult:
 
     def metrics(self) -> dict[str, float]:
         statuses = [record["status"] for record in self.rollouts]
+        kinds = [(record["status"], _kind(record)) for record in self.rollouts]
         rewards = [reward for reward in self.rewards().values() if reward is not None]
         diagnostics = [adapted.diagnostics for adapted in self.adapted.values()]
         return {
@@ -69,6 +70,11 @@ class BatchResult:
             "cancelled": statuses.count("cancelled"),
             "unfinished": sum(1 for status in statuses if status not in FINAL_STATUSES),
             "retried": sum(1 for record in self.rollouts if record["attempts"] > 1),
+            # by cause (`agl.failure_rule`): infrastructure failures past their attempts (not trained), policy
+            # failures (trained with their reward), the agent's own errors (not trained)
+            "failed_infrastructure": sum(kinds.count((status, "infrastructure")) for status in ("failed", "timeout")),
+            "policy_failures": kinds.count(("succeeded", "policy")),
+            "failed_agent_error": kinds.count(("failed", "agent_error")),
             "reward_mean": statistics.fmean(rewards) if rewards else float("nan"),
             "triplets": len(self.triplets()),
             "rollouts_without_triplets": sum(1 for adapted in self.adapted.values() if not adapted.triplets),
@@ -80,3 +86,9 @@ class BatchResult:
             "wall_s": self.wall_s,
             "wait_s": self.wait_s,
         }
+
+
+def _kind(record: dict[str, Any]) -> str | None:
+    """The kind of a rollout's cause (its latest attempt's): "infrastructure", "policy", "agent_error" or None."""
+    cause = record.get("cause")
+    return cause.partition(":")[0] if cause else None

@@ -48,6 +48,7 @@ from lightning_otel.agent_api.lit_agent import LitAgent, check_agent
 from lightning_otel.agent_api.policy_address import notify_file_from_env
 from lightning_otel.agent_api.resources import LLM, ProxyLLM
 from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client
+from lightning_otel.runner.attempt_watch import RolloutLimits
 from lightning_otel.runner.runner_options import RunnerOptions
 from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult
 from lightning_otel.runtime.batch_progress import BatchProgress
@@ -73,7 +74,8 @@ class Trainer:
     `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch);
     `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
     backoff, a line when it starts and one when it recovers) before it fails (300 s); `runners`: `RayRunners(...)`
-    runs the runners as actors on a Ray cluster instead of local processes (`n_runners` is then its `n`).
+    runs the runners as actors on a Ray cluster instead of local processes (`n_runners` is then its `n`);
+    `rollout_limits`: per-rollout limits and no-progress rules the runners apply (`RolloutLimits()` by default).
     Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
     """
 
@@ -97,6 +99,7 @@ class Trainer:
         no_runner_timeout_s: float | None = None,
         collector_retry_s: float = DEFAULT_RETRY_FOR_S,
         runners: RayRunners | None = None,
+        rollout_limits: RolloutLimits | None = None,
         **shorthands: Any,
     ) -> None:
         if runners is not None and not isinstance(runners, RayRunners):
@@ -140,7 +143,7 @@ class Trainer:
         # the runners' settings, one value for local processes and Ray actors alike
         self.runner_options = RunnerOptions(
             max_concurrency=max_concurrency, auth_token=self.auth_token, capture_content=self.capture_content,
-            max_rollouts=max_rollouts,
+            max_rollouts=max_rollouts, limits=rollout_limits or RolloutLimits(),
         )  # fmt: skip
 
     def fit(

@@ -105,8 +105,10 @@ class OpenAITestServer:
         host: str = "127.0.0.1",
         port: int = 0,
         latency_s: float = 0.0,
+        fail: Callable[[dict[str, Any]], int | None] | None = None,
     ) -> None:
         self.tokenizer = tokenizer or build_tokenizer()
+        self.fail = fail  # a fault to inject: the HTTP status to answer a request's body with (None: serve it)
         self.model = model
         self.strict = strict
         self.latency_s = latency_s
@@ -206,6 +208,9 @@ class OpenAITestServer:
                 return _error(400, "you must provide a model parameter")
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
+            status = self.fail(body) if self.fail is not None else None
+            if status is not None:
+                return _error(status, f"injected fault: HTTP {status}")
             return body
 
         def sse(events: AsyncIterator[str]) -> StreamingResponse:

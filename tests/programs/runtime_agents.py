@@ -136,3 +136,30 @@ def sleeping_agent(task: dict[str, Any]) -> float:
     """Sleeps `sleep_s` (a rollout that holds its runner: a trainer killed meanwhile leaves it running)."""
     time.sleep(float(task.get("sleep_s", 0)))
     return 1.0
+
+
+@lightning_otel.rollout
+def swallowing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """Two calls; a call that fails is swallowed and the agent answers without it (reward: the share that came
+    back): what a careless agent does with an outage, and what must not train as a low reward."""
+    answered = 0
+    for index in range(2):
+        try:
+            ask(resources, "write", f"{task['question']} {index}")
+            answered += 1
+        except openai.APIStatusError:
+            pass
+    return answered / 2
+
+
+@lightning_otel.rollout
+def failing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """One call; then what the task says: `policy` (the answer cannot be used), `loop` (the same call again and
+    again, the same answer each time), or nothing (reward 1)."""
+    reply = ask(resources, "write", task["question"])
+    if task.get("then") == "policy":
+        raise lightning_otel.PolicyError(f"no SQL in the answer {reply.choices[0].message.content!r}", "no_sql")
+    if task.get("then") == "loop":
+        for _ in range(100):
+            ask(resources, "write", task["question"])
+    return 1.0

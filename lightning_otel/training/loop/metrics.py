@@ -24,6 +24,9 @@ LOOP_METRICS: dict[str, str] = {
     "rollout/cancelled": "rollouts cancelled (the step's rollout timeout passed)",
     "rollout/unfinished": "rollouts not final when the step read them",
     "rollout/retried": "rollouts that took more than one attempt",
+    "rollout/failed_infrastructure": "rollouts failed for the infrastructure past their attempts (never trained)",
+    "rollout/policy_failures": "rollouts the policy's output broke or a limit stopped (trained with their reward)",
+    "rollout/failed_agent_error": "rollouts failed by the agent's own error, no rule naming it (not trained)",
     "rollout/triplets": "LLM calls agent_match selected, with token ids",
     "rollout/rollouts_without_triplets": "succeeded rollouts that gave no sample",
     "rollout/calls_without_token_ids": "selected calls whose server returned no token ids",
@@ -84,6 +87,8 @@ CONSOLE_KEYS = {
     "rollout/succeeded": "ok",
     "rollout/failed": "failed",
     "rollout/retried": "retried",
+    "rollout/failed_infrastructure": "infra failed",
+    "rollout/policy_failures": "policy failed",
     "rollout/runners": "runners",
     "training/samples": "samples",
     "training/samples_with_advantage": "with signal",
@@ -100,7 +105,7 @@ CONSOLE_KEYS = {
     "timing_s/step": "step s",
 }
 # Said only when they happened (a line a step stays short when nothing went wrong).
-CONSOLE_WHEN_NONZERO = frozenset({"rollout/retried"})
+CONSOLE_WHEN_NONZERO = frozenset({"rollout/retried", "rollout/failed_infrastructure", "rollout/policy_failures"})
 OWN_BACKENDS = ("console", "jsonl")
 
 
