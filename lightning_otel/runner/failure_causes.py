@@ -119,8 +119,9 @@ def outcome_of(
 def with_swallowed_failures(outcome: AttemptOutcome, infrastructure: list[str]) -> AttemptOutcome:
     """An attempt that succeeded although calls of it failed for the infrastructure (`infrastructure`: their causes,
     from its spans, read once they were all ended) fails: the agent carried on without them, and its reward would
-    train the policy on the outage. The queue retries it."""
-    if outcome.status != "succeeded" or outcome.cause is not None or not infrastructure:
+    train the policy on the outage. The queue retries it. This holds for a policy failure too (a limit that tripped
+    after an outage): which of the two lowered its reward cannot be told, so it is not trained."""
+    if outcome.status != "succeeded" or not infrastructure:
         return outcome
     failed = ", ".join(sorted(set(infrastructure)))
     return AttemptOutcome(

@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +121,7 @@ class Runner:
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}  # attempts whose agent runs
         # Attempts whose agent has returned and whose spans and report are on their way (heartbeats cover them).
         self._reporting: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._agent_threads: dict[tuple[str, str], Future[Any]] = {}  # synchronous agents' calls, by attempt
         self._resources: dict[int | None, dict[str, Any]] = {}
         self._stopping: asyncio.Event | None = None
         self._client: AsyncClient | None = None
@@ -278,8 +279,12 @@ class Runner:
             if seen.tripped is None:
                 self.stats.stopped += 1
                 stopped = "runner stopped" if self._stopping is not None and self._stopping.is_set() else "stopped"
+            else:  # a limit stopped it: a synchronous agent's call under way ends before the attempt is judged
+                await self._agent_thread_ended((rollout_id, attempt_id))
         except Exception as exc:
             raised = exc
+        finally:
+            self._agent_threads.pop((rollout_id, attempt_id), None)
         outcome = outcome_of(
             reward=reward, note=note, exc=raised, tripped=seen.tripped, stopped=stopped,
             policy_failure_reward=self.options.policy_failure_reward,
@@ -293,6 +298,16 @@ class Runner:
         reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, outcome, seen))
         self._reporting[key] = reporting
         reporting.add_done_callback(lambda _: self._reporting.pop(key, None))
+
+    async def _agent_thread_ended(self, key: tuple[str, str], wait_s: float = 30.0) -> None:
+        """Wait (at most `wait_s`) for a stopped attempt's agent thread: its next LLM call is refused, so it ends soon
+        after the call it was in, whose span (an outage's error, perhaps) then counts for the attempt."""
+        in_thread = self._agent_threads.get(key)
+        if in_thread is not None:
+            ending = asyncio.wrap_future(in_thread)
+            done, _ = await asyncio.wait([ending], timeout=wait_s)
+            if done and not ending.cancelled():
+                ending.exception()  # taken here: how it ended (RolloutStopped, the call's error) is its spans' to tell
 
     def _agents_running(self) -> bool:
         return bool(self._running)
@@ -348,9 +363,10 @@ class Runner:
                         returned = await method(task, resources, info)
                     else:
                         context = contextvars.copy_context()
-                        returned = await asyncio.get_running_loop().run_in_executor(
-                            self._threads, context.run, method, task, resources, info
-                        )
+                        assert self._threads is not None
+                        in_thread = self._threads.submit(context.run, method, task, resources, info)
+                        self._agent_threads[(info.rollout_id, info.attempt_id)] = in_thread
+                        returned = await asyncio.wrap_future(in_thread)
                 note = None
                 if returned is not None and emitted:
                     self.stats.reward_conflicts += 1
