@@ -162,3 +162,13 @@ def test_the_watch_reads_calls_tokens_repeats_and_empty_completions_from_ended_s
     call("at-2", [])
     assert empties.infrastructure == ["infrastructure:openai.InternalServerError"]
     assert tripped[-1] == "policy:empty_completions (2)"
+
+
+def test_the_step_line_says_retries_and_failures_by_cause_when_there_are_any() -> None:
+    from lightning_otel.training.loop.metrics import console_line
+
+    calm = {"rollout/succeeded": 8.0, "rollout/failed": 0.0, "rollout/retried": 0.0,
+            "rollout/failed_infrastructure": 0.0, "rollout/policy_failures": 0.0}  # fmt: skip
+    assert console_line(1, calm) == "step 1: ok 8  failed 0"
+    rough = {**calm, "rollout/retried": 3.0, "rollout/failed_infrastructure": 1.0, "rollout/policy_failures": 2.0}
+    assert console_line(2, rough) == "step 2: ok 8  failed 0  retried 3  infra failed 1  policy failed 2"
