@@ -172,3 +172,35 @@ def test_the_step_line_says_retries_and_failures_by_cause_when_there_are_any() -
     assert console_line(1, calm) == "step 1: ok 8  failed 0"
     rough = {**calm, "rollout/retried": 3.0, "rollout/failed_infrastructure": 1.0, "rollout/policy_failures": 2.0}
     assert console_line(2, rough) == "step 2: ok 8  failed 0  retried 3  infra failed 1  policy failed 2"
+
+
+def test_calls_that_offered_tools_and_got_none_called_trip_the_no_tool_call_rule() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from lightning_otel import semconv
+    from lightning_otel.capture.llm_call import request_attributes
+    from lightning_otel.runner.attempt_watch import AttemptWatch
+
+    offered = request_attributes({"model": "m", "tools": [{"type": "function", "function": {"name": "f"}}] * 2})
+    assert offered[semconv.AGL_TOOLS_OFFERED] == 2
+    assert semconv.AGL_TOOLS_OFFERED not in request_attributes({"model": "m", "tools": []})
+    provider = TracerProvider()
+    watch = AttemptWatch(lightning_otel.RolloutLimits(max_without_tool_call=3, max_repeats=None))
+    provider.add_span_processor(watch)
+    tripped: list[str] = []
+    seen = watch.watch("ro", "at-1", tripped.append)
+
+    def call(finish: str, token: int, tools: int = 2) -> None:
+        attributes = {semconv.AGL_ROLLOUT_ID: "ro", semconv.AGL_ATTEMPT_ID: "at-1",
+                      semconv.GEN_AI_OPERATION_NAME: "chat", semconv.AGL_RESPONSE_TOKEN_IDS: [token],
+                      semconv.GEN_AI_RESPONSE_FINISH_REASONS: [finish], **offered}  # fmt: skip
+        if not tools:
+            attributes.pop(semconv.AGL_TOOLS_OFFERED)
+        provider.get_tracer("t").start_span("chat m", attributes=attributes).end()
+
+    for token, finish in enumerate(["stop", "stop", "tool_calls", "stop", "stop"]):
+        call(finish, token)
+    call("stop", 9, tools=0)  # no tools offered: neither counts nor resets
+    assert (seen.without_tool_call, tripped) == (2, [])
+    call("stop", 10)
+    assert tripped == ["policy:no_tool_call (3 calls in a row offered tools)"]

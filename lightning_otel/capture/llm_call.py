@@ -86,6 +86,9 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = (stop,)
     elif isinstance(stop, (list, tuple)) and all(isinstance(s, str) for s in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = tuple(stop)
+    tools = body.get("tools") or body.get("functions")
+    if isinstance(tools, (list, tuple)) and tools:  # read by the runner's no-progress rule (calls without a tool call)
+        attributes[semconv.AGL_TOOLS_OFFERED] = len(tools)
     return attributes
 
 

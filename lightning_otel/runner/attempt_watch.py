@@ -3,7 +3,8 @@ stops a rollout that is hung or makes no progress, and notes the infrastructure 
 
 Per-rollout limits (`RolloutLimits`, in `RunnerOptions.limits`): LLM calls, completion tokens, and the no-progress
 rules: the same completion (the same response token ids: the same tool call with the same arguments, the same
-answer) `max_repeats` times in a row, `max_empty` empty completions. Wall time is the queue's (`rollout_timeout_s`).
+answer) `max_repeats` times in a row, `max_empty` empty completions, `max_without_tool_call` calls in a row that
+offered tools and got no tool call. Wall time is the queue's (`rollout_timeout_s`).
 A rollout that trips a rule is stopped (its task cancelled) and marked `policy:<rule>`: it trains with the
 policy-failure reward. An LLM or tool call that failed for the infrastructure (its `error.type` a connection error,
 a timeout, a 5xx) marks the attempt `infrastructure:<error>` even when the agent carried on: it is retried, not
@@ -28,15 +29,17 @@ from lightning_otel.runner.failure_causes import cause_of_error_type
 class RolloutLimits:
     """Per-rollout limits a normal run never trips (None: no limit): `max_llm_calls`, `max_completion_tokens`
     (summed over the rollout's calls), `max_repeats` (the same completion this many times in a row), `max_empty`
-    (this many empty completions)."""
+    (this many empty completions), `max_without_tool_call` (this many calls in a row that offered tools and got
+    none called)."""
 
     max_llm_calls: int | None = 500
     max_completion_tokens: int | None = 1_000_000
     max_repeats: int | None = 8
     max_empty: int | None = 8
+    max_without_tool_call: int | None = 25
 
     def __post_init__(self) -> None:
-        for name in ("max_llm_calls", "max_completion_tokens", "max_repeats", "max_empty"):
+        for name in ("max_llm_calls", "max_completion_tokens", "max_repeats", "max_empty", "max_without_tool_call"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None (no limit), got {value}")
@@ -50,6 +53,7 @@ class AttemptObservations:
     completion_tokens: int = 0
     repeats: int = 0  # how many times in a row the latest completion came
     empty: int = 0
+    without_tool_call: int = 0  # calls in a row that offered tools and got no tool call
     last_completion: tuple[int, ...] | None = None
     infrastructure: list[str] = field(default_factory=list)  # causes seen on failed calls
     tripped: str | None = None  # the cause of a rule that fired
@@ -111,6 +115,9 @@ class AttemptWatch(SpanProcessor):
         else:
             seen.repeats = 1 if completion else 0
         seen.last_completion = completion or None
+        if get(semconv.AGL_TOOLS_OFFERED):
+            called = semconv.TOOL_CALL_FINISH_REASONS & set(get(semconv.GEN_AI_RESPONSE_FINISH_REASONS) or ())
+            seen.without_tool_call = 0 if called else seen.without_tool_call + 1
         if seen.tripped is None:
             seen.tripped = self._rule_tripped(seen)
             return seen.tripped
@@ -126,6 +133,8 @@ class AttemptWatch(SpanProcessor):
             return f"policy:repeated_completion ({seen.repeats} times in a row)"
         if limits.max_empty is not None and seen.empty >= limits.max_empty:
             return f"policy:empty_completions ({seen.empty})"
+        if limits.max_without_tool_call is not None and seen.without_tool_call >= limits.max_without_tool_call:
+            return f"policy:no_tool_call ({seen.without_tool_call} calls in a row offered tools)"
         return None
 
     def shutdown(self) -> None:

@@ -25,6 +25,7 @@ class RunFollower:
         self.idle_stop_s = options.idle_stop_s
         self._idle_since = time.monotonic()
         self._said_waiting = False
+        self.ended_state: str | None = None  # how the run it served ended, once it did
 
     def after_claim(self, answer: dict[str, Any], busy: bool) -> str | None:
         """Follow the run a claim's answer names; returns why this runner should stop, or None to go on. `busy`:
@@ -44,6 +45,7 @@ class RunFollower:
                     self._said_waiting = True
                 return None
             if state != "running":
+                self.ended_state = state
                 ended = f"the run this runner served, {self.serving}, ended ({state})"
                 if self.pinned:  # started for this run: its end is the runner's
                     return f"{ended}: stopping"

@@ -194,7 +194,7 @@ class Runner:
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
                 stop_why = self.follower.after_claim(answer, busy=bool(self._running))
                 if stop_why is not None:  # a runner started for a run that ended as planned says it quietly
-                    quiet = self.follower.pinned and "(lost)" not in stop_why
+                    quiet = self.follower.pinned and self.follower.ended_state != "lost"
                     log.log(logging.INFO if quiet else logging.WARNING, "%s", stop_why)
                     return
                 for attempt in answer["attempts"]:
@@ -283,8 +283,6 @@ class Runner:
                 await self._agent_thread_ended((rollout_id, attempt_id))
         except Exception as exc:
             raised = exc
-        finally:
-            self._agent_threads.pop((rollout_id, attempt_id), None)
         outcome = outcome_of(
             reward=reward, note=note, exc=raised, tripped=seen.tripped, stopped=stopped,
             policy_failure_reward=self.options.policy_failure_reward,
@@ -308,6 +306,10 @@ class Runner:
             done, _ = await asyncio.wait([ending], timeout=wait_s)
             if done and not ending.cancelled():
                 ending.exception()  # taken here: how it ended (RolloutStopped, the call's error) is its spans' to tell
+
+    def agent_calls_in_threads(self) -> int:
+        """Synchronous agent calls not returned yet (a stopped runner's hung agents among them)."""
+        return sum(1 for in_thread in list(self._agent_threads.values()) if not in_thread.done())
 
     def _agents_running(self) -> bool:
         return bool(self._running)
@@ -365,7 +367,9 @@ class Runner:
                         context = contextvars.copy_context()
                         assert self._threads is not None
                         in_thread = self._threads.submit(context.run, method, task, resources, info)
-                        self._agent_threads[(info.rollout_id, info.attempt_id)] = in_thread
+                        key = (info.rollout_id, info.attempt_id)
+                        self._agent_threads[key] = in_thread  # until the call returns, whoever waits for it
+                        in_thread.add_done_callback(lambda _, key=key: self._agent_threads.pop(key, None))
                         returned = await asyncio.wrap_future(in_thread)
                 note = None
                 if returned is not None and emitted:

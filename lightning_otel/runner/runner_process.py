@@ -15,7 +15,7 @@ import signal
 from typing import Any
 
 from lightning_otel.agent_api.lit_agent import LitAgent
-from lightning_otel.runner.runner import AGENT_THREAD_PREFIX, Runner, RunnerStats
+from lightning_otel.runner.runner import Runner, RunnerStats
 from lightning_otel.runner.runner_gc import settle_heap
 from lightning_otel.runner.runner_options import RunnerOptions
 
@@ -69,23 +69,22 @@ def run_runner_process(
     finally:
         flush_spans(5_000 if stopping else 30_000)
         if stopping:
-            _exit_past_hung_agents()
+            _exit_past_hung_agents(runner)
 
 
-def _exit_past_hung_agents() -> None:
+def _exit_past_hung_agents(runner: Runner) -> None:
     """A stopped runner whose synchronous agent still runs in a thread (it does not return: a hung call, a long
     sleep) would wait for it at interpreter exit, forever for all its trainer knows: its rollouts are reported and its
     spans flushed by now, so it exits without waiting."""
     import logging
     import os
     import sys
-    import threading
 
-    hung = [t for t in threading.enumerate() if t.name.startswith(AGENT_THREAD_PREFIX) and t.is_alive()]
+    hung = runner.agent_calls_in_threads()
     if hung:
         logging.getLogger("lightning_otel.runner").warning(
             "stopped with %d agent calls still running (a synchronous agent that has not returned): exiting "
-            "without waiting for them", len(hung),
+            "without waiting for them", hung,
         )  # fmt: skip
         sys.stdout.flush()
         sys.stderr.flush()

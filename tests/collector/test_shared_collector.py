@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-import lightning_otel
 from lightning_otel.collector.client import Client
 from lightning_otel.testing import OpenAITestServer
 from tests.collector.helpers import CollectorProcess
+from tests.collector.test_faults import slow_training
 from tests.programs.runtime_agents import four_calls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,16 +30,6 @@ def collector(store_url: str) -> Any:
     yield process
     if process.process is not None and process.process.poll() is None:
         process.signal(signal.SIGTERM)
-
-
-def trainer_on(collector: CollectorProcess, server: OpenAITestServer, epochs: int = 1) -> lightning_otel.Trainer:
-    return lightning_otel.Trainer(
-        n_runners=1,
-        algorithm=lightning_otel.Baseline(batch_size=4, n_rollouts=2, n_epochs=epochs),
-        initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
-        collector=collector.query_url,
-        progress=False,
-    )
 
 
 def in_thread(work: Any) -> tuple[threading.Thread, dict[str, Any]]:
@@ -70,13 +60,15 @@ def test_a_training_a_dry_run_and_a_second_training_share_one_collector(collecto
         OpenAITestServer(latency_s=slow) as dry_server,
         OpenAITestServer(latency_s=slow) as second_server,
     ):
-        first, first_box = in_thread(lambda: trainer_on(collector, first_server, epochs=3).fit(four_calls, tasks))
+        first, first_box = in_thread(lambda: slow_training(collector, first_server, epochs=3).fit(four_calls, tasks))
         client, deadline = Client(collector.query_url), time.monotonic() + 120
         while client.queue_stats()["succeeded"] < 1:  # the first training is under way
             assert time.monotonic() < deadline and first.is_alive(), first_box
             time.sleep(0.1)
-        dry, dry_box = in_thread(lambda: trainer_on(collector, dry_server).dev(four_calls, tasks, print_spans=False))
-        second, second_box = in_thread(lambda: trainer_on(collector, second_server).fit(four_calls, tasks))
+        dry, dry_box = in_thread(
+            lambda: slow_training(collector, dry_server, epochs=1).dev(four_calls, tasks, print_spans=False)
+        )
+        second, second_box = in_thread(lambda: slow_training(collector, second_server, epochs=1).fit(four_calls, tasks))
         for thread in (first, dry, second):
             thread.join(300)
     for box in (first_box, dry_box, second_box):
@@ -148,7 +140,7 @@ def test_a_sigkilled_trainers_runners_end_with_it(collector: CollectorProcess, t
         time.sleep(0.1)
     # the next training on the collector: its rollouts are run by its own runners only
     with OpenAITestServer() as server:
-        result = trainer_on(collector, server).fit(four_calls, [{"question": f"q{i}"} for i in range(4)])
+        result = slow_training(collector, server, epochs=1).fit(four_calls, [{"question": f"q{i}"} for i in range(4)])
     run_ids, runner_ids, records = own_rollouts(result.train)
     assert [r["status"] for r in records] == ["succeeded"] * 8
     assert len(run_ids) == 1 and len(runner_ids) == 1
