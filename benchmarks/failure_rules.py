@@ -3,10 +3,12 @@
     python benchmarks/failure_rules.py [--tasks 8] [--group 8] [--rate 0.05] [--seeds 0 1 2] [--quick]
 
 Each run is one `Trainer.fit` step (Baseline) of `--tasks` tasks x `--group` rollouts against the OpenAI-compatible
-test server, which answers 503 to a `--rate` share of the calls (seeded), with three agents in turn:
+test server, which answers 503 to a `--rate` share of the calls (seeded), with four agents in turn:
 - `raising`: four calls, the client's error raised (the `four_calls` agent, no client retries);
 - `swallowing`: two calls, a failed one swallowed and the reward the share that came back (a careless agent);
-- `looping`: one task in four repeats the same call (the same answer each time) up to 100 times.
+- `looping`: one task in four repeats the same call (the same answer each time) up to 100 times;
+- `tool`: one call, then a tool over HTTP whose server (a second one) answers 503 to a `--rate` share of its calls
+  (the policy's server then fails none: the tool's failures alone).
 
 Our rule: an infrastructure failure (raised, or swallowed and seen in the spans) fails the attempt and is retried on a
 fresh one, up to `max_attempts` (3); past that the rollout is dropped and its group's advantages use the rest; a
@@ -19,6 +21,7 @@ wasted (attempts that trained nothing), wall time, and how many trained rollouts
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import sys
@@ -36,6 +39,7 @@ AGENTS = {
     "raising": runtime_agents.four_calls,
     "swallowing": runtime_agents.swallowing_agent,
     "looping": runtime_agents.failing_agent,
+    "tool": runtime_agents.tool_agent,
 }
 
 
@@ -49,13 +53,42 @@ def seeded_faults(rate: float, seed: int) -> Any:
     return fail
 
 
+@contextlib.contextmanager
+def tool_server(fail: Any) -> Any:
+    """A tool's HTTP server on loopback: 200, or what `fail` says (503)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Tool(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # http.server calls it by this name
+            status = fail({}) or 200
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Tool)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/lookup"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def one_run(agent: str, tasks: int, group: int, rate: float, seed: int) -> dict[str, float]:
     from lightning_otel.collector.server import CollectorConfig
     from lightning_otel.testing import OpenAITestServer
 
-    dataset = [{"question": f"t{index}", **({"then": "loop"} if agent == "looping" and index % 4 == 0 else {})}
-               for index in range(tasks)]  # fmt: skip
-    with OpenAITestServer(fail=seeded_faults(rate, seed)) as server:
+    tools = contextlib.ExitStack()
+    tool_url = tools.enter_context(tool_server(seeded_faults(rate, seed))) if agent == "tool" else None
+    dataset = [{"question": f"t{index}", **({"then": "loop"} if agent == "looping" and index % 4 == 0 else {}),
+                **({"tool_url": tool_url} if tool_url else {})} for index in range(tasks)]  # fmt: skip
+    policy_faults = None if agent == "tool" else seeded_faults(rate, seed)
+    with tools, OpenAITestServer(fail=policy_faults) as server:
         trainer = lightning_otel.Trainer(
             n_runners=1, max_attempts=3, progress=False,
             algorithm=lightning_otel.Baseline(batch_size=tasks, n_rollouts=group),

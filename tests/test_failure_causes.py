@@ -40,6 +40,10 @@ def status_error(kind: type[openai.APIStatusError], status: int, message: str) -
         (lightning_otel.PolicyError("no SQL in the answer", "no_sql"), "policy:no_sql"),
         (lightning_otel.InfrastructureError("sandbox crashed", "sandbox"), "infrastructure:sandbox"),
         (KeyError("answer"), "agent_error:KeyError"),
+        (httpx.HTTPStatusError("tool", request=REQUEST, response=httpx.Response(502, request=REQUEST)),
+         "infrastructure:HTTP_502"),
+        (httpx.HTTPStatusError("tool", request=REQUEST, response=httpx.Response(404, request=REQUEST)),
+         "agent_error:HTTPStatusError"),
     ],
 )  # fmt: skip
 def test_the_built_in_rules(exc: BaseException, cause: str) -> None:

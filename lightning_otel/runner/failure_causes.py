@@ -6,6 +6,8 @@ built-in ones, by the exception's class names (its library need not be importabl
 - infrastructure: a connection refused or broken, a timeout, an HTTP 5xx or 429 from the policy's server or a tool's
   (openai's and LiteLLM's `APIConnectionError`, `APITimeoutError`, `InternalServerError`, `RateLimitError`,
   `ServiceUnavailableError`; httpx's and the standard library's connection and timeout errors);
+- infrastructure too: any exception carrying an HTTP response with a 5xx or 429 status (httpx's `HTTPStatusError`,
+  requests' `HTTPError`: a tool's server failing);
 - policy: the prompt past the model's context (`ContextWindowExceededError`, or a 400 that says so).
 Anything else the agent raised is the agent's own error (`agent_error:<class>`): retried as before, not trained,
 and not counted as either, until a rule says which it is.
@@ -62,6 +64,9 @@ def cause_of_exception(exc: BaseException) -> str:
         return f"{POLICY}:context_overflow"
     if names & INFRASTRUCTURE_ERRORS:
         return f"{INFRASTRUCTURE}:{_first(names & INFRASTRUCTURE_ERRORS, type(exc))}"
+    status = getattr(getattr(exc, "response", None), "status_code", None)  # httpx's, requests' HTTP errors
+    if isinstance(status, int) and (status >= 500 or status == 429):
+        return f"{INFRASTRUCTURE}:HTTP_{status}"
     return f"{AGENT_ERROR}:{type(exc).__name__}"
 
 

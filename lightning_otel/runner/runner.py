@@ -327,11 +327,12 @@ class Runner:
         self.watch.forget(rollout_id, attempt_id)
         stop_attempt(rollout_id, attempt_id, stopped=False)
         outcome = with_swallowed_failures(outcome, seen.infrastructure)
+        said = " ".join(str(outcome.error).split())  # a line each (an HTTP error's text spans several)
         if outcome.policy_failure:
             log.warning("rollout %s attempt %s: a policy failure (%s), trained with reward %s: %s", rollout_id,
-                        attempt_id, outcome.cause, outcome.reward, outcome.error)  # fmt: skip
+                        attempt_id, outcome.cause, outcome.reward, said)  # fmt: skip
         elif outcome.cause is not None:
-            log.warning("rollout %s attempt %s failed (%s): %s", rollout_id, attempt_id, outcome.cause, outcome.error)
+            log.warning("rollout %s attempt %s failed (%s): %s", rollout_id, attempt_id, outcome.cause, said)
             self.stats.errors.append(outcome.error or outcome.cause)
         if outcome.status == "succeeded":
             self.stats.succeeded += 1

@@ -163,3 +163,13 @@ def failing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
         for _ in range(100):
             ask(resources, "write", task["question"])
     return 1.0
+
+
+@lightning_otel.rollout
+def tool_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
+    """One call, then a tool over HTTP (`task["tool_url"]`): a tool server's 5xx is raised (`raise_for_status`)."""
+    import httpx
+
+    ask(resources, "write", task["question"])
+    httpx.get(task["tool_url"], timeout=10).raise_for_status()
+    return 1.0
