@@ -396,3 +396,6 @@ class _PostgresTransaction:
 
     def notify(self, topic: str) -> None:
         self._connection.execute("SELECT pg_notify(%s, %s)", (CHANGES_CHANNEL, f"{topic}:{self._sender}"))
+
+    def serialize(self, name: str) -> None:
+        self._connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))

@@ -441,7 +441,9 @@ def status_counts(tx: StateTransaction, status: str | None = None) -> dict[str, 
 
 
 def put_resources(tx: StateTransaction, resources: dict[str, Any], now: int, run_id: str | None = None) -> int:
-    """A new version of a run's resources (`run_id` None: published outside any run); versions count across runs."""
+    """A new version of a run's resources (`run_id` None: published outside any run); versions count across runs.
+    Publishers run one at a time: two runs publishing at once on PostgreSQL would both take MAX + 1."""
+    tx.serialize("agl_resources")
     rows = tx.execute(
         "INSERT INTO agl_resources (version, resources, created_ns, run_id) "
         "SELECT COALESCE(MAX(version), 0) + 1, ?, ?, ? FROM agl_resources RETURNING version",

@@ -413,6 +413,9 @@ class _SQLiteTransaction:
     def notify(self, topic: str) -> None:  # one collector per SQLite file: nobody else to tell
         pass
 
+    def serialize(self, name: str) -> None:  # BEGIN IMMEDIATE: one writer at a time already
+        pass
+
 
 def default_sqlite_url() -> str:
     """A file under the user's data directory (XDG_DATA_HOME honoured)."""

@@ -31,6 +31,11 @@ class StateTransaction(Protocol):
         "finished"); a no-op where no other collector can share the store (SQLite)."""
         ...
 
+    def serialize(self, name: str) -> None:
+        """Hold the lock named `name` until the transaction ends, so transactions taking it run one at a time (one
+        that numbers rows MAX + 1); a no-op where the transaction is exclusive already (SQLite)."""
+        ...
+
 
 T = TypeVar("T")
 

@@ -141,3 +141,14 @@ def test_the_runs_routes_refuse_bad_input_and_keep_serving(start_collector) -> N
         claim = http.post("/v1/queue/claim", json={"runner_id": "x", "run_id": "r"}).json()
         assert claim["run"] == {"run_id": "r", "state": "running"} and claim["live_runs"] == 1
         assert http.post("/v1/runs/r/end", json={"state": "finished"}).json()["run"]["state"] == "finished"
+
+
+async def test_runs_publishing_at_once_each_get_a_version_of_their_own(state: RolloutState) -> None:
+    import asyncio
+
+    for run_id in ("run-a", "run-b"):
+        await state.start_run(run_id, 60.0)
+    versions = await asyncio.gather(
+        *(state.put_resources({"main_llm": str(index)}, ("run-a", "run-b")[index % 2]) for index in range(24))
+    )
+    assert sorted(versions) == list(range(1, 25))  # none refused as a duplicate version (PostgreSQL: one at a time)
