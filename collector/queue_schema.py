@@ -19,6 +19,7 @@ MODES = frozenset({"train", "val", "dev"})
 RUN_RUNNING, RUN_FINISHED, RUN_FAILED, RUN_LOST = "running", "finished", "failed", "lost"
 RUN_ENDINGS = frozenset({RUN_FINISHED, RUN_FAILED})  # what a run may say of its own end
 RUN_STATES = frozenset({RUN_RUNNING, RUN_LOST}) | RUN_ENDINGS
+MIN_LEASE_S, MAX_LEASE_S = 1.0, 3600.0  # a run's lease, checked by the trainer's settings and the collector alike
 
 STATE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS agl_rollouts (

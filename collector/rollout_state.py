@@ -88,6 +88,11 @@ def _topics_of_ended(changed: Sequence[tuple[str, str, str]]) -> tuple[str, ...]
     return ("finished", "queued") if any(outcome == QUEUING for _, _, outcome in changed) else ("finished",)
 
 
+def _topics_of_cancelled(result: tuple[dict[str, Any], int]) -> tuple[str, ...]:
+    """A run's start or end: (the run, how many rollouts it cancelled) -> what the other collectors are told."""
+    return ("finished",) if result[1] else ()
+
+
 class _EndedWatch:
     """The endings announced while one `wait` runs: (rollout id, its status now); `unseen` when an ending was
     signalled that names no rollout."""
@@ -393,8 +398,7 @@ class RolloutState:
     async def start_run(self, run_id: str, lease_s: float) -> tuple[dict[str, Any], int]:
         """Start a run with a lease; the unfinished rollouts of runs no longer running are cancelled (how many)."""
         work = _telling(
-            lambda tx: start_run(tx, run_id, lease_s, time.time_ns(), self._healthy_since_ns),
-            lambda result: ("finished",) if result[1] else (),
+            lambda tx: start_run(tx, run_id, lease_s, time.time_ns(), self._healthy_since_ns), _topics_of_cancelled
         )
         run, cancelled = await self.store.state_transaction(work)
         if cancelled:
@@ -406,9 +410,7 @@ class RolloutState:
         return await self.store.state_transaction(lambda tx: renew_run(tx, run_id, time.time_ns()))
 
     async def end_run(self, run_id: str, state: str) -> tuple[dict[str, Any], int]:
-        work = _telling(
-            lambda tx: end_run(tx, run_id, state, time.time_ns()), lambda result: ("finished",) if result[1] else ()
-        )
+        work = _telling(lambda tx: end_run(tx, run_id, state, time.time_ns()), _topics_of_cancelled)
         run, cancelled = await self.store.state_transaction(work)
         if cancelled:
             self.ended_unseen()
@@ -420,5 +422,11 @@ class RolloutState:
     async def runs(self, state: str | None, limit: int) -> list[dict[str, Any]]:
         return await self.store.state_transaction(lambda tx: list_runs(tx, state, limit))
 
-    async def live_runs(self) -> int:
-        return await self.store.state_transaction(live_runs)
+    async def run_state(self, run_id: str | None) -> tuple[str | None, int]:
+        """(the state of run `run_id`, None when unknown or not asked; how many runs are live), one read."""
+
+        def read(tx: StateTransaction) -> tuple[str | None, int]:
+            run = get_run(tx, run_id) if run_id is not None else None
+            return (run["state"] if run else None), live_runs(tx)
+
+        return await self.store.state_transaction(read)

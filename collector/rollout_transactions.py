@@ -24,7 +24,6 @@ from lightning_otel.collector.queue_schema import (
     SUCCEEDED,
     TIMEOUT,
 )
-from lightning_otel.collector.run_transactions import check_enqueue
 from lightning_otel.collector.store import StateTransaction
 
 _ROLLOUT_COLUMNS = (
@@ -63,6 +62,10 @@ class AttemptReport:
 
 class InvalidRequest(ValueError):
     """A rollout-state request that cannot be honoured as given (HTTP 400)."""
+
+
+class RunRefused(InvalidRequest):
+    """A run operation that cannot be honoured as given (HTTP 400), e.g. enqueuing for a run that ended."""
 
 
 class NotFound(LookupError):
@@ -148,7 +151,7 @@ def enqueue(
         )
     if len({row[0] for row in rows}) != len(rows):
         raise InvalidRequest("rollout_id repeated within one request")
-    check_enqueue(tx, {spec.run_id for spec in specs if spec.run_id is not None})
+    _check_runs_running(tx, {spec.run_id for spec in specs if spec.run_id is not None})
     placeholders = ", ".join("?" * 15)
     existing = _existing_ids(tx, [row[0] for row in rows])
     if existing and not existing_ok:
@@ -163,6 +166,17 @@ def enqueue(
             rows,
         )
     return get_rollouts(tx, ids)
+
+
+def _check_runs_running(tx: StateTransaction, run_ids: set[str]) -> None:
+    """Rollouts are queued only for a running run (a run that ended or was lost has no one to read them)."""
+    for run_id in sorted(run_ids):
+        found = tx.execute("SELECT state FROM agl_runs WHERE run_id = ?", (run_id,))
+        if not found or found[0][0] != RUN_RUNNING:
+            said = "unknown to this collector" if not found else found[0][0]
+            raise RunRefused(
+                f"run {run_id!r} is {said}: rollouts are queued only for a running run (start it first: POST /v1/runs)"
+            )
 
 
 def _existing_ids(tx: StateTransaction, rollout_ids: Sequence[str]) -> set[str]:
@@ -321,19 +335,22 @@ def fail_runner(tx: StateTransaction, runner_id: str, error: str, now: int) -> l
     return changed
 
 
-def cancel(tx: StateTransaction, rollout_ids: Sequence[str], now: int) -> int:
+def cancel(tx: StateTransaction, rollout_ids: Sequence[str], now: int, why: str | None = None) -> int:
+    """Cancel the rollouts not final yet (their running attempts too); `why`: the error they keep
+    ("cancelled: <why>"; without one a rollout keeps its error). Returns how many were cancelled."""
+    said = f"cancelled: {why}" if why else None
     cancelled = 0
     for chunk in _chunks(rollout_ids):
         marks = ", ".join("?" * len(chunk))
         tx.execute(
             f"UPDATE agl_attempts SET status = ?, end_ns = ?, error = ? WHERE status = ? AND rollout_id IN ({marks})",
-            (CANCELLED, now, "cancelled", RUNNING, *chunk),
+            (CANCELLED, now, said or "cancelled", RUNNING, *chunk),
         )
         cancelled += len(
             tx.execute(
-                f"UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ? WHERE status IN (?, ?) "
-                f"AND rollout_id IN ({marks}) RETURNING rollout_id",
-                (CANCELLED, now, now, QUEUING, RUNNING, *chunk),
+                f"UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, error = COALESCE(?, error) "
+                f"WHERE status IN (?, ?) AND rollout_id IN ({marks}) RETURNING rollout_id",
+                (CANCELLED, now, now, said, QUEUING, RUNNING, *chunk),
             )
         )
     return cancelled

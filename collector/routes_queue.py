@@ -50,7 +50,7 @@ from starlette.routing import Route
 from lightning_otel.collector.declared_bodies import BadBody, Body, between, holding, read_body, shaped
 from lightning_otel.collector.jaeger_json import error_envelope
 from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
-from lightning_otel.collector.queue_schema import FINAL_STATUSES, QUEUING, RUN_STATES, RUNNING
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, MAX_LEASE_S, MIN_LEASE_S, QUEUING, RUN_STATES, RUNNING
 from lightning_otel.collector.rollout_state import (
     AttemptReport,
     InvalidRequest,
@@ -58,7 +58,6 @@ from lightning_otel.collector.rollout_state import (
     RolloutSpec,
     RolloutState,
 )
-from lightning_otel.collector.run_transactions import MAX_LEASE_S, MIN_LEASE_S, RunNotFound, RunRefused
 
 MAX_BATCH = 10_000
 RolloutIds = Annotated[list[str], holding(0, MAX_BATCH, "rollout ids")]
@@ -155,15 +154,15 @@ async def enqueue(queue: Queue, request: Request, body: EnqueueBody) -> Any:
 
 async def claim(queue: Queue, request: Request, body: ClaimBody) -> Any:
     attempts = await queue.state.claim(body.runner_id, body.max, body.wait_s, run_id=body.run_id)
-    served = body.run_id if body.run_id is not None else (attempts[0]["run_id"] if attempts else None)
-    run = await queue.state.run(served) if served is not None else None
-    return {
-        "attempts": attempts,
-        "heartbeat_interval_s": queue.state.heartbeat_interval_s,
-        # what the runner serves, so it can follow its run and stop or move on when the run ends
-        "run": {"run_id": served, "state": run["state"] if run else "unknown"} if served is not None else None,
-        "live_runs": await queue.state.live_runs() if not attempts else None,
-    }
+    answer = {"attempts": attempts, "heartbeat_interval_s": queue.state.heartbeat_interval_s}
+    # What the runner serves, so it can follow its run and stop or move on when the run ends. Attempts come from a
+    # run that was running when they were claimed (no read more on a busy claim); an idle claim reads the run's state.
+    if attempts:
+        served = attempts[0]["run_id"]
+        return {**answer, "run": {"run_id": served, "state": "running"} if served else None, "live_runs": None}
+    state, live = await queue.state.run_state(body.run_id)
+    run = {"run_id": body.run_id, "state": state or "unknown"} if body.run_id is not None else None
+    return {**answer, "run": run, "live_runs": live}
 
 
 async def heartbeat(queue: Queue, request: Request, body: HeartbeatBody) -> Any:
@@ -346,7 +345,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_envelope(404, str(exc)), status_code=404)
 
 
-EXCEPTION_HANDLERS = {InvalidRequest: _bad_body, BadBody: _bad_body, RunRefused: _bad_body, NotFound: _not_found,
-                      RunNotFound: _not_found}  # fmt: skip
+# by class and subclass: a run refused is an InvalidRequest, a run not found a NotFound
+EXCEPTION_HANDLERS = {InvalidRequest: _bad_body, BadBody: _bad_body, NotFound: _not_found}
 
 __all__ = ["EXCEPTION_HANDLERS", "QUEUE_ROUTES", "QueueRoute", "queue_routes"]

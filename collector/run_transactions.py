@@ -14,24 +14,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightning_otel.collector.queue_schema import (
-    CANCELLED,
+    MAX_LEASE_S,
+    MIN_LEASE_S,
     QUEUING,
     RUN_ENDINGS,
     RUN_LOST,
     RUN_RUNNING,
     RUNNING,
 )
+from lightning_otel.collector.rollout_transactions import NotFound, RunRefused, cancel
 from lightning_otel.collector.store import StateTransaction
 
 _RUN_FIELDS = ("run_id", "state", "lease_s", "heartbeat_ns", "created_ns", "end_ns")
-MIN_LEASE_S, MAX_LEASE_S = 1.0, 3600.0
 
 
-class RunRefused(ValueError):
-    """A run operation that cannot be honoured as given (HTTP 400), e.g. enqueuing for a run that ended."""
-
-
-class RunNotFound(LookupError):
+class RunNotFound(NotFound):
     """No such run (HTTP 404)."""
 
 
@@ -83,7 +80,7 @@ def start_run(
         "WHERE r.status IN (?, ?) AND r.run_id IS NOT NULL AND (u.state IS NULL OR u.state <> ?)",
         (QUEUING, RUNNING, RUN_RUNNING),
     )
-    cancelled = sum(len(cancel_run_rollouts(tx, other, now, "its run is no longer running")) for (other,) in orphans)
+    cancelled = sum(cancel_run_rollouts(tx, other, now, "its run is no longer running") for (other,) in orphans)
     run = get_run(tx, run_id)
     assert run is not None
     return run, cancelled + sum(count for _, count in lapsed)
@@ -111,7 +108,7 @@ def end_run(tx: StateTransaction, run_id: str, state: str, now: int) -> tuple[di
     cancelled = cancel_run_rollouts(tx, run_id, now, f"its run ended ({state})")
     run = get_run(tx, run_id)
     assert run is not None
-    return run, len(cancelled)
+    return run, cancelled
 
 
 def expire_runs(tx: StateTransaction, now: int, healthy_since_ns: int) -> list[tuple[str, int]]:
@@ -126,49 +123,22 @@ def expire_runs(tx: StateTransaction, now: int, healthy_since_ns: int) -> list[t
     for (run_id,) in rows:
         tx.execute("UPDATE agl_runs SET state = ?, end_ns = ? WHERE run_id = ?", (RUN_LOST, now, run_id))
         cancelled = cancel_run_rollouts(tx, run_id, now, "its run's lease lapsed (its trainer is gone)")
-        lapsed.append((run_id, len(cancelled)))
+        lapsed.append((run_id, cancelled))
     return lapsed
 
 
-def cancel_run_rollouts(tx: StateTransaction, run_id: str, now: int, why: str) -> list[str]:
-    """Cancel a run's queued and running rollouts (their running attempts too); returns their ids."""
-    error = f"cancelled: {why}"
-    ids = [
-        row[0]
-        for row in tx.execute(
-            "UPDATE agl_rollouts SET status = ?, updated_ns = ?, end_ns = ?, error = ? WHERE run_id = ? "
-            "AND status IN (?, ?) RETURNING rollout_id",
-            (CANCELLED, now, now, error, run_id, QUEUING, RUNNING),
-        )
-    ]
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ", ".join("?" * len(chunk))
-        tx.execute(
-            f"UPDATE agl_attempts SET status = ?, end_ns = ?, error = ? WHERE status = ? AND rollout_id IN ({marks})",
-            (CANCELLED, now, error, RUNNING, *chunk),
-        )
-    return ids
-
-
-def check_enqueue(tx: StateTransaction, run_ids: set[str]) -> None:
-    """Rollouts are queued only for a running run (a run that ended or was lost has no one to read them)."""
-    for run_id in sorted(run_ids):
-        run = get_run(tx, run_id)
-        if run is None or run["state"] != RUN_RUNNING:
-            said = "unknown to this collector" if run is None else f"{run['state']}"
-            raise RunRefused(
-                f"run {run_id!r} is {said}: rollouts are queued only for a running run (start it first: POST /v1/runs)"
-            )
+def cancel_run_rollouts(tx: StateTransaction, run_id: str, now: int, why: str) -> int:
+    """Cancel a run's queued and running rollouts (their running attempts too); returns how many."""
+    rows = tx.execute(
+        "SELECT rollout_id FROM agl_rollouts WHERE run_id = ? AND status IN (?, ?)", (run_id, QUEUING, RUNNING)
+    )
+    return cancel(tx, [row[0] for row in rows], now, why)
 
 
 __all__ = [
-    "MAX_LEASE_S",
-    "MIN_LEASE_S",
     "RunNotFound",
     "RunRefused",
     "cancel_run_rollouts",
-    "check_enqueue",
     "end_run",
     "expire_runs",
     "get_run",

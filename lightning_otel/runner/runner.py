@@ -41,7 +41,6 @@ from lightning_otel.runner.run_follower import RunFollower
 from lightning_otel.runner.runner_options import RunnerOptions
 
 log = logging.getLogger("lightning_otel.runner.runner")
-AGENT_THREAD_PREFIX = "agl-rollout"  # the threads synchronous agents run in
 STOPPING_RETRY_S = 5.0
 # How long a finished rollout's flush and report wait for others of the same runner while its agents still run: one
 # flush and one completion request for several rollouts (each costs an HTTP round trip and a store transaction on
@@ -141,7 +140,7 @@ class Runner:
         self._stopping = asyncio.Event()
         _watch_spans(self.watch)
         # Sync rollout methods run here (an agent may be async for training and sync for validation).
-        self._threads = ThreadPoolExecutor(self.max_concurrency, AGENT_THREAD_PREFIX)
+        self._threads = ThreadPoolExecutor(self.max_concurrency, "agl-rollout")
         async with AsyncClient(self.collector_url, auth_token=self.options.auth_token) as client:
             self._client = client
             self._reporter = InFlightBatcher(client.complete_many)

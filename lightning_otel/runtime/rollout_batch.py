@@ -11,6 +11,7 @@ from typing import Any
 from lightning_otel.adapters.triplets import AdaptedRollout, Triplet
 from lightning_otel.collector.queue_schema import FINAL_STATUSES
 from lightning_otel.flat_span import Span
+from lightning_otel.runner.failure_causes import kind_of
 
 
 @dataclass(slots=True)
@@ -59,7 +60,7 @@ class BatchResult:
 
     def metrics(self) -> dict[str, float]:
         statuses = [record["status"] for record in self.rollouts]
-        kinds = [(record["status"], _kind(record)) for record in self.rollouts]
+        kinds = [(record["status"], kind_of(record.get("cause"))) for record in self.rollouts]
         rewards = [reward for reward in self.rewards().values() if reward is not None]
         diagnostics = [adapted.diagnostics for adapted in self.adapted.values()]
         return {
@@ -86,9 +87,3 @@ class BatchResult:
             "wall_s": self.wall_s,
             "wait_s": self.wait_s,
         }
-
-
-def _kind(record: dict[str, Any]) -> str | None:
-    """The kind of a rollout's cause (its latest attempt's): "infrastructure", "policy", "agent_error" or None."""
-    cause = record.get("cause")
-    return cause.partition(":")[0] if cause else None

@@ -268,10 +268,8 @@ class Trainer:
             finally:
                 if state == "failed":  # perhaps because the collector is gone: do not wait minutes more
                     client.retry_for_s = min(client.retry_for_s, 10.0)
-                with contextlib.suppress(Exception):
-                    run.release()
-                with contextlib.suppress(Exception):
-                    run.finish(state)  # runners started elsewhere that served it stop or move on
+                with contextlib.suppress(Exception):  # its unfinished rollouts are cancelled; runners serving it stop
+                    run.finish(state)
 
     @contextlib.contextmanager
     def _embedded_collector(self) -> Iterator[str]:

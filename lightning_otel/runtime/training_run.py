@@ -26,7 +26,7 @@ from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.agent_api.policy_address import write_policy_address
 from lightning_otel.agent_api.resources import resources_to_json
 from lightning_otel.collector.client import Client
-from lightning_otel.collector.queue_schema import FINAL_STATUSES
+from lightning_otel.collector.queue_schema import FINAL_STATUSES, MAX_LEASE_S, MIN_LEASE_S
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.early_reads import EarlyReads
 from lightning_otel.runtime.rollout_batch import BatchResult, RolloutBatch
@@ -78,8 +78,8 @@ class RunSettings:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.span_wait_s < 0:
             raise ValueError(f"span_wait_s must be >= 0, got {self.span_wait_s}")
-        if not 1.0 <= self.lease_s <= 3600.0:
-            raise ValueError(f"lease_s must be between 1 and 3600 s, got {self.lease_s}")
+        if not MIN_LEASE_S <= self.lease_s <= MAX_LEASE_S:  # the collector's bounds, said before a run starts
+            raise ValueError(f"lease_s must be between {MIN_LEASE_S:g} and {MAX_LEASE_S:g} s, got {self.lease_s}")
 
 
 class TrainingRun:
@@ -109,7 +109,6 @@ class TrainingRun:
         self.lease = RunLease(client, self.settings.run_id, self.settings.lease_s)
         self._steps: dict[str, int] = {}
         self._batches = 0
-        self._open: set[str] = set()  # rollouts this training queued and has not seen final (it owns them: `release`)
         self._span_sources: list[Callable[[], bool]] = []
         self._call_counters: list[Callable[[list[tuple[str, str]]], int]] = []
 
@@ -184,7 +183,6 @@ class TrainingRun:
                     }
                 )
         records = self.client.enqueue(specs) if specs else []
-        self._open.update(record["rollout_id"] for record in records)
         return RolloutBatch(batch_id, mode, [record["rollout_id"] for record in records], records)
 
     def wait(
@@ -227,7 +225,6 @@ class TrainingRun:
             if left["queuing"] == total:
                 warned = self.no_runner(batch, time.monotonic() - started, warned)
         records = self.client.wait_rollouts(ids, timeout=0)["rollouts"]
-        self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
         return records
 
     def no_runner(self, batch: RolloutBatch, waited: float, warned: bool) -> bool:
@@ -258,17 +255,6 @@ class TrainingRun:
         except CollectorError:  # none published yet
             return {}
 
-    def release(self) -> int:
-        """Cancel the rollouts this training queued that are not final yet (it ended or failed): none of them runs
-        for another training. Returns how many were cancelled."""
-        pending, cancelled = sorted(self._open), 0
-        for start in range(0, len(pending), 5_000):  # the queue API's batch bound is 10,000
-            cancelled += int(self.client.cancel(pending[start : start + 5_000]))
-        self._open.clear()
-        if cancelled:
-            log.info("cancelled %d rollouts this training queued and no longer needs", cancelled)
-        return cancelled
-
     def start(self) -> None:
         """Start this run on the collector, holding its lease: the rollouts of runs no longer running (a training
         that died, or ended without cancelling them) are cancelled, so runners never spend this training's time on
@@ -282,10 +268,10 @@ class TrainingRun:
             self.start()
 
     def finish(self, state: str = "finished") -> None:
-        """End this run on the collector (`finished` or `failed`): its unfinished rollouts are cancelled and runners
-        serving it stop or move on."""
-        if self.lease.started:
-            self.lease.end(state)
+        """End this run on the collector (`finished` or `failed`): the rollouts it queued that are not final yet are
+        cancelled (none of them runs for another training), and runners serving it stop or move on."""
+        if self.lease.started and (cancelled := self.lease.end(state)):
+            log.info("cancelled %d rollouts this training queued and no longer needs", cancelled)
 
     def collect(self, batch: RolloutBatch, timeout: float | None = None) -> BatchResult:
         """Wait for the batch and read its succeeded rollouts' spans, adapted. Rollouts are read as they finish,
@@ -309,7 +295,6 @@ class TrainingRun:
         rollout's spans, complete (`span_wait_s`), adapted; those `early` read already are taken from it, the rest
         read in one call."""
         started = time.monotonic()
-        self._open.difference_update(r["rollout_id"] for r in records if r["status"] in FINAL_STATUSES)
         succeeded = [record for record in records if record["status"] == "succeeded"]
         ready = early.taken(succeeded) if early is not None else {}
         rest = [record for record in succeeded if record["rollout_id"] not in ready]
