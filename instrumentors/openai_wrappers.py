@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +25,8 @@ from lightning_otel.capture.propagation import inject_current
 from lightning_otel.capture.settings import settings
 from lightning_otel.capture.tested_versions import is_tested
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
+
+logger = logging.getLogger(__name__)
 
 try:  # openai's parsed responses are pydantic models (a failing hasattr on one costs microseconds)
     from pydantic import BaseModel as ParsedModel
@@ -296,14 +299,28 @@ def _observe_sync_result(result: Any, call: LLMCall, kind: str, owner: bool) -> 
         try:
             parsed = result.parse()
         except Exception as exc:
-            if owner:
-                call.finish(error=exc)
-            return result
+            return _observe_unparsed(result, call, kind, owner, exc)
         if inspect.isawaitable(parsed):  # pragma: no cover - sync client never returns async responses
             parsed.close()
             return result
         return _with_traced_parse(result, parsed, _observe_value(parsed, call, kind, owner))
     return _observe_value(result, call, kind, owner)
+
+
+def _observe_unparsed(raw: Any, call: LLMCall, kind: str, owner: bool, error: Exception) -> Any:
+    """Our parse of a raw response failed: record the body's JSON instead, the caller's own parse being its own
+    business. Pydantic builds openai's models on first use, and threads building one at once can fail (seen on the
+    first calls of concurrent rollouts under load: the call succeeded, its span had no token ids and an error)."""
+    payload = _json_body(raw.http_response)
+    if payload is None:  # a body we cannot read either (a stream not consumed, not JSON): the span says why
+        if owner:
+            call.finish(error=error)
+        return raw
+    logger.debug("lightning-otel: parsing a raw response failed (%r); its JSON body was recorded", error)
+    _recorder(call, kind, streaming=False)(payload)
+    if owner:
+        call.finish()
+    return raw
 
 
 def _with_traced_parse(raw: Any, parsed: Any, observed: Any) -> Any:
@@ -347,8 +364,6 @@ async def _observe_async_result(result: Any, call: LLMCall, kind: str, owner: bo
             if inspect.isawaitable(parsed):
                 parsed = await parsed
         except Exception as exc:
-            if owner:
-                call.finish(error=exc)
-            return result
+            return _observe_unparsed(result, call, kind, owner, exc)
         return _with_traced_parse(result, parsed, _observe_value(parsed, call, kind, owner))
     return _observe_value(result, call, kind, owner)

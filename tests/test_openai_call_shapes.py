@@ -133,6 +133,44 @@ def test_with_raw_response(client, openai_test_server, agl_spans):
     assert raw.parse() is parsed
 
 
+@pytest.fixture
+def first_parse_fails(monkeypatch):
+    """openai's raw response fails its first parse, as pydantic's lazy model build fails in threads building one
+    at once (crewai's concurrent rollouts under load); later parses succeed."""
+    from openai._legacy_response import LegacyAPIResponse
+
+    parse, failed = LegacyAPIResponse.parse, []
+
+    def flaky_parse(self, *args, **kwargs):
+        if not failed:
+            failed.append(True)
+            raise AttributeError("type object 'ChatCompletionMessage' has no attribute '__pydantic_core_schema__'")
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(LegacyAPIResponse, "parse", flaky_parse)
+    return failed
+
+
+def test_raw_response_whose_parse_fails_is_recorded_from_its_body(client, openai_test_server, agl_spans,
+                                                                  first_parse_fails):  # fmt: skip
+    with in_rollout():
+        raw = client.chat.completions.with_raw_response.create(model="agl-model", messages=MESSAGES)
+    assert first_parse_fails  # our parse failed; the caller's own parse is its business, and works
+    parsed = raw.parse()
+    span = only_llm_span(agl_spans)
+    check_llm_span(span, openai_test_server, MESSAGES, parsed.choices[0].message.content)
+    assert span.status.status_code.name != "ERROR"  # the call succeeded
+
+
+async def test_async_raw_response_whose_parse_fails_is_recorded_from_its_body(aclient, openai_test_server, agl_spans,
+                                                                              first_parse_fails):  # fmt: skip
+    with in_rollout():
+        raw = await aclient.chat.completions.with_raw_response.create(model="agl-model", messages=MESSAGES)
+    assert first_parse_fails
+    parsed = raw.parse()
+    check_llm_span(only_llm_span(agl_spans), openai_test_server, MESSAGES, parsed.choices[0].message.content)
+
+
 def test_parse_structured_output(client, openai_test_server, agl_spans):
     from pydantic import BaseModel
 

@@ -27,7 +27,7 @@ def test_dryrun_trains_only_the_players_calls(tmp_path: Path) -> None:
         cwd=EXAMPLE, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "dry run: 4 games, 12 samples, from agents ['player']" in done.stdout
+    assert "dry run: 4 games, 12 samples, from agents ['player']" in done.stdout, done.stdout[-4000:]
     assert "agents seen ['answerer', 'player']" in done.stdout  # the answerer's calls were seen and left out
     assert "without token ids 0" in done.stdout
 
