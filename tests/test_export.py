@@ -201,3 +201,56 @@ def test_a_store_of_100k_spans_exports_exactly_in_flat_memory(tmp_path: Path) ->
             made = by_id[row["rollout_id"]].calls
             assert [c["prompt_token_ids"] for c in row["calls"]] == [c.prompt_token_ids for c in made]
             assert [c["response_token_ids"] for c in row["calls"]] == [c.response_token_ids for c in made]
+
+
+@pytest.mark.parametrize("format", ["jsonl", "parquet", "hf"])
+def test_no_failure_leaves_a_file_and_an_existing_output_survives_a_failed_overwrite(small_store, tmp_path,
+                                                                                      format) -> None:  # fmt: skip
+    path, _ = small_store
+    out = tmp_path / {"jsonl": "rows.jsonl", "parquet": "rows.parquet", "hf": "rows-ds"}[format]
+    command = [sys.executable, "-m", "lightning_otel.cli", "export", str(path), str(out)]
+    failures = {  # each exits non-zero: a bad argument (2), nothing selected (1), a store that is not there (2)
+        "bad regex": (["--agent-match", "wr(ite"], 2, "not a valid regular expression"),
+        "no validation rollouts": (["--mode", "val"], 1, "no row was written"),
+        "no such run": (["--run", "nope"], 1, "in other runs"),
+        "bad shape": (["--shape", "triples"], 2, "invalid choice"),
+    }
+    for why, (extra, code, said) in failures.items():
+        done = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120)
+        assert done.returncode == code and said in done.stdout + done.stderr, (why, done.stdout, done.stderr)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], (why, list(tmp_path.iterdir()))  # not even hidden
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    before = _read(out, format)
+    again = subprocess.run([*command, "--overwrite", "--run", "nope"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1
+    assert _read(out, format) == before and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    with pytest.raises(ValueError, match="regular expression"):
+        agl.export_dataset(path, out, agent_match="(", overwrite=True, progress=False)
+    assert _read(out, format) == before and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_a_call_recorded_twice_exports_the_messages_of_the_copy_that_has_them() -> None:
+    """The gateway's copy of a call (token ids, no content) and the agent client's (content, the same response id):
+    whichever copy the adapter keeps, the row carries the messages (the demo exported some rows without them)."""
+    from lightning_otel import semconv
+    from lightning_otel.export.rollouts import exported_rollout
+
+    ids = {semconv.AGL_PROMPT_TOKEN_IDS: [1, 2, 3], semconv.AGL_RESPONSE_TOKEN_IDS: [4, 5],
+           semconv.GEN_AI_RESPONSE_ID: "chatcmpl-1", semconv.GEN_AI_OPERATION_NAME: "chat"}  # fmt: skip
+
+    def message(role: str, text: str) -> str:
+        return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+    content = {
+        semconv.GEN_AI_INPUT_MESSAGES: message("user", "hi"),
+        semconv.GEN_AI_OUTPUT_MESSAGES: message("assistant", "HI"),
+        semconv.GEN_AI_AGENT_NAME: "write",
+    }
+    gateway = {"spanId": "g", "startTimeUnixNano": 2, "attributes": ids}
+    client = {"spanId": "c", "startTimeUnixNano": 1, "attributes": {**ids, **content}}
+    for spans in ([gateway, client], [client, gateway]):
+        (call,) = exported_rollout({"rollout_id": "ro-1"}, spans, agent_match="write").calls
+        assert call.selected and call.prompt_token_ids == [1, 2, 3]
+        assert call.input_messages == [{"role": "user", "content": "hi"}]
+        assert call.output_message == {"role": "assistant", "content": "HI"}

@@ -94,6 +94,7 @@ class _Call:
     rewards: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
+    copies: list[Span] = field(default_factory=list)  # other spans of the same response (the gateway's, the client's)
 
 
 def _call(span: Span) -> _Call:
@@ -139,10 +140,12 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
             kept = calls[by_response_id[call.response_id]]
             if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
                 call.agent = call.agent or kept.agent
+                call.copies = [*kept.copies, kept.span]
                 calls[by_response_id[call.response_id]] = call
                 dropped, kept = kept, call
             else:  # e.g. the gateway's copy came first: the client's copy knows the agent
                 kept.agent = kept.agent or call.agent
+                kept.copies.append(call.span)
                 dropped = call
             duplicates.append((dropped, kept))
             continue

@@ -31,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--trace-only", action="store_true", help="no training: trace a two-agent program and show "
                       "what a trainer receives (needs no torch)")  # fmt: skip
     demo.add_argument("--endpoint", help="--trace-only: export the spans over OTLP to this base URL instead")
+    demo.add_argument(
+        "--no-content",
+        dest="capture_content",
+        action="store_false",
+        help="leave message text off the spans (token ids only; exported rows then have no messages)",
+    )
     demo.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in demo.log")
     server = commands.add_parser("test-server", help="run the OpenAI-compatible test server (vLLM token ids)")
     server.add_argument("--host", default="127.0.0.1")
@@ -98,8 +104,19 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
     return run_train_demo(
         steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness,
-        model=args.model,
+        model=args.model, capture_content=args.capture_content, program=invoked_as(),
     )  # fmt: skip
+
+
+def invoked_as() -> str:
+    """The program as the user typed it (`.venv/bin/lightning-otel`), for the commands a run prints to copy."""
+    import shutil
+    from pathlib import Path
+
+    typed = sys.argv[0] if sys.argv else ""
+    if Path(typed).name != "lightning-otel" or shutil.which("lightning-otel") == typed:
+        return "lightning-otel"  # found on PATH (the shell hands a script its full path): the short name works
+    return typed
 
 
 def run_model(args: argparse.Namespace) -> int:

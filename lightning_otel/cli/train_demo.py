@@ -164,7 +164,7 @@ MIN_RISE = 0.05  # last quarter's mean reward over the first quarter's (seeded r
 
 def run_train_demo(
     *, steps: int | None = None, workdir: str | Path = "agl-demo", runners: int = 2, verbose: bool = False,
-    max_staleness: int = 0, model: str = "tiny",
+    max_staleness: int = 0, model: str = "tiny", capture_content: bool = True, program: str = "lightning-otel",
 ) -> int:  # fmt: skip
     try:
         import torch  # noqa: F401
@@ -207,6 +207,7 @@ def run_train_demo(
                 adapter={"agent_match": "write"},
                 initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
                 collector=addresses.query,
+                capture_content=capture_content,  # the messages too: exported rows and pairs carry the text
             )
             result = trainer.fit(shout_rollout, [{**task, "say_word": policy.say_word} for task in TASKS])
     rewards = result.rewards()
@@ -218,7 +219,7 @@ def run_train_demo(
     quarter, first, last = quarter_means(rewards)
     print(f"\nreward: first {quarter} steps {first:.3f} -> last {quarter} steps {last:.3f}; curve {curve}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
-    ui = f"lightning-otel ui {shown / 'collector.sqlite3'} --tokenizer {shown_folder}"
+    ui = f"{program} ui {shown / 'collector.sqlite3'} --tokenizer {shown_folder}"
     print(f"see what the trainer saw (runs, steps, span trees, trained tokens): {ui}  (http://127.0.0.1:16687/ui)")
     failed, verdict = rise_verdict(rewards)
     if failed:  # the demo exists to show learning: a flat curve is a failure, said so

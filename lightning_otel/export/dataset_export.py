@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.stores import existing_store_url
 from lightning_otel.export.rollouts import AGENT_MATCH_OF_RUN, ExportedRollout, exported_rollout
@@ -50,8 +51,9 @@ class ExportReport:
     seconds: float = 0.0
 
     def summary(self) -> str:
+        written = f"-> {self.out} ({self.format})" if self.rows else f"(nothing written to {self.out})"
         lines = [
-            f"{self.rows} {self.shape} rows -> {self.out} ({self.format}) in {self.seconds:.1f} s",
+            f"{self.rows} {self.shape} rows {written} in {self.seconds:.1f} s",
             f"  rollouts: {self.rollouts_scanned} read, {self.rollouts_exported} selected"
             + "".join(f", {count} {why}" for why, count in sorted(self.left_out.items())),
             f"  calls: {self.calls} in those rollouts, {self.selected_calls} selected by agent_match, "
@@ -155,18 +157,23 @@ def export_dataset(
     chosen_format = format_of(out, format)
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass overwrite=True / --overwrite to replace it)")
+    if agent_match is not None and agent_match is not AGENT_MATCH_OF_RUN:
+        TraceToTriplet(agent_match=agent_match)  # a bad regex fails here, before anything is written
     rule = pair_rule or PairRule()
     if shape == "pairs" and min_reward is not None:
         rule = PairRule(rule.strategy, rule.margin, min_reward)
     selection = _Selection(run_id, step, mode, None if shape == "pairs" else min_reward)
     report = ExportReport(shape, chosen_format, out, pairs=PairCounts() if shape == "pairs" else None)
+    # Rows go to a hidden name beside `out`, renamed when the export ends with rows: a failed run or one that wrote
+    # no row leaves no file (and an existing one untouched), never a partial one.
+    partial = out.with_name(f".{out.name}.partial")
     started = time.perf_counter()
     with _client(source, auth_token) as client:
         counts = client.queue_stats(status)
         total = sum(int(count) for count in counts.values())
-        if out.exists():
-            _remove(out)
-        writer = open_writer(out, chosen_format, shape)
+        if partial.exists():  # a killed export's
+            _remove(partial)
+        writer = open_writer(partial, chosen_format, shape)
         try:
             with _progress(total, progress) as bar:
                 task = bar.add_task("export", total=total) if bar is not None else None
@@ -186,10 +193,29 @@ def export_dataset(
                         report.rows += 1
                 if group:
                     report.rows += _write_all(writer, preference_pairs(group, rule, report.pairs))
-        finally:
+        except BaseException:
+            _discard(writer, partial)
+            raise
+    if report.rows == 0:
+        _discard(writer, partial)
+    else:
+        try:
             writer.close()
+        except BaseException:
+            _discard(writer, partial)
+            raise
+        if out.exists():  # overwrite=True: replaced only now that the new rows are all written
+            _remove(out)
+        partial.rename(out)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _discard(writer: Any, partial: Path) -> None:
+    with contextlib.suppress(Exception):  # what is being discarded need not close cleanly
+        writer.close()
+    if partial.exists():
+        _remove(partial)
 
 
 def _remove(path: Path) -> None:

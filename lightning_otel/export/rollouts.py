@@ -69,7 +69,8 @@ def exported_rollout(
     calls = []
     for index, call in enumerate(llm_calls(spans, RolloutDiagnostics(None))):
         span_id = str(call.span.get("spanId"))
-        messages = call_messages(call.span)
+        # the messages of whichever copy recorded them (the gateway's copy, kept for its ids, may hold none)
+        messages = next(filter(None, (call_messages(span) for span in (call.span, *call.copies))), None)
         calls.append(
             ExportedCall(
                 index=index,
