@@ -177,9 +177,12 @@ async def step_rollouts(
                 "rollout_agents": diagnostics.rollout_agents if diagnostics else [],
                 "llm_calls": diagnostics.llm_calls if diagnostics else 0,
                 "samples": len(adapted.triplets) if adapted else 0,
-                "calls": [{**call.to_json(), "credit": credits.get(call.span_id)} for call in diagnostics.calls]
-                if diagnostics
-                else [],
+                # one entry a call: a copy of it (the gateway's, beside the agent client's) is folded into it
+                "calls": [
+                    {**call.to_json(), "credit": credits.get(call.span_id)}
+                    for call in (diagnostics.calls if diagnostics else [])
+                    if call.why[0] != "duplicate"
+                ],
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
@@ -236,9 +239,12 @@ def _messages(attributes: dict[str, Any], key: str) -> Any:
     return value
 
 
-def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None,
-               settings: ViewSettings, credit: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None, settings: ViewSettings,
+               credit: dict[str, Any] | None = None, copies: Sequence[Span] = ()) -> dict[str, Any]:  # fmt: skip
     attributes = span.get("attributes") or {}
+    # the messages of whichever copy recorded them (the gateway's copy, used for its ids, may hold none)
+    with_messages = next((a for a in (attributes, *(c.get("attributes") or {} for c in copies))
+                          if a.get(semconv.GEN_AI_OUTPUT_MESSAGES)), attributes)  # fmt: skip
     prompt = list(attributes.get(semconv.AGL_PROMPT_TOKEN_IDS) or [])
     response = list(attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS) or [])
     text = settings.token_text
@@ -256,8 +262,9 @@ def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int 
         "response_logprobs": list(attributes.get(semconv.AGL_RESPONSE_LOGPROBS) or []),
         "prompt_pieces": text.pieces(prompt) if text else None,
         "response_pieces": text.pieces(response) if text else None,
-        "input_messages": _messages(attributes, semconv.GEN_AI_INPUT_MESSAGES),
-        "output_messages": _messages(attributes, semconv.GEN_AI_OUTPUT_MESSAGES),
+        "input_messages": _messages(with_messages, semconv.GEN_AI_INPUT_MESSAGES),
+        "output_messages": _messages(with_messages, semconv.GEN_AI_OUTPUT_MESSAGES),
+        "copies": [{"span_id": c["spanId"], "service": c.get("service"), "name": c["name"]} for c in copies],
         "decision": decision,
         "credit": credit,  # its return and advantages as the run computed them (None: not trained, or not known)
     }
@@ -331,10 +338,20 @@ async def rollout_view(
     decisions = {d.span_id: d.to_json() for d in adapted.diagnostics.calls} if adapted else {}
     credits = await _group_credits(store, record, adapted, adapter, recorded_training(metadata)["estimator"])
     version = metadata.get("policy_version", attempt["resources_version"] if attempt else None)
-    calls = [
-        _call_view(span, decisions.get(span["spanId"]), version, settings, credits.get(span["spanId"]))
+    llm_spans = {
+        span["spanId"]: span
         for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])
         if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS
+    }
+    # A call recorded twice (the agent's client and the policy gateway: one response id) is one card, the copy the
+    # adapter used, with the other copies named on it.
+    copies: dict[str, list[Span]] = {}
+    for decision in adapted.diagnostics.calls if adapted else []:
+        if decision.why[0] == "duplicate" and decision.span_id in llm_spans:
+            copies.setdefault(str(decision.why[1]), []).append(llm_spans.pop(decision.span_id))
+    calls = [
+        _call_view(span, decisions.get(span_id), version, settings, credits.get(span_id), copies.get(span_id, []))
+        for span_id, span in llm_spans.items()
     ]
     return {
         "rollout": {k: v for k, v in detail.items() if k != "attempt_list"},
@@ -343,11 +360,12 @@ async def rollout_view(
         "attempts": detail["attempt_list"],
         "attempt_id": attempt_id,
         "agent_match": pattern,
+        "run_agent_match": recorded_adapter(metadata).get("agent_match"),  # the run's own, for the box
         "spans": [_tree_span(span) for span in sorted(spans, key=lambda s: s["startTimeUnixNano"])],
         "calls": calls,
         "samples": [asdict(triplet) for triplet in adapted.triplets] if adapted else [],
         "final_reward": adapted.final_reward if adapted else None,
         "no_sample_reason": _no_sample_reason(record, adapted, pattern),
         "links": _links(spans, settings),
-        "tokenizer": settings.token_text.path if settings.token_text else None,
+        "tokenizer": settings.token_text.label if settings.token_text else None,
     }

@@ -59,7 +59,7 @@ def ui_routes(store: SpanStore, settings: ViewSettings, *, auth: bool) -> list[R
             {
                 "jaeger_ui_url": settings.jaeger_ui_url,
                 "phoenix_ui_url": settings.phoenix_ui_url,
-                "tokenizer": settings.token_text.path if settings.token_text else None,
+                "tokenizer": settings.token_text.label if settings.token_text else None,
                 "auth": auth,
             }
         )

@@ -30,6 +30,10 @@ class TokenText:
         except Exception as exc:  # the library raises a bare Exception on malformed files
             raise TokenizerUnavailable(f"cannot load the tokenizer {file}: {exc}") from None
         self.path = str(file)
+        # what the view says it decodes with: the path as given (`agl-demo/model`); an absolute one by its last two
+        # parts, so a page (or its screenshot) shows no machine's folders
+        given = Path(path)
+        self.label = str(given) if not given.is_absolute() else "…/" + "/".join(given.parts[-2:])
         self._cache: dict[int, str] = {}
 
     def pieces(self, ids: list[int]) -> list[str]:

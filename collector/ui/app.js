@@ -152,7 +152,7 @@ function trainerMetrics(step, metrics) {
   const names = Object.keys(metrics).sort((a, b) =>
     (b.startsWith("async/") - a.startsWith("async/")) || a.localeCompare(b));
   const shown = (value) => Number.isInteger(value) ? String(value) : value.toFixed(3);
-  return el("details", { class: "trainer-metrics", "data-testid": "trainer-metrics", open: "" },
+  return el("details", { class: "trainer-metrics", "data-testid": "trainer-metrics" },
     el("summary", { text: `the trainer's step ${step}: ${names.length} metrics` }),
     el("table", {}, ...names.map((name) => el("tr", { "data-metric": name },
       el("td", { class: "mono", text: name }), el("td", { text: shown(metrics[name]) })))));
@@ -185,12 +185,15 @@ async function showStep(runId, mode, step, agentMatch) {
         el("summary", { text: `the prompt these rollouts ran with (resources version ${version})` }),
         ...Object.entries(templates).map(([name, text]) =>
           el("div", {}, el("code", { text: name }), el("pre", { text }))))),
-    data.trainer_metrics ? trainerMetrics(step, data.trainer_metrics) : null,
-    matchBox(data.agent_match, data.run_agent_match,
-             (value) => go(`#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`)),
+    matchBox(data.agent_match, data.run_agent_match, async (value) => {
+      const hash = `#/step/${fmt.enc(runId)}/${mode}/${step}?agent_match=${fmt.enc(value)}`;
+      await api(`/v1/ui/runs/${fmt.enc(runId)}/${fmt.enc(mode)}/${fmt.enc(step)}?agent_match=${fmt.enc(value)}`);
+      go(hash);  // checked first: a bad regex is said beside the box, the page stays
+    }),
     el("table", { "data-testid": "rollouts" },
       el("tr", {}, ...["rollout", "task", "status", "cause", "reward", "attempts", "runner", "policy (queued → sampled)", "agents", "LLM calls",
                        "samples", "each call: selected? why"].map((h) => el("th", { text: h }))), rows),
+    data.trainer_metrics ? trainerMetrics(step, data.trainer_metrics) : null,  // what the step did first, then these
   ];
 }
 
@@ -300,6 +303,9 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
       el("p", {}, decisionCell(call.decision)),
       creditLine(call.credit && { ...call.credit, self_span_id: call.span_id }),
       el("p", { class: "muted", text: `${call.prompt_token_ids.length} prompt + ${call.response_token_ids.length} response tokens · token ids complete: ${call.token_ids_complete ?? "—"} · service ${call.service} · response id ${call.response_id ?? "—"}${call.decision?.sample !== null && call.decision?.sample !== undefined ? ` · sample #${call.decision.sample}` : ""}` }),
+      call.copies.length ? el("p", { class: "muted", "data-testid": "call-copies" }, "also recorded by ",
+        ...call.copies.map((c) => el("code", { text: `${c.service ?? "?"} (span ${c.span_id})` })),
+        ": the same response; this card is the copy the adapter used") : null,
       messages(call), call.prompt_token_ids.length || call.response_token_ids.length ? tokens(call)
         : el("p", { class: "muted", text: "no token ids on this span" })));
   return [
@@ -314,8 +320,11 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
     el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "resources version", "reward", "cause", "error"].map((h) => el("th", { text: h }))), attempts),
     el("h2", { text: "span tree" }), waterfall(data.spans),
     el("h2", { text: "LLM calls" }),
-    matchBox(data.agent_match, rollout.metadata?.agent_match,
-             (value) => go(`#/rollout/${fmt.enc(rolloutId)}?agent_match=${fmt.enc(value)}${attemptId ? `&attempt_id=${fmt.enc(attemptId)}` : ""}`)),
+    matchBox(data.agent_match, data.run_agent_match, async (value) => {
+      const more = attemptId ? `&attempt_id=${fmt.enc(attemptId)}` : "";
+      await api(`/v1/ui/rollouts/${fmt.enc(rolloutId)}?agent_match=${fmt.enc(value)}${more}`);
+      go(`#/rollout/${fmt.enc(rolloutId)}?agent_match=${fmt.enc(value)}${more}`);  // a bad regex: said beside the box
+    }),
     el("p", { class: "muted" }, "highlighted: the response tokens trained (", el("span", { class: "tok trained", text: "like this" }),
        "); grey: the prompt; hover a token for its id and logprob"),
     calls.length ? calls : el("p", { class: "muted", text: "this attempt recorded no LLM call" }),
@@ -346,6 +355,14 @@ async function showConfig() {
   } catch (_) { /* the page works without it */ }
 }
 
+async function pageWithout(parts, attemptId) {
+  try {
+    if (parts[0] === "step" && parts.length === 4) return (await showStep(parts[1], parts[2], parts[3])).flat().filter(Boolean);
+    if (parts[0] === "rollout" && parts.length === 2) return (await showRollout(parts[1], undefined, attemptId)).flat().filter(Boolean);
+  } catch (_) { /* not the agent_match's fault: the error is shown */ }
+  return null;
+}
+
 async function render() {
   const { parts, agentMatch, attemptId } = parseHash();
   view.replaceChildren(el("p", { class: "muted", text: "loading…" }));
@@ -369,7 +386,13 @@ async function render() {
       view.replaceChildren(form);
       return;
     }
-    view.replaceChildren(el("p", { class: "reason", "data-testid": "error", text: `error: ${exc.message}` }));
+    const page = agentMatch === undefined ? null : await pageWithout(parts, attemptId);
+    if (page) {  // a link with a bad agent_match: the page as the run selects, the error beside the box
+      view.replaceChildren(...page);
+      view.querySelector("[data-testid=agent-match-error]").textContent = exc.message;
+    } else {
+      view.replaceChildren(el("p", { class: "reason", "data-testid": "error", text: `error: ${exc.message}` }));
+    }
     view.dataset.ready = location.hash || "#/";
   }
 }

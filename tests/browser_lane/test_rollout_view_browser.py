@@ -121,7 +121,14 @@ def test_step_page_and_the_agent_match_box_agree_with_the_adapter(
     box = page.get_by_test_id("agent-match-box")
     box.get_by_test_id("agent-match-input").fill("(unclosed")
     box.get_by_role("button").click()
-    expect(page.get_by_test_id("error")).to_contain_text("not a valid regular expression")
+    # said beside the box; the page (the last good selection's) stays
+    expect(box.get_by_test_id("agent-match-error")).to_contain_text("not a valid regular expression")
+    expect(rows).to_have_count(10)
+    check("^check$")
+    open_view(page, recorded, f"#/step/{run_id}/train/1?agent_match=(unclosed")  # a link with a bad one
+    expect(page.get_by_test_id("agent-match-error")).to_contain_text("not a valid regular expression")
+    expect(rows).to_have_count(10)
+    check("write")  # the run's own selection meanwhile
 
 
 def test_rollout_page_shows_the_waterfall_and_highlights_the_trained_tokens(
@@ -133,6 +140,7 @@ def test_rollout_page_shows_the_waterfall_and_highlights_the_trained_tokens(
     view = recorded["http"].get(f"/v1/ui/rollouts/{rollout_id}").json()
     open_view(page, recorded, f"#/rollout/{rollout_id}")
     expect(page.get_by_test_id("rollout-id")).to_have_text(rollout_id)
+    expect(page.get_by_test_id("agent-match-box")).to_contain_text('the run\'s own: "write"')
     expect(page.get_by_test_id("span-row")).to_have_count(len(view["spans"]))
     expect(page.locator("[data-testid=span-row][data-kind=llm]")).to_have_count(3)
     calls = page.get_by_test_id("llm-call")
