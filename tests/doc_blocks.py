@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# included in docs/examples/ (their commands need the lanes' environments: tests/doc_commands.py places them)
+EXAMPLE_READMES = sorted((ROOT / "examples").glob("*/README.md"))
 RUNNABLE = {"bash", "python"}
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*docs:\s*(.*?)\s*-->$")

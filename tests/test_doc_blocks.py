@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_blocks import PAGES, ROOT, Block, blocks, lines_not_printed, problems
+from tests.doc_blocks import EXAMPLE_READMES, PAGES, ROOT, Block, blocks, lines_not_printed, problems
 
 VENV = Path(sys.prefix)
 DEMO_STEPS = 2  # the pages' demo runs 40 steps; two make the same store, with the same fields
@@ -102,6 +102,20 @@ PAGES_THAT_RUN = [page for page in PAGES if any(block.runs_here for block in blo
 
 def test_every_block_is_run_or_placed() -> None:
     wrong = [problem for page in PAGES for block in blocks(page) for problem in problems(block)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_block_of_the_examples_readmes_is_placed() -> None:
+    """The examples' READMEs (included in docs/examples/) run in their lanes' environments: their bash commands are
+    placed in tests/doc_commands.py (tests/test_docs.py), every other block by a marker."""
+    wrong = []
+    for page in EXAMPLE_READMES:
+        for block in blocks(page):
+            if block.language == "bash" and not block.marker:
+                continue
+            if block.runs_here:
+                wrong.append(f"{block.where}: an example's {block.language} block is not run here: mark it")
+            wrong += problems(block)
     assert not wrong, "\n".join(wrong)
 
 
