@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.testing.server import _logprob
+from lightning_otel.training.loop.step_spans import step_spans
 from tests.programs import recorded_run
 
 CHROMIUM = os.environ.get("AGL_CHROMIUM", "/usr/bin/chromium")
@@ -91,9 +94,20 @@ def test_step_page_and_the_agent_match_box_agree_with_the_adapter(
     page: Page, recorded: dict[str, Any], shots: Path
 ) -> None:
     run_id = recorded["run"]["run_id"]
+    # the trainer's own span for the step, as a training loop sends it (the recorded run is a Baseline: none)
+    with step_spans(SimpleNamespace(client=recorded["client"], run_id=run_id)) as record_step:
+        record_step(1, {"training/loss": 0.5, "rollout/reward": 0.25}, time.time_ns())
     open_view(page, recorded, f"#/step/{run_id}/train/1")
     rows = page.get_by_test_id("rollout-row")
     expect(rows).to_have_count(10)
+    # what the step did leads; the trainer's numbers are folded below the rollouts
+    metrics = page.get_by_test_id("trainer-metrics")
+    expect(metrics).to_contain_text("the trainer's step 1: 2 metrics")
+    assert metrics.get_attribute("open") is None
+    assert page.evaluate(
+        "() => Boolean(document.querySelector('[data-testid=rollouts]').compareDocumentPosition("
+        "document.querySelector('[data-testid=trainer-metrics]')) & Node.DOCUMENT_POSITION_FOLLOWING)"
+    )
 
     def check(agent_match: str) -> None:
         adapter = TraceToTriplet(agent_match=agent_match)
