@@ -48,6 +48,7 @@ from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
 from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
+from lightning_otel.serving import messages_dialect
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.tls_context import shared_tls_context
 
@@ -148,6 +149,9 @@ class PolicyGateway:
         async def proxy(request: Request) -> Response:
             return await self._proxy(request)
 
+        async def messages(request: Request) -> Response:  # Anthropic's Messages API (messages_dialect)
+            return await self._proxy(request, messages_dialect.DIALECT)
+
         async def models(request: Request) -> Response:
             try:
                 upstream = await self._client().get(f"{self.replica_for(None)}/models")
@@ -169,6 +173,7 @@ class PolicyGateway:
                 Route(f"/v1/{path}", proxy, methods=["POST"]),
                 Route(f"{prefix}/v1/{path}", proxy, methods=["POST"]),
             ]
+        routes += [Route(f"{base}/v1/messages", messages, methods=["POST"]) for base in ("", prefix)]
         return Starlette(routes=routes, lifespan=lifespan)
 
     def _client(self) -> httpx.AsyncClient:
@@ -210,18 +215,28 @@ class PolicyGateway:
 
         return leave
 
-    async def _proxy(self, request: Request) -> Response:
+    async def _proxy(self, request: Request, dialect: str = "openai") -> Response:
         if self._paused:
-            return openai_error(503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
+            return self._error(dialect, 503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
         await self._enter()
         streaming = False
         try:
-            response = await self._forward(request)
+            response = await (self._forward(request) if dialect == "openai" else self._forward_messages(request))
             streaming = isinstance(response, StreamingResponse)
             return response
         finally:
             if not streaming:  # a stream leaves when its last byte is sent (relay's finally)
                 self._leave()
+
+    @staticmethod
+    def _error(dialect: str, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+        """An error in the shape of the dialect the agent speaks (its SDK parses it into its own exception)."""
+        if dialect == "openai":
+            return openai_error(status, message, headers)
+        from starlette.responses import JSONResponse
+
+        body = messages_dialect.error_body(message, messages_dialect.error_kind(status))
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def _forward(self, request: Request) -> Response:
         path = request.url.path.split("/v1/", 1)[1]
@@ -229,6 +244,44 @@ class PolicyGateway:
         body = await json_object_body(request)
         if isinstance(body, Response):
             return body
+        call, url, headers, identity = self._start_call(request, kind, operation, path, body)
+        if body.get("stream"):
+            return await self._stream(call, url, headers, body, identity)
+        upstream = await self._post(call, url, headers, body, identity)
+        if isinstance(upstream, Response):
+            return upstream
+        media_type = upstream.headers.get("content-type", "application/json")
+        return Response(upstream.content, upstream.status_code, media_type=media_type)
+
+    async def _forward_messages(self, request: Request) -> Response:
+        """Anthropic's `/v1/messages`: asked of the replica as a chat completion, answered as a Message."""
+        from starlette.responses import JSONResponse
+
+        dialect = messages_dialect.DIALECT
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise messages_dialect.DialectError("the request body must be a JSON object")
+            chat = messages_dialect.chat_request(body)
+        except ValueError as exc:  # invalid JSON, or a request the dialect cannot carry
+            return self._error(dialect, 400, f"invalid request: {exc}")
+        call, url, headers, identity = self._start_call(request, CHAT, semconv.OP_CHAT, "chat/completions", chat,
+                                                        dialect=dialect)  # fmt: skip
+        upstream = await self._post(call, url, headers, chat, identity)
+        if isinstance(upstream, Response):
+            return self._error(dialect, upstream.status_code, json.loads(upstream.body)["error"]["message"])
+        if upstream.status_code >= 400:
+            return self._error(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
+        message = messages_dialect.message_response(upstream.json(), body.get("model"))
+        if body.get("stream"):
+            return StreamingResponse(messages_dialect.message_events(message), media_type="text/event-stream")
+        return JSONResponse(message)
+
+    def _start_call(
+        self, request: Request, kind: str, operation: str, path: str, body: dict[str, Any], dialect: str | None = None
+    ) -> tuple[LLMCall, str, dict[str, str], Any]:
+        """The call's span, its upstream URL and headers, and its rollout identity (the body gets the run's sampling,
+        the served model's name and the token-id parameters)."""
         ctx = extract_context(request.headers)
         rollout_id = request.path_params.get("rollout_id")
         if rollout_id:
@@ -248,9 +301,15 @@ class PolicyGateway:
                            token_ids_requested=True)  # fmt: skip
         finally:
             context.detach(token)
+        if dialect:
+            call.extra_attributes[semconv.AGL_LLM_DIALECT] = dialect
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        if body.get("stream"):
-            return await self._stream(call, url, headers, body, identity)
+        return call, url, headers, identity
+
+    async def _post(
+        self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any
+    ) -> httpx.Response | Response:
+        """The replica's whole answer, recorded on the call's span (or the 502 to answer when it is unreachable)."""
         try:
             upstream = await self._client().post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
@@ -262,8 +321,7 @@ class PolicyGateway:
             self._count(identity)
         else:
             call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
-        media_type = upstream.headers.get("content-type", "application/json")
-        return Response(upstream.content, upstream.status_code, media_type=media_type)
+        return upstream
 
     def _count(self, identity: Any) -> None:
         if identity is not None:
