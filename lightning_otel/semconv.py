@@ -63,7 +63,7 @@ POLICY_VERSION_FIELD = "agl_policy_version"
 # n > 1: choice 0 uses the keys above; choices 1..n-1 use these templates (format with the choice index).
 AGL_CHOICE_COUNT = "agl.llm.choice_count"
 AGL_TOOLS_OFFERED = "agl.llm.tools_offered"  # how many tools the request offered the model (set when any)
-# The API dialect the agent spoke when the gateway translated it ("anthropic.messages"); absent for chat/completions.
+# The API the agent spoke when the gateway translated it ("anthropic.messages", "openai.responses"); absent for chat.
 AGL_LLM_DIALECT = "agl.llm.dialect"
 TOOL_CALL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})  # OpenAI chat, Anthropic, legacy
 AGL_CHOICE_RESPONSE_TOKEN_IDS = "agl.llm.choice.{index}.response_token_ids"

@@ -48,7 +48,7 @@ from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
 from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
-from lightning_otel.serving import messages_dialect
+from lightning_otel.serving import messages_dialect, responses_dialect
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.tls_context import shared_tls_context
 
@@ -63,6 +63,29 @@ _HOP_HEADERS = frozenset(
 # that can set a header); the gateway's span carries it as gen_ai.agent.name.
 AGENT_NAME_HEADER = "x-agl-agent-name"
 _ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    """An API the gateway speaks over replicas that speak chat: its path, and how a request and an answer cross."""
+
+    path: str
+    chat_request: Callable[[dict[str, Any]], dict[str, Any]]
+    answer: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]  # (chat completion, request) -> answer
+    events: Callable[[dict[str, Any]], Iterator[bytes]]  # the answer as the dialect's stream
+
+
+_DIALECTS = {
+    messages_dialect.DIALECT: _Dialect(
+        "messages", messages_dialect.chat_request, messages_dialect.message_response, messages_dialect.message_events
+    ),
+    responses_dialect.DIALECT: _Dialect(
+        "responses",
+        responses_dialect.chat_request,
+        responses_dialect.response_object,
+        responses_dialect.response_events,
+    ),
+}
 
 
 class PolicyGateway:
@@ -149,8 +172,11 @@ class PolicyGateway:
         async def proxy(request: Request) -> Response:
             return await self._proxy(request)
 
-        async def messages(request: Request) -> Response:  # Anthropic's Messages API (messages_dialect)
-            return await self._proxy(request, messages_dialect.DIALECT)
+        def dialect_route(dialect: str) -> Callable[[Request], Any]:
+            async def speak(request: Request) -> Response:
+                return await self._proxy(request, dialect)
+
+            return speak
 
         async def models(request: Request) -> Response:
             try:
@@ -173,7 +199,9 @@ class PolicyGateway:
                 Route(f"/v1/{path}", proxy, methods=["POST"]),
                 Route(f"{prefix}/v1/{path}", proxy, methods=["POST"]),
             ]
-        routes += [Route(f"{base}/v1/messages", messages, methods=["POST"]) for base in ("", prefix)]
+        for dialect, speech in _DIALECTS.items():
+            speak = dialect_route(dialect)
+            routes += [Route(f"{base}/v1/{speech.path}", speak, methods=["POST"]) for base in ("", prefix)]
         return Starlette(routes=routes, lifespan=lifespan)
 
     def _client(self) -> httpx.AsyncClient:
@@ -221,7 +249,8 @@ class PolicyGateway:
         await self._enter()
         streaming = False
         try:
-            response = await (self._forward(request) if dialect == "openai" else self._forward_messages(request))
+            forwarded = self._forward(request) if dialect == "openai" else self._forward_dialect(request, dialect)
+            response = await forwarded
             streaming = isinstance(response, StreamingResponse)
             return response
         finally:
@@ -231,7 +260,7 @@ class PolicyGateway:
     @staticmethod
     def _error(dialect: str, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
         """An error in the shape of the dialect the agent speaks (its SDK parses it into its own exception)."""
-        if dialect == "openai":
+        if dialect != messages_dialect.DIALECT:
             return openai_error(status, message, headers)
         from starlette.responses import JSONResponse
 
@@ -253,16 +282,16 @@ class PolicyGateway:
         media_type = upstream.headers.get("content-type", "application/json")
         return Response(upstream.content, upstream.status_code, media_type=media_type)
 
-    async def _forward_messages(self, request: Request) -> Response:
-        """Anthropic's `/v1/messages`: asked of the replica as a chat completion, answered as a Message."""
+    async def _forward_dialect(self, request: Request, dialect: str) -> Response:
+        """Another API than chat (`_DIALECTS`): asked of the replica as a chat completion, answered in the dialect."""
         from starlette.responses import JSONResponse
 
-        dialect = messages_dialect.DIALECT
+        speech = _DIALECTS[dialect]
         try:
             body = json.loads(await request.body())
             if not isinstance(body, dict):
                 raise messages_dialect.DialectError("the request body must be a JSON object")
-            chat = messages_dialect.chat_request(body)
+            chat = speech.chat_request(body)
         except ValueError as exc:  # invalid JSON, or a request the dialect cannot carry
             return self._error(dialect, 400, f"invalid request: {exc}")
         call, url, headers, identity = self._start_call(request, CHAT, semconv.OP_CHAT, "chat/completions", chat,
@@ -272,10 +301,10 @@ class PolicyGateway:
             return self._error(dialect, upstream.status_code, json.loads(upstream.body)["error"]["message"])
         if upstream.status_code >= 400:
             return self._error(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
-        message = messages_dialect.message_response(upstream.json(), body.get("model"))
+        answer = speech.answer(upstream.json(), body)
         if body.get("stream"):
-            return StreamingResponse(messages_dialect.message_events(message), media_type="text/event-stream")
-        return JSONResponse(message)
+            return StreamingResponse(speech.events(answer), media_type="text/event-stream")
+        return JSONResponse(answer)
 
     def _start_call(
         self, request: Request, kind: str, operation: str, path: str, body: dict[str, Any], dialect: str | None = None

@@ -141,8 +141,8 @@ def _chat_tool(tool: Any, where: str) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def message_response(completion: dict[str, Any], model: str | None) -> dict[str, Any]:
-    """The Message answering a request, from the replica's chat completion (its first choice)."""
+def message_response(completion: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The Message answering `body`, from the replica's chat completion (its first choice)."""
     choice = (completion.get("choices") or [{}])[0]
     reply = choice.get("message") or {}
     content: list[dict[str, Any]] = []
@@ -160,7 +160,7 @@ def message_response(completion: dict[str, Any], model: str | None) -> dict[str,
         "id": completion.get("id"),  # the replica's: the gateway's span and an instrumented client's agree on it
         "type": "message",
         "role": "assistant",
-        "model": model or completion.get("model"),
+        "model": body.get("model") or completion.get("model"),
         "content": content,
         "stop_reason": _STOP_REASONS.get(choice.get("finish_reason"), "end_turn"),
         "stop_sequence": None,
