@@ -169,3 +169,32 @@ def test_errors_come_in_the_dialects_shape_and_the_gateway_keeps_serving(
         client(dead).messages.create(model="claude", max_tokens=16, messages=QUESTION)
     replica.set_replies(["Still here."])
     assert agent.messages.create(model="claude", max_tokens=16, messages=QUESTION).content[0].text == "Still here."
+
+
+def test_an_anthropic_sdk_agents_sub_agent_is_selected_by_name_in_a_dry_run_through_runners(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The SDK records nothing with token ids in a runner; the gateway does, under the traceparent of the agent the
+    request was made in. `agent_match` on a sub-agent's name selects exactly its calls, with the replica's ids."""
+    from tests.programs import runtime_agents
+
+    def model(body: dict[str, Any]) -> str | Reply:  # a tool call first, then an answer from its result
+        answered = any(message["role"] == "tool" for message in body["messages"])
+        return "There were 12." if answered else Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 1"}')])
+
+    with OpenAITestServer(model) as replica:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, adapter={"agent_match": "^writer$"}, progress=False,
+            initial_resources={"main_llm": lightning_otel.LLM(replica.base_url, "policy")},
+        )  # fmt: skip
+        (batch,) = trainer.dev(runtime_agents.anthropic_sdk_agent, [{"question": "Orders in 2024?"}] * 2,
+                               gateway=True, print_spans=False).train  # fmt: skip
+    triplets = batch.triplets()
+    assert len(triplets) == 2 and {t.agent_name for t in triplets} == {"writer"}
+    for triplet in triplets:
+        (response_id,) = triplet.response_ids
+        served = replica.served[response_id]
+        assert (triplet.prompt_token_ids, triplet.response_token_ids) == (
+            served.prompt_token_ids, served.response_token_ids[0])  # fmt: skip
+    assert all(adapted.diagnostics.agents_seen == ["planner", "writer"] for adapted in batch.adapted.values())
+    assert batch.rewards() and all(reward == 1.0 for reward in batch.rewards().values())

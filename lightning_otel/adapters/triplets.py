@@ -128,10 +128,14 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     by_response_id: dict[str, int] = {}
     agents: set[str] = set()
     duplicates: list[tuple[_Call, _Call]] = []  # (dropped copy, kept copy)
+    ancestry: _AgentAncestry | None = None
     for span in spans:
         if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
             continue
         call = _call(span)
+        if call.agent is None:  # recorded in another process (the policy gateway, under the caller's traceparent)
+            ancestry = ancestry or _AgentAncestry(spans)
+            call.agent = ancestry.agent_of(span)
         diagnostics.llm_calls += 1
         if call.agent:
             agents.add(call.agent)
@@ -159,6 +163,30 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
         why = ("duplicate", kept.span.get("spanId"), dropped.response_id)
         diagnostics.calls.append(CallDecision(str(dropped.span.get("spanId")), dropped.agent or kept.agent, False, why))
     return calls
+
+
+class _AgentAncestry:
+    """The agent of a call whose span names none: the nearest agent span above it in the trace. A span recorded in
+    another process (the policy gateway's, under the caller's `traceparent`) could not resolve its agent when it
+    started; its caller's spans, in the same rollout, say it. The rollout's own agent span (the runner's) is not a
+    sub-agent: a call under it and no other stays unnamed, as it was recorded."""
+
+    def __init__(self, spans: Sequence[Span]) -> None:
+        self._by_id = {span.get("spanId"): span for span in spans}
+
+    def agent_of(self, span: Span) -> str | None:
+        parent = self._by_id.get(span.get("parentSpanId"))
+        for _ in range(256):  # a trace is no deeper; a cycle in bad data must not hang the adapter
+            if parent is None:
+                return None
+            attributes = parent.get("attributes") or {}
+            if semconv.AGL_ROLLOUT_AGENT_NAMES in attributes:
+                return None
+            name = attributes.get(semconv.GEN_AI_AGENT_NAME)
+            if name and attributes.get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
+                return str(name)
+            parent = self._by_id.get(parent.get("parentSpanId"))
+        return None
 
 
 def rollout_agent_names(spans: Sequence[Span]) -> list[str]:

@@ -173,3 +173,23 @@ def tool_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     ask(resources, "write", task["question"])
     httpx.get(task["tool_url"], timeout=10).raise_for_status()
     return 1.0
+
+
+@lightning_otel.rollout
+def anthropic_sdk_agent(task: dict[str, Any], llm: lightning_otel.LLM, rollout: lightning_otel.Rollout) -> float:
+    """An agent on the Anthropic SDK (Messages API): a planner's tool call, then a writer's answer. Only the
+    policy gateway records token ids; the SDK's requests carry the traceparent of the agent they were made in."""
+    import anthropic
+
+    base_url = llm.get_base_url(rollout.rollout_id, rollout.attempt_id).removesuffix("/v1")
+    client = anthropic.Anthropic(base_url=base_url, api_key="test", max_retries=0)
+    tools = [{"name": "run_sql", "description": "Run SQL.", "input_schema": {"type": "object"}}]
+    conversation: list[Any] = [{"role": "user", "content": task["question"]}]
+    with lightning_otel.agent("planner"):
+        plan = client.messages.create(model=llm.model, max_tokens=32, messages=conversation, tools=tools)
+    results = [{"type": "tool_result", "tool_use_id": block.id, "content": "12"}
+               for block in plan.content if block.type == "tool_use"]  # fmt: skip
+    conversation += [{"role": "assistant", "content": plan.content}, {"role": "user", "content": results}]
+    with lightning_otel.agent("writer"):
+        answer = client.messages.create(model=llm.model, max_tokens=32, messages=conversation, tools=tools)
+    return 1.0 if "12" in answer.content[0].text else 0.0
