@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,3 +25,21 @@ def collector(tmp_path: Path) -> Iterator[str]:
     config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{tmp_path}/c.sqlite3")
     with EmbeddedCollector(config) as addresses:
         yield addresses.query
+
+
+@pytest.fixture
+def chat_replica() -> Iterator[Any]:
+    """A replica that speaks chat with vLLM's token ids (the test server), for the gateway's dialects."""
+    from lightning_otel.testing import OpenAITestServer
+
+    with OpenAITestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def replica_gateway(chat_replica: Any) -> Iterator[Any]:
+    """A policy gateway in front of `chat_replica`."""
+    from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
+
+    with GatewayServer(PolicyGateway([chat_replica.base_url])) as server:
+        yield server

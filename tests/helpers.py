@@ -72,3 +72,19 @@ def assert_staleness_by_the_spans(collector: str, steps: Sequence[Any], max_stal
                 assert record.metrics["async/staleness_max"] == max(behind), (record.step, record.metrics, behind)
             oldest.append(max(behind))
     return oldest
+
+
+def dialect_spans(capture: Any) -> list[Any]:
+    """The policy gateway's spans of calls it translated (Messages, Responses): clients may record their own."""
+    return [span for span in capture.llm_spans() if semconv.AGL_LLM_DIALECT in (span.attributes or {})]
+
+
+def assert_span_has_the_replicas_ids(span: Any, replica: Any, response_id: str, dialect: str) -> None:
+    """The gateway's span of a translated call holds the ids the replica rendered and sampled, for that response."""
+    served = replica.served[response_id]
+    assert list(span.attributes[semconv.AGL_PROMPT_TOKEN_IDS]) == served.prompt_token_ids
+    assert list(span.attributes[semconv.AGL_RESPONSE_TOKEN_IDS]) == served.response_token_ids[0]
+    assert span.attributes[semconv.AGL_TOKEN_IDS_COMPLETE] is True
+    assert span.attributes[semconv.AGL_LLM_DIALECT] == dialect
+    assert span.attributes[semconv.GEN_AI_RESPONSE_ID] == response_id
+    assert (span.attributes["agl.rollout.id"], span.attributes["agl.attempt.id"]) == ("ro-1", "at-1")

@@ -4,7 +4,6 @@ the SDK's streaming; the async client; errors in the dialect's own shape."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -16,6 +15,7 @@ from lightning_otel import semconv
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import OpenAITestServer, Reply, SpanCapture, ToolCall
+from tests.helpers import assert_span_has_the_replicas_ids, dialect_spans
 
 QUESTION = [{"role": "user", "content": "How many orders were placed in 2024?"}]
 RUN_SQL = {
@@ -23,18 +23,6 @@ RUN_SQL = {
     "description": "Run a SQL query on the orders database.",
     "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
 }
-
-
-@pytest.fixture
-def replica() -> Iterator[OpenAITestServer]:
-    with OpenAITestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def gateway(replica: OpenAITestServer) -> Iterator[GatewayServer]:
-    with GatewayServer(PolicyGateway([replica.base_url])) as server:
-        yield server
 
 
 def base_url(gateway: GatewayServer, rollout: tuple[str, str] = ("ro-1", "at-1")) -> str:
@@ -46,37 +34,23 @@ def client(gateway: GatewayServer) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=base_url(gateway), api_key="unused", max_retries=0)
 
 
-def gateway_spans(agl_spans: SpanCapture) -> list[Any]:
-    """The gateway's call spans (the Anthropic SDK records its own beside them: `anthropic.messages.create`)."""
-    return [span for span in agl_spans.llm_spans() if semconv.AGL_LLM_DIALECT in (span.attributes or {})]
-
-
-def assert_ids_are_the_replicas(span: Any, replica: OpenAITestServer, response_id: str) -> None:
-    served = replica.served[response_id]
-    assert list(span.attributes[semconv.AGL_PROMPT_TOKEN_IDS]) == served.prompt_token_ids
-    assert list(span.attributes[semconv.AGL_RESPONSE_TOKEN_IDS]) == served.response_token_ids[0]
-    assert span.attributes[semconv.AGL_TOKEN_IDS_COMPLETE] is True
-    assert span.attributes[semconv.AGL_LLM_DIALECT] == "anthropic.messages"
-    assert span.attributes[semconv.GEN_AI_RESPONSE_ID] == response_id
-
-
 def test_a_message_is_answered_and_its_span_holds_the_ids_the_replica_rendered_and_sampled(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies(["Twelve orders."])
+    chat_replica.set_replies(["Twelve orders."])
     with lightning_otel.agent("analyst"):
-        message = client(gateway).messages.create(
+        message = client(replica_gateway).messages.create(
             model="claude", max_tokens=64, system="You answer from the database.", messages=QUESTION
         )
     lightning_otel.flush()
     assert [block.text for block in message.content] == ["Twelve orders."] and message.stop_reason == "end_turn"
-    (span,) = gateway_spans(agl_spans)
-    assert_ids_are_the_replicas(span, replica, message.id)
+    (span,) = dialect_spans(agl_spans)
+    assert_span_has_the_replicas_ids(span, chat_replica, message.id, "anthropic.messages")
     assert (span.attributes["agl.rollout.id"], span.attributes["agl.attempt.id"]) == ("ro-1", "at-1")
-    served = replica.served[message.id]
+    served = chat_replica.served[message.id]
     assert (message.usage.input_tokens, message.usage.output_tokens) == (
         len(served.prompt_token_ids), len(served.response_token_ids[0]))  # fmt: skip
-    sent = replica.requests[-1].body  # what the replica was asked: the chat form of the same conversation
+    sent = chat_replica.requests[-1].body  # what the replica was asked: the chat form of the same conversation
     assert sent["messages"] == [{"role": "system", "content": "You answer from the database."}, *QUESTION]
     assert sent["max_tokens"] == 64 and sent["return_token_ids"] is True
     # The SDK's own span (its OpenTelemetry, on by default) names the same response: joined to the gateway's by
@@ -92,17 +66,17 @@ def test_a_message_is_answered_and_its_span_holds_the_ids_the_replica_rendered_a
 
 
 def test_tool_use_and_its_result_round_trip_and_each_call_keeps_its_ids(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies([Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT COUNT(*) FROM orders"}')]),
+    chat_replica.set_replies([Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT COUNT(*) FROM orders"}')]),
                          "Twelve orders."])  # fmt: skip
-    agent = client(gateway)
+    agent = client(replica_gateway)
     first = agent.messages.create(model="claude", max_tokens=64, messages=QUESTION, tools=[RUN_SQL],
                                   tool_choice={"type": "any"})  # fmt: skip
     (use,) = first.content
     assert (use.type, use.name, use.input) == ("tool_use", "run_sql", {"query": "SELECT COUNT(*) FROM orders"})
     assert first.stop_reason == "tool_use"
-    asked = replica.requests[-1].body
+    asked = chat_replica.requests[-1].body
     assert asked["tool_choice"] == "required"
     function = {"name": "run_sql", "parameters": RUN_SQL["input_schema"], "description": RUN_SQL["description"]}
     assert asked["tools"] == [{"type": "function", "function": function}]
@@ -111,23 +85,23 @@ def test_tool_use_and_its_result_round_trip_and_each_call_keeps_its_ids(
                                    messages=[*QUESTION, {"role": "assistant", "content": first.content},
                                              {"role": "user", "content": result}])  # fmt: skip
     assert second.content[0].text == "Twelve orders."
-    sent = replica.requests[-1].body["messages"]
+    sent = chat_replica.requests[-1].body["messages"]
     assert sent[1]["tool_calls"] == [{"id": use.id, "type": "function", "function": {
         "name": "run_sql", "arguments": '{"query": "SELECT COUNT(*) FROM orders"}'}}]  # fmt: skip
     assert sent[2] == {"role": "tool", "tool_call_id": use.id, "content": "12"}
     lightning_otel.flush()
-    spans = gateway_spans(agl_spans)
+    spans = dialect_spans(agl_spans)
     assert len(spans) == 2
     for span, message in zip(spans, (first, second), strict=True):
-        assert_ids_are_the_replicas(span, replica, message.id)
+        assert_span_has_the_replicas_ids(span, chat_replica, message.id, "anthropic.messages")
 
 
 def test_the_sdks_stream_reads_the_same_message_text_and_tool_input(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies(["Twelve orders were placed.",
+    chat_replica.set_replies(["Twelve orders were placed.",
                          Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 1"}')])])  # fmt: skip
-    agent = client(gateway)
+    agent = client(replica_gateway)
     with agent.messages.stream(model="claude", max_tokens=64, messages=QUESTION) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -136,28 +110,30 @@ def test_the_sdks_stream_reads_the_same_message_text_and_tool_input(
         tool = stream.get_final_message()
     assert tool.content[0].input == {"query": "SELECT 1"} and tool.stop_reason == "tool_use"
     lightning_otel.flush()
-    for span, message in zip(gateway_spans(agl_spans), (final, tool), strict=True):
-        assert_ids_are_the_replicas(span, replica, message.id)
+    for span, message in zip(dialect_spans(agl_spans), (final, tool), strict=True):
+        assert_span_has_the_replicas_ids(span, chat_replica, message.id, "anthropic.messages")
 
 
-async def test_the_async_client(replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture) -> None:
-    replica.set_replies(["Twelve."])
-    async with anthropic.AsyncAnthropic(base_url=base_url(gateway), api_key="unused", max_retries=0) as agent:
+async def test_the_async_client(
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
+) -> None:
+    chat_replica.set_replies(["Twelve."])
+    async with anthropic.AsyncAnthropic(base_url=base_url(replica_gateway), api_key="unused", max_retries=0) as agent:
         message = await agent.messages.create(model="claude", max_tokens=16, messages=QUESTION)
     lightning_otel.flush()
-    (span,) = gateway_spans(agl_spans)
+    (span,) = dialect_spans(agl_spans)
     assert message.content[0].text == "Twelve."
-    assert_ids_are_the_replicas(span, replica, message.id)
+    assert_span_has_the_replicas_ids(span, chat_replica, message.id, "anthropic.messages")
 
 
 def test_errors_come_in_the_dialects_shape_and_the_gateway_keeps_serving(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    agent = client(gateway)
+    agent = client(replica_gateway)
     image = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
     with pytest.raises(anthropic.BadRequestError, match="'image' block in a user message is not spoken here"):
         agent.messages.create(model="claude", max_tokens=16, messages=[{"role": "user", "content": image}])
-    url = f"{base_url(gateway)}/v1/messages"
+    url = f"{base_url(replica_gateway)}/v1/messages"
     for body, said in ((b"{not json", "invalid request"), (b'{"model": "claude", "messages": []}', "messages"),
                        (b'{"model": "c", "messages": [{"role": "user", "content": "hi"}]}', "max_tokens")):  # fmt: skip
         answer = httpx.post(url, content=body, timeout=10)
@@ -167,7 +143,7 @@ def test_errors_come_in_the_dialects_shape_and_the_gateway_keeps_serving(
     dead = GatewayServer(PolicyGateway(["http://127.0.0.1:9/v1"]))
     with dead, pytest.raises(anthropic.InternalServerError, match="unreachable"):
         client(dead).messages.create(model="claude", max_tokens=16, messages=QUESTION)
-    replica.set_replies(["Still here."])
+    chat_replica.set_replies(["Still here."])
     assert agent.messages.create(model="claude", max_tokens=16, messages=QUESTION).content[0].text == "Still here."
 
 

@@ -4,7 +4,6 @@ outputs round trip; the SDK's stream; the async client; errors the SDK raises as
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -12,9 +11,9 @@ import openai
 import pytest
 
 import lightning_otel
-from lightning_otel import semconv
-from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
+from lightning_otel.serving.gateway import GatewayServer
 from lightning_otel.testing import OpenAITestServer, Reply, SpanCapture, ToolCall
+from tests.helpers import assert_span_has_the_replicas_ids, dialect_spans
 
 RUN_SQL = {
     "type": "function",
@@ -24,83 +23,59 @@ RUN_SQL = {
 }
 
 
-@pytest.fixture
-def replica() -> Iterator[OpenAITestServer]:
-    with OpenAITestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def gateway(replica: OpenAITestServer) -> Iterator[GatewayServer]:
-    with GatewayServer(PolicyGateway([replica.base_url])) as server:
-        yield server
-
-
 def base_url(gateway: GatewayServer) -> str:
     return lightning_otel.ProxyLLM(gateway.base_url, "policy").get_base_url("ro-1", "at-1")
 
 
-def gateway_spans(agl_spans: SpanCapture) -> list[Any]:
-    return [span for span in agl_spans.llm_spans() if semconv.AGL_LLM_DIALECT in (span.attributes or {})]
-
-
-def assert_ids_are_the_replicas(span: Any, replica: OpenAITestServer, response_id: str) -> None:
-    served = replica.served[response_id]
-    assert list(span.attributes[semconv.AGL_PROMPT_TOKEN_IDS]) == served.prompt_token_ids
-    assert list(span.attributes[semconv.AGL_RESPONSE_TOKEN_IDS]) == served.response_token_ids[0]
-    assert span.attributes[semconv.AGL_LLM_DIALECT] == "openai.responses"
-    assert (span.attributes["agl.rollout.id"], span.attributes["agl.attempt.id"]) == ("ro-1", "at-1")
-
-
 def test_a_response_is_answered_and_its_span_holds_the_replicas_ids(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies(["Twelve orders."])
-    client = openai.OpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+    chat_replica.set_replies(["Twelve orders."])
+    client = openai.OpenAI(base_url=base_url(replica_gateway), api_key="unused", max_retries=0)
     response = client.responses.create(model="gpt-5-codex", instructions="Answer from the database.",
                                        input="How many orders in 2024?", max_output_tokens=64)  # fmt: skip
     lightning_otel.flush()
     assert response.output_text == "Twelve orders." and response.status == "completed"
-    (span,) = gateway_spans(agl_spans)
-    assert_ids_are_the_replicas(span, replica, response.id)
-    served = replica.served[response.id]
+    (span,) = dialect_spans(agl_spans)
+    assert_span_has_the_replicas_ids(span, chat_replica, response.id, "openai.responses")
+    served = chat_replica.served[response.id]
     assert (response.usage.input_tokens, response.usage.output_tokens) == (
         len(served.prompt_token_ids), len(served.response_token_ids[0]))  # fmt: skip
-    sent = replica.requests[-1].body
+    sent = chat_replica.requests[-1].body
     assert sent["messages"] == [{"role": "system", "content": "Answer from the database."},
                                 {"role": "user", "content": "How many orders in 2024?"}]  # fmt: skip
     assert sent["max_tokens"] == 64
 
 
 def test_function_calls_and_their_outputs_round_trip(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies([Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 1"}')]), "One."])
-    client = openai.OpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+    chat_replica.set_replies([Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 1"}')]), "One."])
+    client = openai.OpenAI(base_url=base_url(replica_gateway), api_key="unused", max_retries=0)
     conversation: list[Any] = [{"role": "user", "content": [{"type": "input_text", "text": "Count them."}]}]
     first = client.responses.create(model="m", input=conversation, tools=[RUN_SQL], tool_choice="required")
     (call,) = first.output
     assert (call.type, call.name, call.arguments) == ("function_call", "run_sql", '{"query": "SELECT 1"}')
-    assert replica.requests[-1].body["tool_choice"] == "required"
+    assert chat_replica.requests[-1].body["tool_choice"] == "required"
     conversation += [call.model_dump(exclude_none=True), {"type": "function_call_output", "call_id": call.call_id,
                                                           "output": "1"}]  # fmt: skip
     second = client.responses.create(model="m", input=conversation, tools=[RUN_SQL])
     assert second.output_text == "One."
-    sent = replica.requests[-1].body["messages"]
+    sent = chat_replica.requests[-1].body["messages"]
     arguments = '{"query": "SELECT 1"}'
     called = {"id": call.call_id, "type": "function", "function": {"name": "run_sql", "arguments": arguments}}
     assert sent[1] == {"role": "assistant", "content": None, "tool_calls": [called]}
     assert sent[2] == {"role": "tool", "tool_call_id": call.call_id, "content": "1"}
     lightning_otel.flush()
-    for span, response in zip(gateway_spans(agl_spans), (first, second), strict=True):
-        assert_ids_are_the_replicas(span, replica, response.id)
+    for span, response in zip(dialect_spans(agl_spans), (first, second), strict=True):
+        assert_span_has_the_replicas_ids(span, chat_replica, response.id, "openai.responses")
 
 
 def test_the_sdks_stream_and_the_async_client(
-    replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
 ) -> None:
-    replica.set_replies(["Streamed answer.", Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 2"}')])])
-    client = openai.OpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+    chat_replica.set_replies(["Streamed answer.", Reply(tool_calls=[ToolCall("run_sql", '{"query": "SELECT 2"}')])])
+    client = openai.OpenAI(base_url=base_url(replica_gateway), api_key="unused", max_retries=0)
     with client.responses.stream(model="m", input="Count them.") as stream:
         deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
         final = stream.get_final_response()
@@ -109,25 +84,27 @@ def test_the_sdks_stream_and_the_async_client(
         tool = stream.get_final_response()
     assert tool.output[0].arguments == '{"query": "SELECT 2"}'
     lightning_otel.flush()
-    for span, response in zip(gateway_spans(agl_spans), (final, tool), strict=True):
-        assert_ids_are_the_replicas(span, replica, response.id)
+    for span, response in zip(dialect_spans(agl_spans), (final, tool), strict=True):
+        assert_span_has_the_replicas_ids(span, chat_replica, response.id, "openai.responses")
 
 
-async def test_the_async_client(replica: OpenAITestServer, gateway: GatewayServer, agl_spans: SpanCapture) -> None:
-    replica.set_replies(["Twelve."])
-    client = openai.AsyncOpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+async def test_the_async_client(
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
+) -> None:
+    chat_replica.set_replies(["Twelve."])
+    client = openai.AsyncOpenAI(base_url=base_url(replica_gateway), api_key="unused", max_retries=0)
     response = await client.responses.create(model="m", input="How many?")
     await client.close()
     lightning_otel.flush()
-    (span,) = gateway_spans(agl_spans)
+    (span,) = dialect_spans(agl_spans)
     assert response.output_text == "Twelve."
-    assert_ids_are_the_replicas(span, replica, response.id)
+    assert_span_has_the_replicas_ids(span, chat_replica, response.id, "openai.responses")
 
 
 def test_what_is_not_spoken_is_a_400_the_sdk_raises_and_the_gateway_keeps_serving(
-    replica: OpenAITestServer, gateway: GatewayServer
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer
 ) -> None:
-    client = openai.OpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=base_url(replica_gateway), api_key="unused", max_retries=0)
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):
         client.responses.create(model="m", input="more", previous_response_id="resp_1")
     with pytest.raises(openai.BadRequestError, match="only function tools"):
@@ -135,7 +112,7 @@ def test_what_is_not_spoken_is_a_400_the_sdk_raises_and_the_gateway_keeps_servin
     with pytest.raises(openai.BadRequestError, match="input_image"):
         client.responses.create(model="m", input=[{"role": "user", "content": [
             {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}])  # fmt: skip
-    bad = httpx.post(f"{base_url(gateway)}/responses", content=b"{not json", timeout=10)
+    bad = httpx.post(f"{base_url(replica_gateway)}/responses", content=b"{not json", timeout=10)
     assert bad.status_code == 400 and "invalid request" in bad.json()["error"]["message"]
-    replica.set_replies(["Still here."])
+    chat_replica.set_replies(["Still here."])
     assert client.responses.create(model="m", input="hi").output_text == "Still here."
