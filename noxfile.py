@@ -53,8 +53,9 @@ PARALLEL = "pytest-xdist>=3.6"
 
 @nox.session
 def openai3(session: nox.Session) -> None:
-    # trainer: the demo and runtime tests; rewards: the package face offers RewardModelClient (httpx, tenacity)
-    session.install("-e", ".[testing,trainer,rewards]", "openai>=3,<4", *TEST_TOOLS, PARALLEL)
+    # trainer: the demo and runtime tests; rewards: the package face offers RewardModelClient (httpx, tenacity);
+    # anthropic: the gateway's Messages dialect, tested beside the Responses dialect on openai 3
+    session.install("-e", ".[testing,trainer,rewards,anthropic]", "openai>=3,<4", *TEST_TOOLS, PARALLEL)
     session.run("python", "-c", "import openai; assert openai.__version__.startswith('3.'), openai.__version__")
     session.run(
         "python",
