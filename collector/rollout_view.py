@@ -19,7 +19,7 @@ import orjson
 
 from lightning_otel import semconv
 from lightning_otel.adapters.recorded_settings import adapter_of, recorded_adapter, recorded_training
-from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
+from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, span_with_messages
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records
 from lightning_otel.collector.rollout_transactions import NotFound, get_rollout_detail
@@ -242,9 +242,7 @@ def _messages(attributes: dict[str, Any], key: str) -> Any:
 def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None, settings: ViewSettings,
                credit: dict[str, Any] | None = None, copies: Sequence[Span] = ()) -> dict[str, Any]:  # fmt: skip
     attributes = span.get("attributes") or {}
-    # the messages of whichever copy recorded them (the gateway's copy, used for its ids, may hold none)
-    with_messages = next((a for a in (attributes, *(c.get("attributes") or {} for c in copies))
-                          if a.get(semconv.GEN_AI_OUTPUT_MESSAGES)), attributes)  # fmt: skip
+    with_messages = span_with_messages(span, copies).get("attributes") or {}
     prompt = list(attributes.get(semconv.AGL_PROMPT_TOKEN_IDS) or [])
     response = list(attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS) or [])
     text = settings.token_text

@@ -189,6 +189,12 @@ class _AgentAncestry:
         return None
 
 
+def span_with_messages(span: Span, copies: Sequence[Span] = ()) -> Span:
+    """Of a call's spans (the one the adapter kept and its copies: the gateway's, the client's), the first that
+    recorded the messages; the kept one when none did. The gateway's copy, kept for its ids, holds none."""
+    return next((s for s in (span, *copies) if (s.get("attributes") or {}).get(semconv.GEN_AI_OUTPUT_MESSAGES)), span)
+
+
 def rollout_agent_names(spans: Sequence[Span]) -> list[str]:
     """The names of the agent the runner ran for this rollout (its `invoke_agent` span carries them)."""
     for span in spans:

@@ -11,7 +11,7 @@ from typing import Any
 from lightning_otel.adapters.diagnostics import RolloutDiagnostics
 from lightning_otel.adapters.messages import call_messages
 from lightning_otel.adapters.recorded_settings import recorded_adapter
-from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names
+from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names, span_with_messages
 from lightning_otel.flat_span import Span
 
 AGENT_MATCH_OF_RUN: Any = ...  # the default agent_match: the one the rollout's run trained with (its metadata)
@@ -69,8 +69,7 @@ def exported_rollout(
     calls = []
     for index, call in enumerate(llm_calls(spans, RolloutDiagnostics(None))):
         span_id = str(call.span.get("spanId"))
-        # the messages of whichever copy recorded them (the gateway's copy, kept for its ids, may hold none)
-        messages = next(filter(None, (call_messages(span) for span in (call.span, *call.copies))), None)
+        messages = call_messages(span_with_messages(call.span, call.copies))
         calls.append(
             ExportedCall(
                 index=index,

@@ -39,7 +39,7 @@ import httpx
 from opentelemetry import context, trace
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
@@ -262,8 +262,6 @@ class PolicyGateway:
         """An error in the shape of the dialect the agent speaks (its SDK parses it into its own exception)."""
         if dialect != messages_dialect.DIALECT:
             return openai_error(status, message, headers)
-        from starlette.responses import JSONResponse
-
         body = messages_dialect.error_body(message, messages_dialect.error_kind(status))
         return JSONResponse(body, status_code=status, headers=headers)
 
@@ -284,8 +282,6 @@ class PolicyGateway:
 
     async def _forward_dialect(self, request: Request, dialect: str) -> Response:
         """Another API than chat (`_DIALECTS`): asked of the replica as a chat completion, answered in the dialect."""
-        from starlette.responses import JSONResponse
-
         speech = _DIALECTS[dialect]
         try:
             body = json.loads(await request.body())
@@ -296,9 +292,9 @@ class PolicyGateway:
             return self._error(dialect, 400, f"invalid request: {exc}")
         call, url, headers, identity = self._start_call(request, CHAT, semconv.OP_CHAT, "chat/completions", chat,
                                                         dialect=dialect)  # fmt: skip
-        upstream = await self._post(call, url, headers, chat, identity)
+        upstream = await self._post(call, url, headers, chat, identity, dialect)
         if isinstance(upstream, Response):
-            return self._error(dialect, upstream.status_code, json.loads(upstream.body)["error"]["message"])
+            return upstream
         if upstream.status_code >= 400:
             return self._error(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
         answer = speech.answer(upstream.json(), body)
@@ -336,14 +332,16 @@ class PolicyGateway:
         return call, url, headers, identity
 
     async def _post(
-        self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any
-    ) -> httpx.Response | Response:
-        """The replica's whole answer, recorded on the call's span (or the 502 to answer when it is unreachable)."""
+        self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any,
+        dialect: str = "openai",
+    ) -> httpx.Response | Response:  # fmt: skip
+        """The replica's whole answer, recorded on the call's span (or the 502 to answer, in the agent's dialect, when
+        the replica is unreachable)."""
         try:
             upstream = await self._client().post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             call.finish(error=exc)
-            return openai_error(502, f"replica {url} unreachable: {exc}")
+            return self._error(dialect, 502, f"replica {url} unreachable: {exc}")
         if upstream.status_code < 400:
             call.record_completion(upstream.json())
             call.finish()
