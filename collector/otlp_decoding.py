@@ -91,6 +91,7 @@ def records_of(request: ExportTraceServiceRequest) -> DecodedRequest:
         resource = resource_spans.resource
         resource_bytes = resource.SerializeToString(deterministic=True)
         service = _service_name(resource)
+        rollout = _resource_rollout(resource)
         for scope_spans in resource_spans.scope_spans:
             scope_bytes = scope_spans.scope.SerializeToString(deterministic=True)
             scope_digest = hashlib.blake2b(resource_bytes + b"\0" + scope_bytes, digest_size=16).digest()
@@ -99,7 +100,10 @@ def records_of(request: ExportTraceServiceRequest) -> DecodedRequest:
                 if problem:
                     errors.append(problem)
                     continue
-                records.append(_record(span, service, resource_bytes, scope_bytes, scope_digest))
+                record = _record(span, service, resource_bytes, scope_bytes, scope_digest)
+                if record.rollout_id is None and rollout[0] is not None:
+                    record.rollout_id, record.attempt_id = rollout
+                records.append(record)
     return DecodedRequest(records, len(errors), errors)
 
 
@@ -118,6 +122,17 @@ def _service_name(resource: Resource) -> str:
         if attribute.key == "service.name":
             return attribute.value.string_value
     return "unknown_service"
+
+
+def _resource_rollout(resource: Resource) -> tuple[str | None, str | None]:
+    """The rollout a process's resource names: a harness started with `OTEL_RESOURCE_ATTRIBUTES=agl.rollout.id=...,
+    agl.attempt.id=...` (lightning_otel.harness) has every span it exports in that rollout, whatever it records."""
+    found: list[str | None] = [None, None]
+    for attribute in resource.attributes:
+        slot = _INDEXED.get(attribute.key)
+        if slot is not None and slot < 2 and attribute.value.HasField("string_value"):
+            found[slot] = _index_text(attribute.value.string_value)
+    return found[0], found[1]
 
 
 _INDEXED = {

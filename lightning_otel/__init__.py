@@ -51,6 +51,7 @@ _ROOMS = {
     "lightning_otel.agent_api.lit_agent": ("Attempt", "LitAgent", "NamedResources", "Rollout"),
     "lightning_otel.agent_api.function_agent": ("llm_rollout", "rollout"),
     "lightning_otel.agent_api.resources": ("LLM", "PromptTemplate", "ProxyLLM"),
+    "lightning_otel.agent_api.harness_env": ("harness_env",),  # a CLI harness (Claude Code, Codex) in a rollout
     "lightning_otel.runtime.sample_diagnosis": ("AllRolloutsFailed", "NothingTrained"),
     "lightning_otel.runtime.algorithm": ("Algorithm", "Baseline"),
     "lightning_otel.runtime.training_run": ("NoRunner", "RunSettings", "TrainingRun"),

@@ -19,10 +19,18 @@ class CallDecision:
     selected: bool  # its response tokens are trained (in `sample`)
     why: tuple[Any, ...]  # (outcome, facts...): see `reason`
     sample: int | None = None  # index in AdaptedRollout.triplets
+    note: str | None = None  # said after the reason: why the call's agent is unknown (a harness join that failed)
 
     @property
     def reason(self) -> str:
+        return f"{self._reason()} ({self.note})" if self.note else self._reason()
+
+    def _reason(self) -> str:
         outcome, *facts = self.why
+        if outcome == "harness":
+            (call,) = facts
+            return (f"the harness's own record of the gateway's call {call}, which holds the token ids; it names that "
+                    f"call's agent {self.agent!r}")  # fmt: skip
         if outcome == "duplicate":
             kept, response_id = facts
             return (f"duplicate: another span ({kept}) recorded the same response ({response_id}) with token ids "
@@ -59,6 +67,7 @@ class RolloutDiagnostics:
     calls_without_token_ids: int = 0
     incomplete_token_ids: int = 0
     duplicate_calls: int = 0
+    harness_copies: int = 0  # a harness's own spans of calls the gateway recorded (adapters.harness_calls)
     merge_breaks: int = 0
     rewards_without_call: int = 0
     calls: list[CallDecision] = field(default_factory=list)  # every LLM span, in start order (duplicates last)

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from lightning_otel import semconv
 from lightning_otel.adapters.credit import CallStep, call_credits
 from lightning_otel.adapters.diagnostics import CallDecision, RolloutDiagnostics
+from lightning_otel.adapters.harness_calls import HarnessJoin, harness_agent_name, join_harness_calls
 from lightning_otel.adapters.process_rewards import TRACE_SOURCE, ProcessRewards, trace_rewards
 from lightning_otel.flat_span import Span
 
@@ -95,6 +96,7 @@ class _Call:
     sources: dict[str, str] = field(default_factory=dict)
     step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
     copies: list[Span] = field(default_factory=list)  # other spans of the same response (the gateway's, the client's)
+    note: str | None = None  # why its agent is not known, where that is worth saying (a harness join that failed)
 
 
 def _call(span: Span) -> _Call:
@@ -129,10 +131,24 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
     agents: set[str] = set()
     duplicates: list[tuple[_Call, _Call]] = []  # (dropped copy, kept copy)
     ancestry: _AgentAncestry | None = None
-    for span in spans:
-        if (span.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
+    operations = semconv.LLM_OPERATIONS
+    llm_spans = [s for s in spans if (s.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in operations]
+    harness = _harness_join(llm_spans)
+    for span in llm_spans:
+        span_id = str(span.get("spanId"))
+        if harness is not None and span_id in harness.joined:  # a harness's record of a gateway call: a copy
+            diagnostics.harness_copies += 1
             continue
         call = _call(span)
+        if call.agent is None and harness is not None:
+            if found := harness.agents.get(span_id):  # the harness that made the call names its agent
+                call.agent, own = found
+                call.copies.append(own)
+                diagnostics.calls.append(CallDecision(str(own.get("spanId")), call.agent, False, ("harness", span_id)))
+            elif why := harness.unjoined.get(span_id):
+                call.note = why
+                if call.prompt is None:  # a harness span alone: its own name for its agent
+                    call.agent = harness_agent_name(span.get("attributes") or {})
         if call.agent is None:  # recorded in another process (the policy gateway, under the caller's traceparent)
             ancestry = ancestry or _AgentAncestry(spans)
             call.agent = ancestry.agent_of(span)
@@ -163,6 +179,13 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
         why = ("duplicate", kept.span.get("spanId"), dropped.response_id)
         diagnostics.calls.append(CallDecision(str(dropped.span.get("spanId")), dropped.agent or kept.agent, False, why))
     return calls
+
+
+def _harness_join(llm_spans: Sequence[Span]) -> HarnessJoin | None:
+    """The harness join (`adapters.harness_calls`) where some call names a conversation; None (no cost) otherwise."""
+    if any(semconv.GEN_AI_CONVERSATION_ID in (span.get("attributes") or {}) for span in llm_spans):
+        return join_harness_calls(llm_spans)
+    return None
 
 
 class _AgentAncestry:
@@ -350,6 +373,9 @@ class TraceToTriplet:
             credit = credit_of[id(first_call[triplet.span_ids[0]])]  # a merged segment: its first call's
             triplet.prompt_delta_start, triplet.calls_after = credit.delta_start, credit.calls_after
             triplet.rewards_ahead = credit.rewards_ahead
+        for call in calls:
+            if call.note:
+                decisions[str(call.span.get("spanId"))].note = call.note
         diagnostics.calls[:0] = decisions.values()  # start order, before the duplicates llm_calls recorded
         step_total = sum(sum(call.step_rewards) for call in calls)
         return AdaptedRollout(triplets, final_reward, diagnostics, step_total)

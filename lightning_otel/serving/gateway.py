@@ -15,8 +15,9 @@ Streams pass through as the replica sends them. The gateway records its own LLM 
 caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
 `/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`), and name their agent with an
-`x-agl-agent-name` header (the span's `gen_ai.agent.name`, which `agent_match` reads). When the client's instrumentor
-records the same call, both spans carry the same response id and the adapter keeps one.
+`x-agl-agent-name` header (the span's `gen_ai.agent.name`, which `agent_match` reads); a harness that exports its
+own spans is joined to the gateway's by conversation (`CONVERSATION_HEADERS`, `adapters.harness_calls`). When the
+client's instrumentor records the same call, both spans carry the same response id and the adapter keeps one.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ _HOP_HEADERS = frozenset(
 # A client that is not instrumented names the agent making the call with this header (any language, any client
 # that can set a header); the gateway's span carries it as gen_ai.agent.name.
 AGENT_NAME_HEADER = "x-agl-agent-name"
+# The conversation a request belongs to, as harnesses send it (the first present wins): the gateway's span carries it
+# as gen_ai.conversation.id, which joins it to the harness's own span of the same request (adapters.harness_calls).
+# Claude Code: a sub-agent's requests carry its agent id, every request the session id.
+CONVERSATION_HEADERS = ("x-agl-conversation-id", "x-claude-code-agent-id", "x-claude-code-session-id")
 _ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
 
 
@@ -328,6 +333,8 @@ class PolicyGateway:
             context.detach(token)
         if dialect:
             call.extra_attributes[semconv.AGL_LLM_DIALECT] = dialect
+        if conversation := next(filter(None, map(request.headers.get, CONVERSATION_HEADERS)), None):
+            call.extra_attributes[semconv.GEN_AI_CONVERSATION_ID] = conversation
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         return call, url, headers, identity
 
@@ -482,6 +489,7 @@ class GatewayServer(AppServer):
 
 
 __all__ = [
+    "CONVERSATION_HEADERS",
     "CollectorTracer",
     "GatewayRun",
     "GatewayServer",

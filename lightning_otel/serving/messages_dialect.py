@@ -92,9 +92,11 @@ def _type_of(block: Any) -> str:
 def _chat_messages(message: Any, where: str) -> list[dict[str, Any]]:
     """One Messages message as chat messages: a user turn's tool results become `tool` messages (before its text),
     an assistant turn's `tool_use` blocks its `tool_calls`."""
-    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-        raise DialectError(f"{where}: a message with role 'user' or 'assistant' is required")
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        raise DialectError(f"{where}: a message with role 'user', 'assistant' or 'system' is required")
     role, content = message["role"], message.get("content")
+    if role == "system":  # a system message between turns (Claude Code sends its environment so)
+        return [{"role": "system", "content": _text_of(content, f"{where}.content")}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):

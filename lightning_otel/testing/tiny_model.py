@@ -13,9 +13,16 @@ from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
 
 
 def tiny_policy(
-    tokenizer: Any, *, seed: int = 0, hidden_size: int = 64, layers: int = 2, architecture: str = "qwen2"
+    tokenizer: Any,
+    *,
+    seed: int = 0,
+    hidden_size: int = 64,
+    layers: int = 2,
+    architecture: str = "qwen2",
+    context_length: int = 2048,
 ) -> torch.nn.Module:
     """A small random causal LM (Qwen2, or Llama) sized to the tokenizer, built offline from a config (no model hub).
+    `context_length`: its `max_position_embeddings` (a harness's prompts, Claude Code's, are longer than 2048).
 
     `architecture="llama"` where the tokenizer's own pre-tokenizer must be kept: transformers 5 loads a `qwen2`
     model directory's tokenizer as `Qwen2Tokenizer`, which replaces the pre-tokenizer of tokenizer.json with Qwen2's."""
@@ -34,7 +41,7 @@ def tiny_policy(
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=2048,
+        max_position_embeddings=context_length,
         eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=True,
     )
@@ -49,6 +56,7 @@ def save_tiny_model(
     layers: int = 2,
     tokenizer: ChatTokenizer | None = None,
     architecture: str = "qwen2",
+    context_length: int = 2048,
 ) -> Path:
     """A tiny random Qwen2 and its tokenizer (the offline BPE with a ChatML template, or `tokenizer`) as an HF model
     directory: what verl loads as `actor_rollout_ref.model.path` when no model can be downloaded (tests, the CPU
@@ -56,6 +64,7 @@ def save_tiny_model(
     path = Path(directory)
     tokenizer = tokenizer or build_tokenizer()
     tokenizer.save_pretrained(path)
-    model = tiny_policy(tokenizer, seed=seed, hidden_size=hidden_size, layers=layers, architecture=architecture)
+    model = tiny_policy(tokenizer, seed=seed, hidden_size=hidden_size, layers=layers, architecture=architecture,
+                        context_length=context_length)  # fmt: skip
     model.save_pretrained(path)
     return path

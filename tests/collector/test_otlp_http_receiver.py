@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.collector.helpers import PB
-from tests.collector.otlp_factory import make_request, make_span, trace_id
+from tests.collector.otlp_factory import kv, make_request, make_span, span_id, trace_id
 
 JS = {"content-type": "application/json"}
 
@@ -233,3 +233,15 @@ def test_overload_answers_503_with_retry_after_before_decoding(start_collector) 
     assert response.status_code == 200  # the budget is released when the stalled client goes away
     metrics = httpx.get(collector.addresses.query + "/metrics").text
     assert 'agl_collector_requests_total{outcome="client_disconnected",transport="http"} 1.0' in metrics
+
+
+def test_a_process_whose_resource_names_the_rollout_has_all_its_spans_in_it(collector) -> None:
+    # a harness started by lightning_otel.harness_env: OTEL_RESOURCE_ATTRIBUTES=agl.rollout.id=...,agl.attempt.id=...
+    request = make_request([make_span(9, 1), make_span(9, 2, rollout="own-rollout")])
+    request.resource_spans[0].resource.attributes.extend(kv({"agl.rollout.id": "r9", "agl.attempt.id": "a9"}))
+    assert httpx.post(url(collector), content=request.SerializeToString(), headers=PB).status_code == 200
+    in_rollout = collector.run(collector.store.rollout_spans("r9", "a9"))
+    assert [Span.FromString(s.span_bytes).span_id for s in in_rollout] == [span_id(1)]
+    own = collector.run(collector.store.rollout_spans("own-rollout"))
+    assert [Span.FromString(s.span_bytes).span_id for s in own] == [span_id(2)]  # the span's own attribute wins
+    assert "agl_collector_spans_without_rollout_total 0.0" in httpx.get(collector.addresses.query + "/metrics").text
