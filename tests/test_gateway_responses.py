@@ -108,7 +108,7 @@ def test_what_is_not_spoken_is_a_400_the_sdk_raises_and_the_gateway_keeps_servin
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):
         client.responses.create(model="m", input="more", previous_response_id="resp_1")
     with pytest.raises(openai.BadRequestError, match="only function tools"):
-        client.responses.create(model="m", input="search", tools=[{"type": "web_search"}])
+        client.responses.create(model="m", input="edit", tools=[{"type": "custom", "name": "apply_patch"}])
     with pytest.raises(openai.BadRequestError, match="input_image"):
         client.responses.create(model="m", input=[{"role": "user", "content": [
             {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}])  # fmt: skip
@@ -116,3 +116,19 @@ def test_what_is_not_spoken_is_a_400_the_sdk_raises_and_the_gateway_keeps_servin
     assert bad.status_code == 400 and "invalid request" in bad.json()["error"]["message"]
     chat_replica.set_replies(["Still here."])
     assert client.responses.create(model="m", input="hi").output_text == "Still here."
+
+
+def test_codexs_tools_a_namespace_of_functions_and_a_hosted_search_are_read_as_a_replica_can_serve_them(
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer
+) -> None:
+    spawn = {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}
+    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+             {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents", "tools": [spawn]},
+             {"type": "web_search", "external_web_access": False}]  # fmt: skip
+    chat_replica.set_replies([Reply(tool_calls=[ToolCall("spawn_agent", '{"message": "look"}')])])
+    answer = httpx.post(f"{base_url(replica_gateway)}/responses", json={"model": "m", "input": "go", "tools": tools},
+                        timeout=30).json()  # fmt: skip
+    (call,) = answer["output"]
+    assert (call["type"], call["name"], call["namespace"]) == ("function_call", "spawn_agent", "multi_agent_v1")
+    asked = chat_replica.requests[-1].body["tools"]
+    assert [tool["function"]["name"] for tool in asked] == ["exec_command", "spawn_agent"]  # no web_search: hosted

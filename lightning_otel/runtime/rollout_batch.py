@@ -82,6 +82,7 @@ class BatchResult:
             "calls_without_token_ids": sum(d.calls_without_token_ids for d in diagnostics),
             "merge_breaks": sum(d.merge_breaks for d in diagnostics),
             "duplicate_calls": sum(d.duplicate_calls for d in diagnostics),  # one call seen by client and gateway
+            "harness_copies": sum(d.harness_copies for d in diagnostics),  # a harness's spans joined to the gateway's
             "incomplete_rollouts": len(self.incomplete),
             **({"gateway_calls": self.gateway_calls} if self.gateway_calls is not None else {}),
             "wall_s": self.wall_s,

@@ -16,7 +16,7 @@ caller's `traceparent`, attributed through baggage) so agents that cannot be ins
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
 `/rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions` (see `ProxyLLM`), and name their agent with an
 `x-agl-agent-name` header (the span's `gen_ai.agent.name`, which `agent_match` reads); a harness that exports its
-own spans is joined to the gateway's by conversation (`CONVERSATION_HEADERS`, `adapters.harness_calls`). When the
+own spans is joined to the gateway's by conversation (`serving.harness_headers`, `adapters.harness_calls`). When the
 client's instrumentor records the same call, both spans carry the same response id and the adapter keeps one.
 """
 
@@ -51,6 +51,7 @@ from lightning_otel.capture.rollout_context import context_with_rollout, current
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
 from lightning_otel.serving import messages_dialect, responses_dialect
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.serving.harness_headers import agent_from_headers, conversation_from_headers
 from lightning_otel.tls_context import shared_tls_context
 
 if TYPE_CHECKING:
@@ -60,13 +61,6 @@ if TYPE_CHECKING:
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
 )
-# A client that is not instrumented names the agent making the call with this header (any language, any client
-# that can set a header); the gateway's span carries it as gen_ai.agent.name.
-AGENT_NAME_HEADER = "x-agl-agent-name"
-# The conversation a request belongs to, as harnesses send it (the first present wins): the gateway's span carries it
-# as gen_ai.conversation.id, which joins it to the harness's own span of the same request (adapters.harness_calls).
-# Claude Code: a sub-agent's requests carry its agent id, every request the session id.
-CONVERSATION_HEADERS = ("x-agl-conversation-id", "x-claude-code-agent-id", "x-claude-code-session-id")
 _ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
 
 
@@ -316,7 +310,7 @@ class PolicyGateway:
         rollout_id = request.path_params.get("rollout_id")
         if rollout_id:
             ctx = context_with_rollout(rollout_id, request.path_params.get("attempt_id", ""), ctx)
-        if agent_name := request.headers.get(AGENT_NAME_HEADER, "").strip():
+        if agent_name := agent_from_headers(request.headers):
             ctx = context_with_agent(agent_name, ctx)  # a bare client names its agent: agent_match can select it
         identity = current_rollout(ctx)
         validating = self.mode == "val" or (identity is not None and identity.rollout_id in self._val_rollouts)
@@ -333,7 +327,7 @@ class PolicyGateway:
             context.detach(token)
         if dialect:
             call.extra_attributes[semconv.AGL_LLM_DIALECT] = dialect
-        if conversation := next(filter(None, map(request.headers.get, CONVERSATION_HEADERS)), None):
+        if conversation := conversation_from_headers(request.headers):
             call.extra_attributes[semconv.GEN_AI_CONVERSATION_ID] = conversation
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         return call, url, headers, identity
@@ -489,7 +483,6 @@ class GatewayServer(AppServer):
 
 
 __all__ = [
-    "CONVERSATION_HEADERS",
     "CollectorTracer",
     "GatewayRun",
     "GatewayServer",

@@ -7,10 +7,11 @@ function tools and `tool_choice`; sampling), token ids requested; the replica's 
 the replica's exact ids and `agl.llm.dialect: openai.responses`.
 
 Stateless only: the whole conversation comes in `input` (what harnesses send with `store: false`);
-`previous_response_id` is refused with a 400 that says so, as are tools other than functions. `reasoning` items a
-harness sends back are left out of the prompt (they hold a reasoning model's encrypted state, which a replica's
-chat template has no place for). Streaming answers with the event sequence the OpenAI SDK reads, made from the
-replica's whole answer.
+`previous_response_id` is refused with a 400 that says so, as are tools other than functions (a namespace of
+functions is read as its functions; tools OpenAI's servers run, `HOSTED_TOOLS`, are left out: no replica runs
+them). `reasoning` items a harness sends back are left out of the prompt (they hold a reasoning model's encrypted
+state, which a replica's chat template has no place for). Streaming answers with the event sequence the OpenAI SDK
+reads, made from the replica's whole answer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from typing import Any
 from lightning_otel.serving.messages_dialect import DialectError
 
 DIALECT = "openai.responses"
+# Tools OpenAI's servers run themselves: a replica cannot, so they are left out of the prompt (Codex declares
+# web_search whatever its configuration; refusing the request would stop the harness)
+HOSTED_TOOLS = frozenset({"web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview",
+                          "image_generation", "mcp", "local_shell"})  # fmt: skip
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
@@ -45,8 +50,9 @@ def chat_request(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(body.get("max_output_tokens"), int):
         request["max_tokens"] = body["max_output_tokens"]
     request.update({key: body[key] for key in ("temperature", "top_p") if body.get(key) is not None})
-    if body.get("tools"):
-        request["tools"] = [_chat_tool(tool, f"tools.{i}") for i, tool in enumerate(body["tools"])]
+    tools = [tool for i, tool in enumerate(body.get("tools") or []) for tool in _chat_tools(tool, f"tools.{i}")]
+    if tools:
+        request["tools"] = tools
         choice = body.get("tool_choice")
         if choice in ("auto", "none", "required"):
             request["tool_choice"] = choice
@@ -97,14 +103,35 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         raise DialectError(f"{where}: a {kind!r} item is not spoken here (messages, function calls, their outputs)")
 
 
-def _chat_tool(tool: Any, where: str) -> dict[str, Any]:
-    if not isinstance(tool, dict) or tool.get("type") != "function" or not tool.get("name"):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        raise DialectError(f"{where}: only function tools are spoken here, got {kind!r}")
+def _chat_tools(tool: Any, where: str) -> list[dict[str, Any]]:
+    """A function tool as a chat tool; a namespace's function tools, each under its own name (the answer's
+    `function_call` names its namespace again: `_namespaces`); a hosted tool (`web_search`, ...), none: a replica
+    cannot run it, so the model is not told of it."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if kind == "namespace":
+        inner = tool.get("tools")
+        if not isinstance(inner, list):
+            raise DialectError(f"{where}.tools: a namespace's list of tools is required")
+        return [chat for i, each in enumerate(inner) for chat in _chat_tools(each, f"{where}.tools.{i}")]
+    if kind in HOSTED_TOOLS:
+        return []
+    if kind != "function" or not tool.get("name"):
+        raise DialectError(f"{where}: only function tools (and namespaces of them) are spoken here, got {kind!r}")
     function: dict[str, Any] = {"name": tool["name"], "parameters": tool.get("parameters") or {"type": "object"}}
     if tool.get("description"):
         function["description"] = tool["description"]
-    return {"type": "function", "function": function}
+    return [{"type": "function", "function": function}]
+
+
+def _namespaces(body: dict[str, Any]) -> dict[str, str]:
+    """Function name -> the namespace the request declared it in."""
+    return {
+        inner.get("name"): tool.get("name")
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and tool.get("type") == "namespace"
+        for inner in tool.get("tools") or []
+        if isinstance(inner, dict)
+    }
 
 
 def response_object(completion: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
@@ -116,11 +143,20 @@ def response_object(completion: dict[str, Any], body: dict[str, Any]) -> dict[st
     if reply.get("content"):
         output.append({"type": "message", "id": f"msg_{response_id}", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": reply["content"], "annotations": []}]})  # fmt: skip
+    namespaces = _namespaces(body)
     for index, call in enumerate(reply.get("tool_calls") or []):
         function = call.get("function") or {}
-        output.append({"type": "function_call", "id": f"fc_{response_id}_{index}", "call_id": call.get("id"),
-                       "name": function.get("name"), "arguments": function.get("arguments") or "{}",
-                       "status": "completed"})  # fmt: skip
+        item = {
+            "type": "function_call",
+            "id": f"fc_{response_id}_{index}",
+            "call_id": call.get("id"),
+            "name": function.get("name"),
+            "arguments": function.get("arguments") or "{}",
+            "status": "completed",
+        }
+        if function.get("name") in namespaces:
+            item["namespace"] = namespaces[function["name"]]
+        output.append(item)
     usage = completion.get("usage") or {}
     prompt, sampled = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
     truncated = choice.get("finish_reason") == "length"

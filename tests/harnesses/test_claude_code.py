@@ -5,6 +5,8 @@ sub-agent's calls by the name Claude Code gives it; and one GRPO step of VERL on
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.server import Reply, ToolCall
+from tests.doc_blocks import lines_not_printed
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude_code"
 
@@ -107,15 +110,43 @@ def replica_response_id(replica: OpenAITestServer, index: int) -> str:
     return list(replica.served)[index]
 
 
-def test_one_grpo_step_trains_the_tokens_claude_code_was_served(claude_code: Path, tmp_path: Path) -> None:
+def readme_block_after(heading: str) -> tuple[str, str]:
+    """The first bash block under `heading` in the example's README, and the text block after it."""
+    text = (EXAMPLE / "README.md").read_text().split(heading, 1)[1]
+    command = text.split("```bash\n", 1)[1].split("```", 1)[0].strip()
+    sample = text.split("```text\n", 1)[1].split("```", 1)[0] if "```text" in text.split("## ", 1)[0] else ""
+    return command, sample
+
+
+def test_the_readmes_dry_run_selects_the_sub_agent(claude_code: Path) -> None:
+    command, sample = readme_block_after("## 2. A dry run")
+    assert command == "../../.venv/bin/python agent.py --dry-run --agent-match '^Explore$'"
+    argv = [sys.executable, *shlex.split(command)[1:]]  # this environment's python
+    done = subprocess.run(argv, cwd=EXAMPLE, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    span_id = re.compile(r"\b[0-9a-f]{16}\b")
+    printed, written = span_id.sub("SPAN", done.stdout), span_id.sub("SPAN", sample)
+    assert lines_not_printed(written, printed) == [], printed
+
+
+def test_two_grpo_steps_train_the_tokens_claude_code_was_served(claude_code: Path, tmp_path: Path) -> None:
+    command, _ = readme_block_after("## 3. Train")
+    argv = shlex.split(command)
+    assert argv[0] == "../../.venv/bin/lightning-otel"
+    lightning_otel_command = str(Path(sys.executable).with_name("lightning-otel"))
+    metrics_here = ["trainer.logger=[console,jsonl]", f"trainer.default_local_dir={tmp_path}"]
     done = subprocess.run(
-        [sys.executable, "train.py", "--ci-fast", "--workdir", str(tmp_path)],
+        [lightning_otel_command, *argv[1:], *metrics_here, "--log-file", str(tmp_path / "train.log")],
         cwd=EXAMPLE, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "train.log").read_text()[-3000:]
-    (step,) = json.loads((tmp_path / "steps.json").read_text())
-    metrics = step["metrics"]
-    assert metrics["rollout/succeeded"] == 4 and metrics["training/samples"] >= 4, metrics
-    assert metrics["training/rollout_probs_diff_max"] < 1e-3, metrics  # the rows are the tokens the replica sampled
-    assert set(step["sample_agents"]) == {"main"}  # agent_match='^main$': Claude Code's main thread
-    assert "rollout view: lightning-otel ui" in done.stdout
+    log = (tmp_path / "train.log").read_text()[-3000:] if (tmp_path / "train.log").exists() else ""
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "trained 2 of 2 steps" in done.stdout
+    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    for metrics in steps:
+        assert metrics["rollout/succeeded"] == 4 and metrics["rollout/failed"] == 0, metrics
+        # every call the gateway served was joined to Claude Code's own span of it, and trained ('^main$': the
+        # main thread made them all)
+        assert metrics["rollout/gateway_calls"] == metrics["rollout/harness_copies"] == metrics["training/samples"]
+        assert metrics["training/rollout_probs_diff_max"] < 1e-3, metrics  # the rows are the tokens it sampled

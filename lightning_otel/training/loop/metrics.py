@@ -32,6 +32,7 @@ LOOP_METRICS: dict[str, str] = {
     "rollout/calls_without_token_ids": "selected calls whose server returned no token ids",
     "rollout/merge_breaks": "trajectory mode: calls that did not extend the previous prompt",
     "rollout/duplicate_calls": "calls recorded twice (client and gateway), kept once",
+    "rollout/harness_copies": "a harness's own spans of calls the gateway recorded (they name the calls' agents)",
     "rollout/incomplete_rollouts": "rollouts read with spans still missing after span_wait_s",
     "rollout/gateway_calls": "calls the policy gateway served for the step's rollouts",
     "rollout/with_samples": "rollouts with a reward and at least one sample",

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm
@@ -139,6 +140,7 @@ class VERL(Algorithm):
                     tuple(config.trainer.logger or ()),
                     project=str(config.trainer.project_name),
                     experiment=str(config.trainer.experiment_name),
+                    log_dir=_metrics_dir(config),
                 ),
             )
             loop = TrainingLoop(backend, options, run_config=OmegaConf.to_container(config, resolve=True))
@@ -211,6 +213,12 @@ def _ray_session(config: Any, cpu: bool) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def _metrics_dir(config: Any) -> Path | None:
+    """Where the "jsonl" logger writes metrics.jsonl: `trainer.default_local_dir`, beside the checkpoints."""
+    folder = config.trainer.get("default_local_dir")
+    return Path(str(folder)) if folder and "jsonl" in (config.trainer.logger or ()) else None
 
 
 __all__ = ["VERL"]
