@@ -5,10 +5,6 @@ sub-agent's calls by the name Claude Code gives it; and one GRPO step of VERL on
 from __future__ import annotations
 
 import json
-import re
-import shlex
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,22 +19,14 @@ from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.server import Reply, ToolCall
-from tests.doc_blocks import lines_not_printed
+from tests.harnesses.example_runs import EXAMPLES, check_dry_run, npm_ci, run_training
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude_code"
+EXAMPLE = EXAMPLES / "claude_code"
 
 
 @pytest.fixture(scope="module")
 def claude_code() -> Path:
-    """The example's Claude Code, installed from its lock file (npm ci: exactly the pinned versions)."""
-    npm = shutil.which("npm")
-    assert npm, "the Claude Code tests need node and npm: sudo apt-get install -y nodejs npm (bash .ci/prerequisites)"
-    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=EXAMPLE, check=True, timeout=600)
-    claude = EXAMPLE / "node_modules" / ".bin" / "claude"
-    version = subprocess.run([claude, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
-    lock = json.loads((EXAMPLE / "package-lock.json").read_text())
-    assert version.split()[0] == lock["packages"]["node_modules/@anthropic-ai/claude-code"]["version"]
-    return claude
+    return npm_ci(EXAMPLE, "@anthropic-ai/claude-code", "claude")
 
 
 @pytest.fixture
@@ -110,39 +98,13 @@ def replica_response_id(replica: OpenAITestServer, index: int) -> str:
     return list(replica.served)[index]
 
 
-def readme_block_after(heading: str) -> tuple[str, str]:
-    """The first bash block under `heading` in the example's README, and the text block after it."""
-    text = (EXAMPLE / "README.md").read_text().split(heading, 1)[1]
-    command = text.split("```bash\n", 1)[1].split("```", 1)[0].strip()
-    sample = text.split("```text\n", 1)[1].split("```", 1)[0] if "```text" in text.split("## ", 1)[0] else ""
-    return command, sample
-
-
 def test_the_readmes_dry_run_selects_the_sub_agent(claude_code: Path) -> None:
-    command, sample = readme_block_after("## 2. A dry run")
-    assert command == "../../.venv/bin/python agent.py --dry-run --agent-match '^Explore$'"
-    argv = [sys.executable, *shlex.split(command)[1:]]  # this environment's python
-    done = subprocess.run(argv, cwd=EXAMPLE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    span_id = re.compile(r"\b[0-9a-f]{16}\b")
-    printed, written = span_id.sub("SPAN", done.stdout), span_id.sub("SPAN", sample)
-    assert lines_not_printed(written, printed) == [], printed
+    printed = check_dry_run(EXAMPLE)
+    assert "agent_match='^Explore$' selects 1 of 4 calls" in printed
 
 
 def test_two_grpo_steps_train_the_tokens_claude_code_was_served(claude_code: Path, tmp_path: Path) -> None:
-    command, _ = readme_block_after("## 3. Train")
-    argv = shlex.split(command)
-    assert argv[0] == "../../.venv/bin/lightning-otel"
-    lightning_otel_command = str(Path(sys.executable).with_name("lightning-otel"))
-    metrics_here = ["trainer.logger=[console,jsonl]", f"trainer.default_local_dir={tmp_path}"]
-    done = subprocess.run(
-        [lightning_otel_command, *argv[1:], *metrics_here, "--log-file", str(tmp_path / "train.log")],
-        cwd=EXAMPLE, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    log = (tmp_path / "train.log").read_text()[-3000:] if (tmp_path / "train.log").exists() else ""
-    assert done.returncode == 0, done.stdout + done.stderr + log
-    assert "trained 2 of 2 steps" in done.stdout
-    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = run_training(EXAMPLE, tmp_path)
     assert len(steps) == 2
     for metrics in steps:
         assert metrics["rollout/succeeded"] == 4 and metrics["rollout/failed"] == 0, metrics
