@@ -104,12 +104,7 @@ def claude_code_rollout(task: dict[str, Any], resources: dict[str, Any], rollout
 def dry_run(agent_match: str) -> int:
     """One task, no training: the test server scripted as a policy that asks the Explore sub-agent, then writes the
     file, behind the policy gateway and an embedded collector; prints which calls `agent_match` selects."""
-    from lightning_otel.adapters.triplets import TraceToTriplet
-    from lightning_otel.collector import EmbeddedCollector
-    from lightning_otel.collector.client import Client
-    from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
-    from lightning_otel.testing import OpenAITestServer
-    from lightning_otel.testing.server import Reply, ToolCall
+    from lightning_otel.testing import OpenAITestServer, Reply, ToolCall
 
     task = json.loads((HERE / "tasks.jsonl").read_text().splitlines()[0])
     explore = {"description": "look around", "prompt": "List the files here.", "subagent_type": "Explore",
@@ -117,29 +112,17 @@ def dry_run(agent_match: str) -> int:
     script = [Reply(tool_calls=[ToolCall("Agent", json.dumps(explore))]), "The folder is empty.",
               Reply(tool_calls=[ToolCall("Write", json.dumps({"file_path": "answer.txt", "content": task["word"]}))]),
               f"I wrote {task['word']} to answer.txt."]  # fmt: skip
-    with tempfile.TemporaryDirectory() as folder:
-        work, rollout = Path(folder), agl.Rollout("dry-run", "attempt-1")
-        with (
-            EmbeddedCollector.on_sqlite_file(work / "collector.sqlite3") as addresses,
-            Client(addresses.query) as client,
-            collector_tracer(client) as spans,
-            OpenAITestServer(replies=script) as replica,
-            GatewayServer(PolicyGateway([replica.base_url], tracer=spans.tracer)) as gateway,
-        ):
-            env = agl.harness_env(agl.ProxyLLM(gateway.base_url, "policy"), rollout, endpoint=addresses.otlp_http)
-            (work / "task").mkdir()
-            run = run_claude(task["prompt"], env, work / "task")
-            spans.flush()
-            client.wait_for_rollout(rollout.rollout_id, min_spans=2 * len(replica.requests))
-            adapted = TraceToTriplet(agent_match=agent_match).adapt(client.rollout_spans(rollout.rollout_id))
-        print(f"Claude Code exited {run.exit_code} after {len(replica.requests)} model calls; its answer:")
-        print(f"  {run.result.get('result')}")
-        print(f"reward: {reward(task, work / 'task', run):.2f}")
-        print(f"agents seen: {adapted.diagnostics.agents_seen}; agent_match={agent_match!r} selects "
-              f"{len(adapted.triplets)} of {adapted.diagnostics.llm_calls} calls:")  # fmt: skip
-        for decision in adapted.diagnostics.calls:
-            print(f"  {decision.agent}: {decision.reason}")
-        return run.exit_code
+    with OpenAITestServer(replies=script) as server:
+        trainer = agl.Trainer(n_runners=1, adapter={"agent_match": agent_match},
+                              initial_resources={"main_llm": agl.LLM(server.base_url, "policy")})  # fmt: skip
+        result = trainer.dev("agent:claude_code_rollout", [task], gateway=True, print_spans=False)
+        calls = len(server.requests)
+    batch = result.train[0]
+    (adapted,) = batch.adapted.values()
+    print(f"Claude Code made {calls} model calls; reward {next(iter(batch.rewards().values())):.2f}; agents seen: "
+          f"{adapted.diagnostics.agents_seen}; agent_match={agent_match!r} selects {len(adapted.triplets)} of "
+          f"{adapted.diagnostics.llm_calls} calls")  # fmt: skip
+    return 0 if adapted.triplets else 1
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def codex() -> Path:
 def test_the_readmes_dry_run_selects_the_sub_agent(codex: Path) -> None:
     printed = check_dry_run(EXAMPLE)
     assert "agents seen: ['main', 'subagent']; agent_match='^subagent$' selects 1 of 5 calls" in printed
-    assert "reward: 1.00" in printed  # the scripted shell command wrote answer.txt in Codex's sandbox
+    assert "reward 1.00;" in printed  # the scripted shell command wrote answer.txt in Codex's sandbox
 
 
 def test_a_grpo_step_trains_the_tokens_codex_was_served(codex: Path, tmp_path: Path) -> None:
