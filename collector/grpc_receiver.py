@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` (64 MiB receive limit).
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` and
+`opentelemetry.proto.collector.logs.v1.LogsService/Export` (64 MiB receive limit).
 
 Overload and transient store errors answer UNAVAILABLE with a `google.rpc.RetryInfo` in the status details, so
 OTLP exporters back off and retry; a missing bearer token in the `authorization` metadata is UNAUTHENTICATED.
@@ -6,11 +7,17 @@ OTLP exporters back off and retry; a missing bearer token in the `authorization`
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status as RpcStatus
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -18,13 +25,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from lightning_otel.collector.auth import bearer_ok
 from lightning_otel.collector.http_receiver import RETRY_AFTER_S
-from lightning_otel.collector.ingest import Ingestor, Overloaded
+from lightning_otel.collector.ingest import Ingestor, IngestResult, Overloaded
+from lightning_otel.collector.log_records import decode_logs_protobuf
 from lightning_otel.collector.otlp_decoding import DecodeError, decode_protobuf
 from lightning_otel.collector.store import TransientStoreError
 from lightning_otel.collector.tcp_listener import listening_socket
 
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE_NAME = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
 def _retry_details(message: str) -> bytes:
@@ -34,13 +43,30 @@ def _retry_details(message: str) -> bytes:
 
 
 class TraceService:
-    """`TraceService/Export` on raw bytes, so admission happens before the request is decoded."""
+    """`TraceService/Export` on raw bytes, so admission happens before the request is decoded (`LogsService`: the
+    same for log records)."""
+
+    service_name = SERVICE_NAME
 
     def __init__(self, ingestor: Ingestor, auth_token: str | None) -> None:
         self.ingestor = ingestor
         self.auth_token = auth_token
 
-    async def export(self, body: bytes, context: grpc.aio.ServicerContext) -> ExportTraceServiceResponse:
+    def decode(self, body: bytes) -> Any:
+        return decode_protobuf(body)
+
+    async def ingest(self, decoded: Any) -> IngestResult:
+        return await self.ingestor.ingest(decoded)
+
+    def respond(self, result: IngestResult) -> Any:
+        response = ExportTraceServiceResponse()
+        if result.rejected:
+            response.partial_success.CopyFrom(
+                ExportTracePartialSuccess(rejected_spans=result.rejected, error_message=result.error_message)
+            )
+        return response
+
+    async def export(self, body: bytes, context: grpc.aio.ServicerContext) -> Any:
         metrics = self.ingestor.metrics
         metadata = dict(context.invocation_metadata() or ())
         if not bearer_ok(metadata.get("authorization"), self.auth_token):
@@ -53,24 +79,19 @@ class TraceService:
             await self._unavailable(context, str(exc))
         try:
             try:
-                decoded = decode_protobuf(body)
+                decoded = self.decode(body)
             except DecodeError as exc:
                 metrics.requests.labels("grpc", "bad_request").inc()
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             try:
-                result = await self.ingestor.ingest(decoded)
+                result = await self.ingest(decoded)
             except TransientStoreError as exc:
                 metrics.requests.labels("grpc", "store_unavailable").inc()
                 await self._unavailable(context, str(exc))
         finally:
             release()
         metrics.requests.labels("grpc", "ok").inc()
-        response = ExportTraceServiceResponse()
-        if result.rejected:
-            response.partial_success.CopyFrom(
-                ExportTracePartialSuccess(rejected_spans=result.rejected, error_message=result.error_message)
-            )
-        return response
+        return self.respond(result)
 
     @staticmethod
     async def _unavailable(context: grpc.aio.ServicerContext, message: str) -> None:
@@ -79,9 +100,29 @@ class TraceService:
 
     def handler(self) -> grpc.GenericRpcHandler:
         method = grpc.unary_unary_rpc_method_handler(
-            self.export, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString
+            self.export, request_deserializer=None, response_serializer=lambda response: response.SerializeToString()
         )
-        return grpc.method_handlers_generic_handler(SERVICE_NAME, {"Export": method})
+        return grpc.method_handlers_generic_handler(self.service_name, {"Export": method})
+
+
+class LogsService(TraceService):
+    """`LogsService/Export`: log records, received as spans are."""
+
+    service_name = LOGS_SERVICE_NAME
+
+    def decode(self, body: bytes) -> Any:
+        return decode_logs_protobuf(body)
+
+    async def ingest(self, decoded: Any) -> IngestResult:
+        return await self.ingestor.ingest_logs(decoded)
+
+    def respond(self, result: IngestResult) -> Any:
+        response = ExportLogsServiceResponse()
+        if result.rejected:
+            response.partial_success.CopyFrom(
+                ExportLogsPartialSuccess(rejected_log_records=result.rejected, error_message=result.error_message)
+            )
+        return response
 
 
 def build_grpc_server(
@@ -94,7 +135,9 @@ def build_grpc_server(
             ("grpc.so_reuseport", 0),
         ]
     )
-    server.add_generic_rpc_handlers((TraceService(ingestor, auth_token).handler(),))
+    server.add_generic_rpc_handlers(
+        (TraceService(ingestor, auth_token).handler(), LogsService(ingestor, auth_token).handler())
+    )
     host, _, wanted = address.rpartition(":")
     if int(wanted):  # taken? said in one line here, before gRPC's core logs its own error
         listening_socket(host.strip("[]"), int(wanted)).close()

@@ -1,18 +1,26 @@
-"""OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip; replies in the request's type.
+"""OTLP/HTTP receiver: `POST /v1/traces` and `POST /v1/logs`, protobuf or JSON, optionally gzip; replies in the
+request's type.
 
 Status codes follow the OTLP specification: 400 (+ `google.rpc.Status`) for undecodable bodies, 413 over the size
 limit (checked after decompression, inflating in bounded steps so a gzip bomb stops early), 415 for unknown
 content types or encodings, 405 for other methods, 401 without the bearer token, 503 + `Retry-After` when the
 in-flight budget is spent or the store has a transient error (never 500 for overload), and 200 with
-`partial_success` when some spans were rejected.
+`partial_success` when some spans (log records) were rejected.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from google.rpc.status_pb2 import Status as RpcStatus
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -23,7 +31,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from lightning_otel.collector.auth import bearer_ok
-from lightning_otel.collector.ingest import Ingestor, Overloaded
+from lightning_otel.collector.ingest import Ingestor, IngestResult, Overloaded
+from lightning_otel.collector.log_records import decode_logs_json, decode_logs_protobuf
 from lightning_otel.collector.otlp_decoding import DecodeError, decode_json, decode_protobuf
 from lightning_otel.collector.store import TransientStoreError
 
@@ -88,12 +97,30 @@ async def drain(request: Request, limit: int) -> None:
         return
 
 
+@dataclass(frozen=True, slots=True)
+class _Signal:
+    """What differs between traces and logs: how a body decodes, where it is stored, how success is answered."""
+
+    decode_protobuf: Callable[[bytes], Any]
+    decode_json: Callable[[bytes], Any]
+    ingest: Callable[[Any], Awaitable[IngestResult]]
+    success: Callable[[int, str, bool], Response]
+
+
 def build_otlp_app(
     ingestor: Ingestor, *, auth_token: str | None = None, max_body_bytes: int = 64 * 1024 * 1024
 ) -> Starlette:
     metrics = ingestor.metrics
+    traces = _Signal(decode_protobuf, decode_json, ingestor.ingest, _success)
+    logs = _Signal(decode_logs_protobuf, decode_logs_json, ingestor.ingest_logs, _logs_success)
 
-    async def export(request: Request) -> Response:
+    def route(signal: _Signal) -> Callable[[Request], Awaitable[Response]]:
+        async def export(request: Request) -> Response:
+            return await _export(request, signal)
+
+        return export
+
+    async def _export(request: Request, signal: _Signal) -> Response:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         as_json = media_type == JSON
         if not bearer_ok(request.headers.get("authorization"), auth_token):
@@ -134,8 +161,8 @@ def build_otlp_app(
             body = b"".join(chunks)
             if encoding == "gzip":
                 body = inflate(body, max_body_bytes)
-            decoded = decode_json(body) if as_json else decode_protobuf(body)
-            result = await ingestor.ingest(decoded)
+            decoded = signal.decode_json(body) if as_json else signal.decode_protobuf(body)
+            result = await signal.ingest(decoded)
         except ClientDisconnect:  # the client went away mid-body: nothing was stored, nobody to answer
             metrics.requests.labels("http", "client_disconnected").inc()
             return Response(status_code=400)
@@ -151,9 +178,10 @@ def build_otlp_app(
         finally:
             release()
         metrics.requests.labels("http", "ok").inc()
-        return _success(result.rejected, result.error_message, as_json)
+        return signal.success(result.rejected, result.error_message, as_json)
 
-    return Starlette(routes=[Route("/v1/traces", export, methods=["POST"])])
+    return Starlette(routes=[Route("/v1/traces", route(traces), methods=["POST"]),
+                             Route("/v1/logs", route(logs), methods=["POST"])])  # fmt: skip
 
 
 def _success(rejected: int, message: str, as_json: bool) -> Response:
@@ -165,4 +193,17 @@ def _success(rejected: int, message: str, as_json: bool) -> Response:
     response = ExportTraceServiceResponse()
     if rejected:
         response.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=message))
+    return Response(response.SerializeToString(), media_type=PROTOBUF)
+
+
+def _logs_success(rejected: int, message: str, as_json: bool) -> Response:
+    if as_json:
+        payload: dict = {}
+        if rejected:
+            payload["partialSuccess"] = {"rejectedLogRecords": str(rejected), "errorMessage": message}
+        return Response(json.dumps(payload).encode(), media_type=JSON)
+    response = ExportLogsServiceResponse()
+    if rejected:
+        partial = ExportLogsPartialSuccess(rejected_log_records=rejected, error_message=message)
+        response.partial_success.CopyFrom(partial)
     return Response(response.SerializeToString(), media_type=PROTOBUF)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lightning_otel.collector.change_signal import ChangeSignal
+from lightning_otel.collector.log_records import DecodedLogs, write_logs
 from lightning_otel.collector.otlp_decoding import DecodedRequest, SpanRecord
 from lightning_otel.collector.store import SpanStore, WriteResult
 
@@ -58,6 +59,16 @@ class CollectorMetrics:
         self.spans_without_rollout = Counter(
             "agl_collector_spans_without_rollout",
             "Spans stored without agl.rollout.id (kept for Jaeger)",
+            registry=self.registry,
+        )
+        self.log_records_stored = Counter(
+            "agl_collector_log_records_stored",
+            "Log records committed to the store (resent ones once)",
+            registry=self.registry,
+        )
+        self.log_records_rejected = Counter(
+            "agl_collector_log_records_rejected",
+            "Log records rejected (reported in partial_success)",
             registry=self.registry,
         )
         self.in_flight_bytes = Gauge(
@@ -155,3 +166,12 @@ class Ingestor:
         if without_rollout:
             metrics.spans_without_rollout.inc(without_rollout)
         return IngestResult(result.inserted, result.duplicates, rejected, message)
+
+    async def ingest_logs(self, decoded: DecodedLogs) -> IngestResult:
+        """Store the decoded log records; returns once they are committed."""
+        started = time.perf_counter()
+        await write_logs(self.store, decoded.rows)
+        self.metrics.ack_seconds.observe(time.perf_counter() - started)
+        self.metrics.log_records_stored.inc(len(decoded.rows))
+        self.metrics.log_records_rejected.inc(decoded.rejected)
+        return IngestResult(len(decoded.rows), 0, decoded.rejected, decoded.error_message)

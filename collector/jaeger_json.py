@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
@@ -56,7 +56,9 @@ def _string_tag(key: str, value: str) -> dict[str, Any]:
     return {"key": key, "type": "string", "value": value}
 
 
-def jaeger_trace(spans: list[StoredSpan]) -> dict[str, Any]:
+def jaeger_trace(
+    spans: list[StoredSpan], logs: Mapping[tuple[str, str], list[dict[str, Any]]] | None = None
+) -> dict[str, Any]:
     processes: dict[bytes, str] = {}
     process_json: dict[str, Any] = {}
     jaeger_spans = []
@@ -69,12 +71,12 @@ def jaeger_trace(spans: list[StoredSpan]) -> dict[str, Any]:
                 "serviceName": stored.service_name,
                 "tags": [t for t in _tags(resource.attributes) if t["key"] != "service.name"],
             }
-        jaeger_spans.append(_jaeger_span(stored, process_id))
+        jaeger_spans.append(_jaeger_span(stored, process_id, logs or {}))
     trace_id = trace_id_hex(spans[0].trace_id) if spans else ""
     return {"traceID": trace_id, "spans": jaeger_spans, "processes": process_json, "warnings": None}
 
 
-def _jaeger_span(stored: StoredSpan, process_id: str) -> dict[str, Any]:
+def _jaeger_span(stored: StoredSpan, process_id: str, records: Mapping[tuple[str, str], list[dict]]) -> dict[str, Any]:
     span = Span.FromString(stored.span_bytes)
     trace_id = trace_id_hex(span.trace_id)
     references = []
@@ -105,6 +107,13 @@ def _jaeger_span(stored: StoredSpan, process_id: str) -> dict[str, Any]:
         }
         for event in span.events
     ]
+    for record in records.get((span.trace_id.hex(), span.span_id.hex()), ()):  # the span's OTLP log records
+        fields = [_string_tag("event", record.get("eventName") or "log")]
+        if record.get("body") is not None:
+            fields.append(_native_tag("body", record["body"]))
+        fields += [_native_tag(key, value) for key, value in (record.get("attributes") or {}).items()]
+        logs.append({"timestamp": int(record.get("timeUnixNano") or 0) // 1000, "fields": fields})
+    logs.sort(key=lambda log: log["timestamp"])
     return {
         "traceID": trace_id,
         "spanID": span.span_id.hex(),
@@ -118,6 +127,17 @@ def _jaeger_span(stored: StoredSpan, process_id: str) -> dict[str, Any]:
         "processID": process_id,
         "warnings": None,
     }
+
+
+def _native_tag(key: str, value: Any) -> dict[str, Any]:
+    """A tag from a native value (a log record's attribute, as the collector keeps it)."""
+    if isinstance(value, bool):
+        return {"key": key, "type": "bool", "value": value}
+    if isinstance(value, int):
+        return {"key": key, "type": "int64", "value": value if abs(value) < 2**53 else str(value)}
+    if isinstance(value, float):
+        return {"key": key, "type": "float64", "value": value}
+    return _string_tag(key, value if isinstance(value, str) else _compact_json(value))
 
 
 def envelope(data: Any, *, total: int | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from lightning_otel.collector.log_records import LOG_SCHEMA
 from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import ADDED_COLUMNS, RUN_INDEXES, STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
@@ -62,6 +63,7 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 """
     + INDEXES
     + STATE_SCHEMA
+    + LOG_SCHEMA
 )
 
 _INSERT = (

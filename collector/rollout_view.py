@@ -20,6 +20,7 @@ import orjson
 from lightning_otel import semconv
 from lightning_otel.adapters.recorded_settings import adapter_of, recorded_adapter, recorded_training
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, span_with_messages
+from lightning_otel.collector.log_records import attach_logs, rollout_logs_without_span
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records
 from lightning_otel.collector.rollout_transactions import NotFound, get_rollout_detail
@@ -125,6 +126,7 @@ def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def _adapted(store: SpanStore, record: dict[str, Any], adapter: TraceToTriplet) -> tuple[list[Span], Any]:
     spans = [flat_span(s) for s in await store.rollout_spans(record["rollout_id"], record["attempt_id"])]
+    await attach_logs(store, spans)  # log records among their spans' events, as the trainer reads them
     return spans, adapter.adapt(spans, task_id=record["task_id"])
 
 
@@ -273,9 +275,12 @@ _BULKY = (semconv.AGL_PROMPT_TOKEN_IDS, semconv.AGL_RESPONSE_TOKEN_IDS, semconv.
 
 
 def _tree_span(span: Span) -> dict[str, Any]:
-    """A span for the waterfall: token ids and message content live in `calls`, not twice in the answer."""
+    """A span for the waterfall: token ids and message content live in `calls`, not twice in the answer; its log
+    records (shown under it) with their attributes."""
     attributes = {k: v for k, v in (span.get("attributes") or {}).items() if k not in _BULKY}
-    return {**{k: v for k, v in span.items() if k not in ("attributes", "events", "seq")}, "attributes": attributes}
+    logs = [event for event in span.get("events") or [] if event.get("log")]
+    return {**{k: v for k, v in span.items() if k not in ("attributes", "events", "seq")}, "attributes": attributes,
+            "logs": logs}  # fmt: skip
 
 
 def _links(spans: list[Span], settings: ViewSettings) -> list[dict[str, str]]:
@@ -345,7 +350,7 @@ async def rollout_view(
     # adapter used, with the other copies named on it.
     copies: dict[str, list[Span]] = {}
     for decision in adapted.diagnostics.calls if adapted else []:
-        if decision.why[0] == "duplicate" and decision.span_id in llm_spans:
+        if decision.why[0] in ("duplicate", "harness") and decision.span_id in llm_spans:
             copies.setdefault(str(decision.why[1]), []).append(llm_spans.pop(decision.span_id))
     calls = [
         _call_view(span, decisions.get(span_id), version, settings, credits.get(span_id), copies.get(span_id, []))
@@ -365,5 +370,7 @@ async def rollout_view(
         "final_reward": adapted.final_reward if adapted else None,
         "no_sample_reason": _no_sample_reason(record, adapted, pattern),
         "links": _links(spans, settings),
+        # log records of the attempt that name no span (a harness's own events): listed apart
+        "logs": await rollout_logs_without_span(store, rollout_id, attempt_id) if attempt_id else [],
         "tokenizer": settings.token_text.label if settings.token_text else None,
     }

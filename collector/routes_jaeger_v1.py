@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lightning_otel.collector.jaeger_json import envelope, error_envelope, jaeger_trace
+from lightning_otel.collector.log_records import logs_by_span
 from lightning_otel.collector.query_params import (
     BadQuery,
     int_param,
@@ -74,7 +75,8 @@ def jaeger_v1_routes(store: SpanStore) -> list[Route]:
         spans = await store.trace_spans(trace_id_param(request.path_params["trace_id"]))
         if not spans:
             return JSONResponse(error_envelope(404, "trace not found"), status_code=404)
-        return JSONResponse(envelope([jaeger_trace(spans)], total=0))
+        logs = await logs_by_span(store, [spans[0].trace_id.hex()])  # a span's log records among its logs
+        return JSONResponse(envelope([jaeger_trace(spans, logs)], total=0))
 
     return [
         Route("/api/services", services),

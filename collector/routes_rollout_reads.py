@@ -2,7 +2,8 @@
 `format=flat|otlp`, and `min_spans` + `timeout` to wait, event-driven, until that many spans are committed) and
 `POST /v1/rollouts/spans` with `{"rollouts": [{"rollout_id": ...}, ...]}`: a training batch in one call; with
 `"wait_complete_s": s` it waits (event-driven, at most s) until every rollout's spans have their parents (see
-`span_completeness`) and names those still incomplete in `"incomplete": {rollout_id: missing parents}`."""
+`span_completeness`) and names those still incomplete in `"incomplete": {rollout_id: missing parents}`. Flat spans
+carry their log records among their `events` (`log_records`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lightning_otel.collector.ingest import Ingestor
+from lightning_otel.collector.log_records import attach_logs
 from lightning_otel.collector.otlp_json import flat_span, traces_data_json
 from lightning_otel.collector.query_params import (
     BadQuery,
@@ -60,7 +62,9 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
             spans = await store.rollout_spans(rollout_id, attempt_id)
         if request.query_params.get("format") == "otlp":
             return FastJSONResponse({"rollout_id": rollout_id, **traces_data_json(spans)})
-        return FastJSONResponse({"rollout_id": rollout_id, "spans": [flat_span(s) for s in spans]})
+        flat = [flat_span(s) for s in spans]
+        await attach_logs(store, flat)  # each span's log records among its events
+        return FastJSONResponse({"rollout_id": rollout_id, "spans": flat})
 
     async def many_rollout_spans(request: Request) -> Response:
         try:
@@ -83,9 +87,9 @@ def rollout_read_routes(store: SpanStore, ingestor: Ingestor) -> list[Route]:
             found, incomplete = await read_complete(store, ingestor, keys, float(wait_s))
         else:
             found, incomplete = await store.attempts_spans(keys), {}
-        answer: dict[str, object] = {
-            "rollouts": {key[0]: [flat_span(s) for s in spans] for key, spans in zip(keys, found, strict=True)}
-        }
+        flat = {key[0]: [flat_span(s) for s in spans] for key, spans in zip(keys, found, strict=True)}
+        await attach_logs(store, [span for spans in flat.values() for span in spans])
+        answer: dict[str, object] = {"rollouts": flat}
         if checked:
             answer["incomplete"] = {keys[index][0]: missing for index, missing in incomplete.items()}
         return FastJSONResponse(answer)

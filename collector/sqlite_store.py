@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from lightning_otel.collector.log_records import LOG_SCHEMA
 from lightning_otel.collector.otlp_decoding import SpanRecord
 from lightning_otel.collector.queue_schema import ADDED_COLUMNS, RUN_INDEXES, STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS agl_spans (
 """
     + INDEXES
     + STATE_SCHEMA
+    + LOG_SCHEMA
 )
 
 _STOP = object()

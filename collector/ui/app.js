@@ -236,10 +236,21 @@ function waterfall(spans) {
                           title: `${span.service} · ${span.name} · ${fmt.ms(duration)}` },
       el("div", { class: "label", style: `padding-left:${depth * 1.1}em`, text: label }),
       el("div", { class: "track" }, bar), el("div", { class: "muted", text: fmt.ms(duration) })));
+    if (span.logs && span.logs.length) rows.push(logRecords(span.logs, depth + 1));
     for (const child of children.get(span.spanId) || []) walk(child, depth + 1);
   };
   roots.forEach((root) => walk(root, 0));
   return el("div", { class: "waterfall", "data-testid": "waterfall" }, rows);
+}
+
+function logRecords(logs, depth = 0) {
+  // OTLP log records (a harness's events, a framework's operation details), under their span or apart
+  const line = (log) => el("div", { class: "log", "data-testid": "log-record" },
+    el("code", { text: log.name ?? log.eventName ?? "log" }), log.severityText ? ` [${log.severityText}] ` : " ",
+    el("span", { class: "muted", text: JSON.stringify(log.body !== undefined && log.body !== null && typeof log.body !== "object"
+      ? { body: log.body, ...log.attributes } : log.attributes) }));
+  return el("details", { class: "logs", "data-testid": "span-logs", style: `padding-left:${depth * 1.1}em` },
+    el("summary", { text: `${logs.length} log record${logs.length === 1 ? "" : "s"}` }), ...logs.map(line));
 }
 
 function tokens(call) {
@@ -305,7 +316,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
       el("p", { class: "muted", text: `${call.prompt_token_ids.length} prompt + ${call.response_token_ids.length} response tokens · token ids complete: ${call.token_ids_complete ?? "—"} · service ${call.service} · response id ${call.response_id ?? "—"}${call.decision?.sample !== null && call.decision?.sample !== undefined ? ` · sample #${call.decision.sample}` : ""}` }),
       call.copies.length ? el("p", { class: "muted", "data-testid": "call-copies" }, "also recorded by ",
         ...call.copies.map((c) => el("code", { text: `${c.service ?? "?"} (span ${c.span_id})` })),
-        ": the same response; this card is the copy the adapter used") : null,
+        ": the same call; this card is the copy the adapter used") : null,
       messages(call), call.prompt_token_ids.length || call.response_token_ids.length ? tokens(call)
         : el("p", { class: "muted", text: "no token ids on this span" })));
   return [
@@ -319,6 +330,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
     el("h2", { text: "attempts" }),
     el("table", {}, el("tr", {}, ...["attempt", "status", "runner", "resources version", "reward", "cause", "error"].map((h) => el("th", { text: h }))), attempts),
     el("h2", { text: "span tree" }), waterfall(data.spans),
+    data.logs.length ? [el("h2", { text: "log records without a span" }), logRecords(data.logs)] : null,
     el("h2", { text: "LLM calls" }),
     matchBox(data.agent_match, data.run_agent_match, async (value) => {
       const more = attemptId ? `&attempt_id=${fmt.enc(attemptId)}` : "";

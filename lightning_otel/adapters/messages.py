@@ -12,7 +12,7 @@ from typing import Any
 
 from lightning_otel import semconv
 from lightning_otel.adapters.diagnostics import RolloutDiagnostics
-from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names
+from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names, span_with_messages
 from lightning_otel.flat_span import Span
 
 
@@ -52,16 +52,22 @@ class TraceToMessages:
 
 
 def call_messages(span: Span) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
-    """An LLM span's input messages and its reply (choice 0) in OpenAI's chat format; None without content."""
-    attributes = span.get("attributes") or {}
+    """An LLM span's input messages and its reply (choice 0) in OpenAI's chat format; None without content. The
+    messages may be on the span (JSON strings) or in its operation-details event or log record (JSON strings, or
+    structured values as the newer conventions write them)."""
+    attributes = span_with_messages(span).get("attributes") or {}
     try:
-        inputs = json.loads(attributes[semconv.GEN_AI_INPUT_MESSAGES])
-        outputs = json.loads(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+        inputs = _structured(attributes[semconv.GEN_AI_INPUT_MESSAGES])
+        outputs = _structured(attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
     except (KeyError, TypeError, ValueError):
         return None
     if not outputs or not isinstance(inputs, list):
         return None
     return [_openai_message(m) for m in inputs], _openai_message(outputs[0])
+
+
+def _structured(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -214,8 +214,26 @@ class _AgentAncestry:
 
 def span_with_messages(span: Span, copies: Sequence[Span] = ()) -> Span:
     """Of a call's spans (the one the adapter kept and its copies: the gateway's, the client's), the first that
-    recorded the messages; the kept one when none did. The gateway's copy, kept for its ids, holds none."""
-    return next((s for s in (span, *copies) if (s.get("attributes") or {}).get(semconv.GEN_AI_OUTPUT_MESSAGES)), span)
+    recorded the messages; the kept one when none did. The gateway's copy, kept for its ids, holds none. Messages
+    recorded in the call's operation-details event (a span event, or a log record the collector attached to the
+    span: ADK's newer path) are read as if on the span (the span returned carries them in its attributes)."""
+    for candidate in (span, *copies):
+        attributes = _content_attributes(candidate)
+        if attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES):
+            return candidate if attributes is candidate.get("attributes") else {**candidate, "attributes": attributes}
+    return span
+
+
+def _content_attributes(span: Span) -> dict[str, Any]:
+    attributes = span.get("attributes") or {}
+    if semconv.GEN_AI_OUTPUT_MESSAGES in attributes:
+        return attributes
+    for event in span.get("events") or ():
+        found = event.get("attributes") or {}
+        if event.get("name") == semconv.GEN_AI_CONTENT_EVENT and semconv.GEN_AI_OUTPUT_MESSAGES in found:
+            messages = (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES)
+            return {**attributes, **{key: found[key] for key in messages if key in found}}
+    return attributes
 
 
 def rollout_agent_names(spans: Sequence[Span]) -> list[str]:

@@ -8,9 +8,10 @@ the collector as part of the rollout.
 What it sets (over a copy of this process's environment):
 - the model: `ANTHROPIC_BASE_URL` (no `/v1`: the Anthropic SDKs and Claude Code add `/v1/messages`) and
   `OPENAI_BASE_URL` (with `/v1`), both the gateway's rollout path (`ProxyLLM.get_base_url`), and dummy API keys;
-- telemetry over OTLP/HTTP to the collector: `OTEL_EXPORTER_OTLP_ENDPOINT` (and its bearer token), traces on, logs
-  and metrics off, and `OTEL_RESOURCE_ATTRIBUTES` naming the rollout and attempt, so every span the harness exports
-  is stored in the rollout (the collector reads the rollout from the resource when the span does not carry it);
+- telemetry over OTLP/HTTP to the collector: `OTEL_EXPORTER_OTLP_ENDPOINT` (and its bearer token), traces and logs
+  on, metrics off, and `OTEL_RESOURCE_ATTRIBUTES` naming the rollout and attempt, so every span and log record the
+  harness exports is stored in the rollout (the collector reads the rollout from the resource when a span or record
+  does not carry it);
 - Claude Code: its telemetry and traces switched on (`CLAUDE_CODE_ENABLE_TELEMETRY`,
   `CLAUDE_CODE_ENHANCED_TELEMETRY_BETA`), no traffic but the model's (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`),
   and `IS_SANDBOX=1`, without which `--permission-mode bypassPermissions` exits without a call.
@@ -71,7 +72,7 @@ def harness_env(
             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint.rstrip("/"),
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "otlp",
             "OTEL_METRICS_EXPORTER": "none",
             "OTEL_RESOURCE_ATTRIBUTES": resource,
             "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
