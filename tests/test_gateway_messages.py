@@ -174,3 +174,31 @@ def test_an_anthropic_sdk_agents_sub_agent_is_selected_by_name_in_a_dry_run_thro
             served.prompt_token_ids, served.response_token_ids[0])  # fmt: skip
     assert all(adapted.diagnostics.agents_seen == ["planner", "writer"] for adapted in batch.adapted.values())
     assert batch.rewards() and all(reward == 1.0 for reward in batch.rewards().values())
+
+
+def test_count_tokens_is_the_replicas_own_count_and_records_no_call(
+    chat_replica: OpenAITestServer, replica_gateway: GatewayServer, agl_spans: SpanCapture
+) -> None:
+    answer = [{"type": "thinking", "thinking": "hidden", "signature": "x"}, {"type": "text", "text": "Twelve."}]
+    between = {"role": "system", "content": "The working folder is empty."}  # as Claude Code sends its environment
+    conversation = [*QUESTION, {"role": "assistant", "content": answer}, between,
+                    {"role": "user", "content": "And in 2023?"}]  # fmt: skip
+    counted = client(replica_gateway).messages.count_tokens(model="claude", system="Be brief.", messages=conversation)
+    rendered = chat_replica.tokenizer.encode_chat([
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION[0]["content"]},
+        {"role": "assistant", "content": "Twelve."}, {"role": "system", "content": "The working folder is empty."},
+        {"role": "user", "content": "And in 2023?"}])  # fmt: skip
+    assert counted.input_tokens == len(rendered)  # the thinking block left out, the system message in its place
+    assert not dialect_spans(agl_spans) and not chat_replica.served  # counting is no call
+    assert httpx.post(f"{base_url(replica_gateway)}/v1/messages/count_tokens", content=b"[]").status_code == 400
+
+
+def test_a_prompt_over_the_context_is_anthropics_prompt_is_too_long() -> None:
+    small = OpenAITestServer(context_length=24)
+    with small, GatewayServer(PolicyGateway([small.base_url])) as gateway:
+        long = [{"role": "user", "content": "count " * 40}]
+        with pytest.raises(anthropic.BadRequestError, match=r"prompt is too long: \d+ tokens > 24 maximum"):
+            client(gateway).messages.create(model="claude", max_tokens=4, messages=long)
+        short = [{"role": "user", "content": "hi"}]
+        with pytest.raises(anthropic.BadRequestError, match=r"input length and `max_tokens` exceed context limit"):
+            client(gateway).messages.create(model="claude", max_tokens=20, messages=short)

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 import lightning_otel
-from lightning_otel.serving.gateway import GatewayServer
+from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import OpenAITestServer, Reply, SpanCapture, ToolCall
 from tests.helpers import assert_span_has_the_replicas_ids, dialect_spans
 
@@ -132,3 +132,12 @@ def test_codexs_tools_a_namespace_of_functions_and_a_hosted_search_are_read_as_a
     assert (call["type"], call["name"], call["namespace"]) == ("function_call", "spawn_agent", "multi_agent_v1")
     asked = chat_replica.requests[-1].body["tools"]
     assert [tool["function"]["name"] for tool in asked] == ["exec_command", "spawn_agent"]  # no web_search: hosted
+
+
+def test_a_prompt_over_the_context_is_openais_context_length_exceeded() -> None:
+    small = OpenAITestServer(context_length=24)
+    with small, GatewayServer(PolicyGateway([small.base_url])) as gateway:
+        agent = openai.OpenAI(base_url=base_url(gateway), api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as raised:
+            agent.responses.create(model="m", input="count " * 40, max_output_tokens=4)
+    assert raised.value.code == "context_length_exceeded"

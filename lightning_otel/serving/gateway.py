@@ -51,6 +51,7 @@ from lightning_otel.capture.rollout_context import context_with_rollout, current
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
 from lightning_otel.serving import messages_dialect, responses_dialect
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.serving.context_limits import Overflow, overflow_in
 from lightning_otel.serving.harness_headers import agent_from_headers, conversation_from_headers
 from lightning_otel.tls_context import shared_tls_context
 
@@ -191,8 +192,12 @@ class PolicyGateway:
                 await self._http.aclose()
                 self._http = None
 
+        async def count_tokens(request: Request) -> Response:
+            return await self._count_tokens(request)
+
         prefix = "/rollout/{rollout_id}/attempt/{attempt_id}"
         routes = [Route("/v1/models", models), Route(prefix + "/v1/models", models)]
+        routes += [Route(f"{base}/v1/messages/count_tokens", count_tokens, methods=["POST"]) for base in ("", prefix)]
         for path in _ENDPOINTS:
             routes += [
                 Route(f"/v1/{path}", proxy, methods=["POST"]),
@@ -264,6 +269,14 @@ class PolicyGateway:
         body = messages_dialect.error_body(message, messages_dialect.error_kind(status))
         return JSONResponse(body, status_code=status, headers=headers)
 
+    @staticmethod
+    def _context_error(dialect: str, overflow: Overflow) -> Response:
+        if dialect == messages_dialect.DIALECT:
+            body = messages_dialect.error_body(overflow.anthropic_message(), "invalid_request_error")
+        else:
+            body = {"error": overflow.openai_error()}
+        return JSONResponse(body, status_code=400)
+
     async def _forward(self, request: Request) -> Response:
         path = request.url.path.split("/v1/", 1)[1]
         kind, operation = _ENDPOINTS[path]
@@ -295,11 +308,37 @@ class PolicyGateway:
         if isinstance(upstream, Response):
             return upstream
         if upstream.status_code >= 400:
+            if upstream.status_code == 400 and (overflow := overflow_in(upstream.text)):
+                return self._context_error(dialect, overflow)  # in the words the harness acts on (compaction)
             return self._error(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
         answer = speech.answer(upstream.json(), body)
         if body.get("stream"):
             return StreamingResponse(speech.events(answer), media_type="text/event-stream")
         return JSONResponse(answer)
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's `/v1/messages/count_tokens`: the prompt's tokens as the replica renders it (vLLM's
+        `/tokenize` on the rollout's replica); no call is made or recorded."""
+        dialect = messages_dialect.DIALECT
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise messages_dialect.DialectError("the request body must be a JSON object")
+            chat = messages_dialect.chat_request({**body, "max_tokens": 1})  # counting asks for no tokens
+        except ValueError as exc:
+            return self._error(dialect, 400, f"invalid request: {exc}")
+        replica = self.replica_for(request.path_params.get("rollout_id"))
+        asked = {"model": self.model or chat.get("model"), "messages": chat["messages"], "add_generation_prompt": True}
+        if chat.get("tools"):
+            asked["tools"] = chat["tools"]
+        try:
+            upstream = await self._client().post(f"{replica.removesuffix('/v1')}/tokenize", json=asked)
+        except httpx.HTTPError as exc:
+            return self._error(dialect, 502, f"replica {replica} unreachable: {exc}")
+        if upstream.status_code >= 400:
+            return self._error(dialect, 502, f"the policy replica cannot count tokens (its /tokenize answered "
+                                             f"HTTP {upstream.status_code}: {upstream.text[:300]})")  # fmt: skip
+        return JSONResponse({"input_tokens": int(upstream.json()["count"])})
 
     def _start_call(
         self, request: Request, kind: str, operation: str, path: str, body: dict[str, Any], dialect: str | None = None

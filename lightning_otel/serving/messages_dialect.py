@@ -11,7 +11,12 @@ Streaming (`"stream": true`) answers with the event sequence the Anthropic SDKs 
 whole answer: the client reads a correct stream, all of it at once when the reply is done (relaying the replica's
 tokens as they come is not built yet).
 
-Not spoken yet: images and documents (a 400 says so), `count_tokens`, extended thinking.
+`/v1/messages/count_tokens` is answered from the replica's own rendering (vLLM's `/tokenize`: the gateway's
+`_count_tokens`); a prompt over the model's context is Anthropic's "prompt is too long" 400 (`context_limits`).
+System messages between turns (Claude Code sends its environment so) are read as system messages; `thinking`
+blocks a harness sends back are left out (no replica here thinks in them).
+
+Not spoken yet: images and documents (a 400 says so), extended thinking.
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ def _chat_messages(message: Any, where: str) -> list[dict[str, Any]]:
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             tool_calls.append({"id": block.get("id"), "type": "function",
                                "function": {"name": block.get("name"), "arguments": arguments}})  # fmt: skip
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            continue  # a reasoning model's state: no replica here thinks in these blocks
         elif kind == "tool_result" and role == "user":
             result = block.get("content")
             text = _text_of(result, f"{where}.content.{index}.content") if result is not None else ""

@@ -2,9 +2,10 @@
 `/v1/completions` with top-level `prompt_token_ids`, per choice `token_ids` and the sampled tokens' `logprobs`
 (streaming included), and names the weights' version that sampled each answer (`agl_policy_version`, a top-level
 field like vLLM's `prompt_token_ids`: the agent's instrumented client and the policy gateway record it on their
-spans). A subclass only generates (`generate`; `agenerate` too where it can wait without a thread): `CPUReplica`
-(an HF model on this machine), the Tinker backend's engine samplers. `ReplicaServer` serves one on loopback.
-Needs no torch.
+spans). Like vLLM, it renders a request's tools with the chat template, refuses a request over the model's context
+with vLLM's 400 (`max_model_len`), and answers `/tokenize`. A subclass only generates (`generate`; `agenerate` too
+where it can wait without a thread): `CPUReplica` (an HF model on this machine), the Tinker backend's engine
+samplers. `ReplicaServer` serves one on loopback. Needs no torch.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from lightning_otel import semconv
 from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
+from lightning_otel.serving.context_limits import vllm_message
 from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
 
 
@@ -36,6 +38,14 @@ class ChatTokenizerLike(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
     def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str: ...
+
+
+def render_prompt(tokenizer: ChatTokenizerLike, messages: Sequence[Any], tools: Any = None) -> str:
+    """The chat rendered as the model sees it: with the request's tools where the tokenizer's template takes them
+    (an HF template that names `tools`, as vLLM renders them), else without."""
+    if tools and isinstance(tokenizer, HFChatTokenizer):
+        return tokenizer.render_chat(messages, tools=tools)
+    return tokenizer.render_chat(messages)
 
 
 class HFChatTokenizer:
@@ -52,10 +62,11 @@ class HFChatTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
-    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True) -> str:
+    def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True, tools: Any = None) -> str:
         return self.tokenizer.apply_chat_template(
-            [dict(message) for message in messages], tokenize=False, add_generation_prompt=add_generation_prompt
-        )
+            [dict(message) for message in messages], tools=tools or None, tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -70,9 +81,12 @@ class SamplerReplica(abc.ABC):
     """vLLM's OpenAI-compatible API over a sampler: a subclass implements `generate` (prompt token ids in; sampled
     ids, their logprobs and the weights' version out) and keeps `weight_version`."""
 
-    def __init__(self, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy") -> None:
+    def __init__(
+        self, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy", max_model_len: int | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.model_name = model_name
+        self.max_model_len = max_model_len  # prompt + new tokens, as vLLM's --max-model-len (None: unbounded)
         self.weight_version = 0
 
     @abc.abstractmethod
@@ -95,8 +109,22 @@ class SamplerReplica(abc.ABC):
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return openai_error(400, "messages must be a non-empty list")
-            prompt_ids = self.tokenizer.encode(self.tokenizer.render_chat(messages))
+            prompt_ids = self.tokenizer.encode(render_prompt(self.tokenizer, messages, body.get("tools")))
             return await self._respond(body, prompt_ids, chat=True)
+
+        async def tokenize(request: Request) -> Response:
+            """vLLM's `/tokenize`: a chat's (or a prompt's) token ids as the model would see them, no sampling."""
+            body = await json_object_body(request)
+            if isinstance(body, Response):
+                return body
+            if isinstance(body.get("messages"), list):
+                text = render_prompt(self.tokenizer, body["messages"], body.get("tools"))
+            elif isinstance(body.get("prompt"), str):
+                text = body["prompt"]
+            else:
+                return openai_error(400, "give messages (a list) or prompt (a string)")
+            tokens = self.tokenizer.encode(text)
+            return JSONResponse({"count": len(tokens), "max_model_len": self.max_model_len, "tokens": tokens})
 
         async def completions(request: Request) -> Response:
             body = await json_object_body(request)
@@ -115,6 +143,7 @@ class SamplerReplica(abc.ABC):
                 Route("/v1/chat/completions", chat, methods=["POST"]),
                 Route("/v1/completions", completions, methods=["POST"]),
                 Route("/v1/models", models),
+                Route("/tokenize", tokenize, methods=["POST"]),
             ]
         )
 
@@ -125,6 +154,8 @@ class SamplerReplica(abc.ABC):
             top_p = float(body.get("top_p", 1.0))
         except (TypeError, ValueError) as exc:
             return openai_error(400, f"bad sampling parameter: {exc}")
+        if self.max_model_len is not None and len(prompt_ids) + max_tokens > self.max_model_len:
+            return openai_error(400, vllm_message(self.max_model_len, len(prompt_ids), max_tokens))
         generation = await self.agenerate(prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         with_ids = bool(body.get("return_token_ids"))
         with_logprobs = body.get("logprobs") not in (None, False)

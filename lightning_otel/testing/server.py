@@ -4,12 +4,13 @@
         client = openai.OpenAI(base_url=server.base_url, api_key="test")
 
 Endpoints: `POST /v1/chat/completions` (streaming, n > 1, tools), `POST /v1/completions`, `POST /v1/responses`,
-`GET /v1/models`. The prompt is rendered with the ChatML template and tokenized by the tiny offline BPE; the
-reply is tokenized and ends with `<|im_end|>` like a real generation. Token ids (`prompt_token_ids`, per-choice
-`token_ids`, streaming deltas) are returned only when the request says `return_token_ids: true`, sampled
-logprobs only when asked, exactly as vLLM does; `strict=True` makes it reject vLLM-only fields like
-api.openai.com would. Replies: a list consumed in order, a callable `(body) -> str | Reply`, or by default an
-echo of the last user message. Every request body and its headers are kept in `requests`.
+`GET /v1/models`, `POST /tokenize` (vLLM's); `context_length` refuses a chat request over it with vLLM's 400. The prompt
+is rendered with the ChatML template and tokenized by the tiny offline BPE; the reply is tokenized and ends with
+`<|im_end|>` like a real generation. Token ids (`prompt_token_ids`, per-choice `token_ids`, streaming deltas) are
+returned only when the request says `return_token_ids: true`, sampled logprobs only when asked, exactly as vLLM
+does; `strict=True` makes it reject vLLM-only fields like api.openai.com would. Replies: a list consumed in order, a
+callable `(body) -> str | Reply`, or by default an echo of the last user message. Every request body and its headers
+are kept in `requests`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer
+from lightning_otel.serving.context_limits import vllm_message
 from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
 
@@ -106,8 +108,10 @@ class OpenAITestServer:
         port: int = 0,
         latency_s: float = 0.0,
         fail: Callable[[dict[str, Any]], int | None] | None = None,
+        context_length: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer or build_tokenizer()
+        self.context_length = context_length  # prompt + max_tokens over it: vLLM's 400 (None: no limit)
         self.fail = fail  # a fault to inject: the HTTP status to answer a request's body with (None: serve it)
         self.model = model
         self.strict = strict
@@ -225,6 +229,9 @@ class OpenAITestServer:
                 return _error(400, "messages must be a non-empty list")
             prompt_text = self.tokenizer.render_chat(messages)
             prompt_ids = self.tokenizer.encode(prompt_text)
+            asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+            if self.context_length is not None and len(prompt_ids) + asked > self.context_length:
+                return _error(400, vllm_message(self.context_length, len(prompt_ids), asked))
             generations = self._generations(body, prompt_text)
             response_id = f"chatcmpl-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
             self._record(request, response_id, prompt_ids, generations)
@@ -268,12 +275,23 @@ class OpenAITestServer:
         async def models(request: Request) -> Response:
             return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "agl"}]})
 
+        async def tokenize(request: Request) -> Response:  # vLLM's, at the server's root
+            body = await read(request)
+            if isinstance(body, Response):
+                return body
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return _error(400, "messages must be a non-empty list")
+            tokens = self.tokenizer.encode(self.tokenizer.render_chat(messages))
+            return JSONResponse({"count": len(tokens), "max_model_len": self.context_length, "tokens": tokens})
+
         return Starlette(
             routes=[
                 Route("/v1/chat/completions", chat_completions, methods=["POST"]),
                 Route("/v1/completions", completions, methods=["POST"]),
                 Route("/v1/responses", responses, methods=["POST"]),
                 Route("/v1/models", models, methods=["GET"]),
+                Route("/tokenize", tokenize, methods=["POST"]),
             ]
         )
 

@@ -19,10 +19,11 @@ def tiny_policy(
     hidden_size: int = 64,
     layers: int = 2,
     architecture: str = "qwen2",
-    context_length: int = 2048,
+    context_length: int = 32768,
 ) -> torch.nn.Module:
     """A small random causal LM (Qwen2, or Llama) sized to the tokenizer, built offline from a config (no model hub).
-    `context_length`: its `max_position_embeddings` (a harness's prompts, Claude Code's, are longer than 2048).
+    `context_length`: its `max_position_embeddings`, the context a replica serves it with: 32768 by default, as a
+    small real model's (a random model's positions cost nothing; a harness's prompts run to thousands of tokens).
 
     `architecture="llama"` where the tokenizer's own pre-tokenizer must be kept: transformers 5 loads a `qwen2`
     model directory's tokenizer as `Qwen2Tokenizer`, which replaces the pre-tokenizer of tokenizer.json with Qwen2's."""
@@ -56,7 +57,7 @@ def save_tiny_model(
     layers: int = 2,
     tokenizer: ChatTokenizer | None = None,
     architecture: str = "qwen2",
-    context_length: int = 2048,
+    context_length: int = 32768,
 ) -> Path:
     """A tiny random Qwen2 and its tokenizer (the offline BPE with a ChatML template, or `tokenizer`) as an HF model
     directory: what verl loads as `actor_rollout_ref.model.path` when no model can be downloaded (tests, the CPU

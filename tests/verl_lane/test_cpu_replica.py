@@ -158,3 +158,41 @@ def test_samples_follow_the_models_distribution() -> None:
         for group in range(10):
             p, observed = float(masses[group]), float(counts[group]) / n
             assert abs(observed - p) < 4 * (p * (1 - p) / n) ** 0.5 + 1e-3, (group, p, observed)
+
+
+def test_like_vllm_it_renders_tools_refuses_a_prompt_over_the_context_and_tokenizes(tmp_path) -> None:
+    """What a harness meets at a real server: the tools it offers rendered by the model's template; a prompt over
+    the model's context refused with vLLM's 400 (the gateway's dialects turn it into their own error); `/tokenize`
+    (Anthropic's count_tokens reads it)."""
+    from transformers import AutoTokenizer
+
+    from lightning_otel.serving.sampler_api import HFChatTokenizer
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    folder = save_tiny_model(tmp_path / "tiny", context_length=160)
+    hf = AutoTokenizer.from_pretrained(folder)
+    hf.chat_template = (
+        "{% if tools %}{{ '<|im_start|>system\\nTools: ' + (tools | map(attribute='function.name')"
+        " | join(', ')) + '<|im_end|>\\n' }}{% endif %}" + hf.chat_template
+    )  # a template with tools
+    tokenizer = HFChatTokenizer(hf)
+    replica = CPUReplica(tiny_policy(TOKENIZER, seed=1, context_length=160), tokenizer)
+    assert replica.max_model_len == 160  # the model's own positions
+    tools = [{"type": "function", "function": {"name": "run_sql", "parameters": {"type": "object"}}}]
+    ask = [{"role": "user", "content": "count the orders"}]
+    with ReplicaServer(replica) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="-", max_retries=0)
+        plain = client.chat.completions.create(
+            model="m", messages=ask, max_tokens=4, extra_body={"return_token_ids": True}
+        )
+        with_tools = client.chat.completions.create(model="m", messages=ask, tools=tools, max_tokens=4,
+                                                    extra_body={"return_token_ids": True})  # fmt: skip
+        prompt = with_tools.model_extra["prompt_token_ids"]
+        assert "Tools: run_sql" in hf.decode(prompt) and len(prompt) > len(plain.model_extra["prompt_token_ids"])
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 160 tokens"):
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "count " * 200}], max_tokens=4
+            )
+        counted = openai.DefaultHttpxClient().post(server.base_url.removesuffix("/v1") + "/tokenize",
+                                                   json={"messages": ask, "tools": tools}).json()  # fmt: skip
+        assert counted["tokens"] == prompt and counted["max_model_len"] == 160
