@@ -76,3 +76,26 @@ def test_a_call_no_harness_span_explains_says_why_in_the_rollout_view() -> None:
     assert "no harness span names conversation 'other'" in reasons["g3"]
     assert len(adapted.triplets) == 3  # trained all the same (agent_match=None); only the agent is unknown
     assert all(t.agent_name is None for t in adapted.triplets)
+
+
+def test_a_rewritten_history_is_a_new_prefix_never_glued_to_the_old_one() -> None:
+    """Claude Code compacts a long conversation (its next prompt is a summary, not the old prompt extended) and
+    starts sub-agents with a fresh context: in trajectory mode neither is merged with what came before."""
+
+    def call(span_id: str, conversation: str, start_ms: int, prompt: list[int], response: list[int]) -> dict:
+        span = gateway_call(span_id, conversation, start_ms, start_ms + 50, 0)
+        span["attributes"][semconv.AGL_PROMPT_TOKEN_IDS], span["attributes"][semconv.AGL_RESPONSE_TOKEN_IDS] = (
+            prompt, response)  # fmt: skip
+        return span
+
+    spans = [
+        harness_call("h1", "s", 0, 100, "sdk"), call("g1", "s", 10, [1, 2], [3]),
+        harness_call("h2", "s", 200, 300, "sdk"), call("g2", "s", 210, [1, 2, 3, 4], [5]),  # extends g1: merged
+        harness_call("h3", "a1", 400, 500, "agent.builtin.Explore"), call("g3", "a1", 410, [9, 8], [7]),
+        harness_call("h4", "s", 600, 700, "compact"), call("g4", "s", 610, [6, 1], [2]),  # the summary
+        harness_call("h5", "s", 800, 900, "sdk"), call("g5", "s", 810, [6, 1, 2, 4], [5]),  # after the summary
+    ]  # fmt: skip
+    adapted = TraceToTriplet(agent_match=None, mode="trajectory").adapt(spans)
+    assert [(t.agent_name, t.span_ids) for t in adapted.triplets] == [
+        ("main", ["g1", "g2"]), ("Explore", ["g3"]), ("compact", ["g4"]), ("main", ["g5"])]  # fmt: skip
+    assert adapted.diagnostics.merge_breaks >= 1  # main's history rewritten: g5 does not extend g2
