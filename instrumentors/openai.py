@@ -51,7 +51,7 @@ class OpenAIInstrumentor(BaseInstrumentor):
     def _patch(self, _openai: ModuleType) -> None:
         if self._tracer is None:
             return  # uninstrumented before the import happened
-        from lightning_otel.instrumentors.openai_wrappers import make_async_wrapper, make_sync_wrapper
+        from lightning_otel.instrumentors.stainless_wrappers import make_async_wrapper, make_sync_wrapper
 
         base_client = __import__("openai._base_client", fromlist=["SyncAPIClient"])
         self._patches.wrap(base_client, "SyncAPIClient.request", make_sync_wrapper(self._tracer))

@@ -53,12 +53,16 @@ def test_a_message_is_answered_and_its_span_holds_the_ids_the_replica_rendered_a
     sent = chat_replica.requests[-1].body  # what the replica was asked: the chat form of the same conversation
     assert sent["messages"] == [{"role": "system", "content": "You answer from the database."}, *QUESTION]
     assert sent["max_tokens"] == 64 and sent["return_token_ids"] is True
-    # The SDK's own span (its OpenTelemetry, on by default) names the same response: joined to the gateway's by
-    # that id, one sample with the replica's ids and the agent the SDK was called in.
-    (sdk,) = [other for other in agl_spans.llm_spans() if other is not span]
-    assert sdk.attributes[semconv.GEN_AI_RESPONSE_ID] == message.id
+    # The client's spans (ours, from the Anthropic instrumentor; and the SDK's own OpenTelemetry, on by default,
+    # wherever a global tracer provider is set) name the same response: joined to the gateway's by that id, one
+    # sample with the replica's ids and the agent the SDK was called in.
+    clients = [other for other in agl_spans.llm_spans() if other is not span]
+    ours = [s for s in clients if s.instrumentation_scope.name.startswith("lightning_otel")]
+    assert len(ours) == 1 and all(s.attributes[semconv.GEN_AI_RESPONSE_ID] == message.id for s in clients)
+    assert ours[0].attributes[semconv.GEN_AI_AGENT_NAME] == "analyst"
+    assert ours[0].attributes[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
     flat = [{"spanId": f"{s.context.span_id:016x}", "startTimeUnixNano": s.start_time, "name": s.name,
-             "attributes": dict(s.attributes)} for s in (sdk, span)]  # fmt: skip
+             "attributes": dict(s.attributes)} for s in (*clients, span)]  # fmt: skip
     (triplet,) = TraceToTriplet(agent_match="^analyst$").adapt(flat).triplets
     assert triplet.agent_name == "analyst"
     assert (triplet.prompt_token_ids, triplet.response_token_ids) == (

@@ -105,13 +105,13 @@ def test_request_options_are_updated_in_place_only_on_tested_openai_releases(
 ):
     """On an openai release we did not test, a copy of the request options carries the token-id parameters and
     the propagation headers: the call records the same span either way."""
-    from lightning_otel.instrumentors import openai_wrappers
+    from lightning_otel.instrumentors import stainless_wrappers
 
-    monkeypatch.setattr(openai_wrappers, "_OPTIONS_IN_PLACE", in_place)
+    monkeypatch.setitem(stainless_wrappers._OPTIONS_IN_PLACE, "openai", in_place)
     seen = []
-    original = openai_wrappers._prepare_options
+    original = stainless_wrappers._prepare_options
     monkeypatch.setattr(
-        openai_wrappers, "_prepare_options", lambda o, *a: seen.append((o, original(o, *a))) or seen[-1][1]
+        stainless_wrappers, "_prepare_options", lambda o, *a: seen.append((o, original(o, *a))) or seen[-1][1]
     )
     openai_test_server.set_replies(["SELECT 1;"])
     with in_rollout():

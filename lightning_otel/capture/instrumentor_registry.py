@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 # only when the library is installed: capture never imports a framework it does not trace.
 _REGISTRY: dict[str, tuple[str, str, str]] = {
     "openai": ("openai", "OpenAIInstrumentor", "openai"),
+    "anthropic": ("anthropic", "AnthropicInstrumentor", "anthropic"),
     "litellm": ("litellm", "LiteLLMInstrumentor", "litellm"),
     "http_propagation": ("http_propagation", "HTTPPropagationInstrumentor", "httpx"),
     "openai_agents": ("openai_agents", "OpenAIAgentsInstrumentor", "agents"),

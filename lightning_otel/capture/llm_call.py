@@ -16,6 +16,7 @@ OpenAI client) finds it with `active_llm_call()` and contributes what it sees in
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -206,6 +207,17 @@ class LLMCall:
         if terminal and field(event, "response") is not None:
             self.record_response(field(event, "response"))
 
+    def record_message(self, message: Any) -> None:
+        """An Anthropic Message (non-streaming): kept, and read on the span finisher's thread."""
+        self._received.append((LLMCall._read_message, message))
+
+    def record_message_event(self, event: Any) -> None:
+        """One streamed Anthropic event, read now (like a chat chunk)."""
+        try:
+            self._read_message_event(event)
+        except Exception:  # an event shape we do not know must never break the agent's stream
+            logger.debug("lightning-otel: could not read an Anthropic stream event", exc_info=True)
+
     # --- reading responses (whole responses on the span finisher's thread, chunks as they come) -------------
     def _choice(self, index: Any) -> _Choice:
         index = index if isinstance(index, int) else 0
@@ -349,6 +361,55 @@ class LLMCall:
                         "function": {"name": field(item, "name"), "arguments": field(item, "arguments")},
                     }
         self._read_usage(field(response, "usage"))
+
+    def _read_message(self, message: Any) -> None:
+        """Anthropic's Message: its id and model, its stop reason, its usage; with content on, its text and
+        `tool_use` blocks (as tool calls whose arguments are the input's JSON)."""
+        self._read_header(message)
+        choice = self._choice(0)
+        stop_reason = field(message, "stop_reason")
+        choice.finish_reason = str(stop_reason) if stop_reason is not None else None
+        if self._capture_content:
+            for block in field(message, "content") or ():
+                self._read_block(choice, block)
+        self._read_usage(field(message, "usage"))
+
+    def _read_block(self, choice: _Choice, block: Any) -> None:
+        kind = field(block, "type")
+        if kind == "text" and field(block, "text"):
+            choice.text.append(str(field(block, "text")))
+        elif kind == "tool_use":
+            arguments = json.dumps(field(block, "input") or {}, ensure_ascii=False, default=str)
+            function = {"name": field(block, "name"), "arguments": arguments}
+            choice.tool_calls[len(choice.tool_calls)] = {"id": field(block, "id"), "function": function}
+
+    def _read_message_event(self, event: Any) -> None:
+        kind = field(event, "type")
+        choice = self._choice(0)
+        if kind == "message_start":
+            message = field(event, "message")
+            self._read_header(message)
+            self._read_usage(field(message, "usage"))
+        elif kind == "content_block_start" and self._capture_content:
+            block = field(event, "content_block")
+            if field(block, "type") == "tool_use":
+                function = {"name": field(block, "name"), "arguments": ""}
+                choice.tool_calls[field(event, "index") or 0] = {"id": field(block, "id"), "function": function}
+        elif kind == "content_block_delta" and self._capture_content:
+            delta = field(event, "delta")
+            if field(delta, "type") == "text_delta" and field(delta, "text"):
+                choice.text.append(str(field(delta, "text")))
+            elif field(delta, "type") == "input_json_delta":
+                slot = choice.tool_calls.get(field(event, "index") or 0)
+                if slot is not None:
+                    slot["function"]["arguments"] += str(field(delta, "partial_json") or "")
+        elif kind == "message_delta":
+            stop_reason = field(field(event, "delta"), "stop_reason")
+            if stop_reason is not None:
+                choice.finish_reason = str(stop_reason)
+            output_tokens = field(field(event, "usage"), "output_tokens")
+            if isinstance(output_tokens, int):
+                self.output_tokens = output_tokens
 
     # --- ending ----------------------------------------------------------------------------------------------
     def _token_ids_complete(self, stream_complete: bool, error: BaseException | None) -> bool:

@@ -31,7 +31,18 @@ def _text_of(content: Any) -> str | None:
 def _message_parts(message: Any) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     role = _field(message, "role")
-    text = _text_of(_field(message, "content"))
+    content = _field(message, "content")
+    if isinstance(content, list):  # Anthropic's blocks: a user's tool results, an assistant's tool calls
+        for block in content:
+            kind = _field(block, "type")
+            if kind == "tool_use":
+                arguments = json.dumps(_field(block, "input") or {}, ensure_ascii=False, default=str)
+                parts.append({"type": "tool_call", "id": _field(block, "id"), "name": _field(block, "name"),
+                              "arguments": arguments})  # fmt: skip
+            elif kind == "tool_result":
+                parts.append({"type": "tool_call_response", "id": _field(block, "tool_use_id"),
+                              "response": _text_of(_field(block, "content"))})  # fmt: skip
+    text = _text_of(content)
     if role == "tool":
         parts.append({"type": "tool_call_response", "id": _field(message, "tool_call_id"), "response": text})
         return parts
@@ -51,10 +62,13 @@ def _message_parts(message: Any) -> list[dict[str, Any]]:
 
 
 def input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Chat `messages`, a completions `prompt`, or a Responses `instructions` + `input`."""
+    """Chat `messages` (Anthropic's with their `system`), a completions `prompt`, or a Responses `instructions` +
+    `input`."""
     messages = body.get("messages")
     if messages is not None:
-        return [{"role": _field(m, "role"), "parts": _message_parts(m)} for m in messages]
+        system = body.get("system")  # Anthropic's system prompt, beside the messages
+        first = [{"role": "system", "parts": [{"type": "text", "content": _text_of(system)}]}] if system else []
+        return [*first, *({"role": _field(m, "role"), "parts": _message_parts(m)} for m in messages)]
     result: list[dict[str, Any]] = []
     if body.get("instructions"):
         result.append({"role": "system", "parts": [{"type": "text", "content": str(body["instructions"])}]})

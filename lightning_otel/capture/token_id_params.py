@@ -12,6 +12,7 @@ from typing import Any
 CHAT = "chat"
 COMPLETIONS = "completions"
 RESPONSES = "responses"
+MESSAGES = "messages"  # Anthropic's: no server returns token ids here (the policy gateway records them itself)
 
 _PARAMS: dict[str, dict[str, Any]] = {
     # top_logprobs=0: the sampled token's logprob only, no alternatives to pay for.
@@ -20,6 +21,7 @@ _PARAMS: dict[str, dict[str, Any]] = {
     COMPLETIONS: {"return_token_ids": True, "logprobs": 0},
     # The Responses API returns the token ids of input and output as raw message tokens.
     RESPONSES: {"enable_response_messages": True},
+    MESSAGES: {},
 }
 
 

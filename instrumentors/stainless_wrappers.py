@@ -1,4 +1,5 @@
-"""Wrappers for `SyncAPIClient.request` / `AsyncAPIClient.request` (openai 2.x and 3.x).
+"""Wrappers for `SyncAPIClient.request` / `AsyncAPIClient.request` of the SDKs Stainless generates: openai 2.x and
+3.x, and anthropic (the same client internals; `sdk="anthropic"`, its `messages.create` / `.stream`).
 
 That single point sees `chat.completions.create` (and `.parse()`, `.with_raw_response`,
 `.with_streaming_response`, `stream=True`), `completions.create`, `responses.create` and bare `client.post`.
@@ -11,11 +12,11 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import openai
 import wrapt
 from opentelemetry import context, trace
 
@@ -24,7 +25,7 @@ from lightning_otel.capture.llm_call import LLMCall, active_llm_call
 from lightning_otel.capture.propagation import inject_current
 from lightning_otel.capture.settings import settings
 from lightning_otel.capture.tested_versions import is_tested
-from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, RESPONSES, missing_token_id_params
+from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, MESSAGES, RESPONSES, missing_token_id_params
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,10 @@ try:  # openai's parsed responses are pydantic models (a failing hasattr on one 
 except ImportError:  # pragma: no cover - openai depends on pydantic
     ParsedModel = ()  # type: ignore[assignment,misc]
 
-_OPTIONS_IN_PLACE = is_tested("openai")
-_OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RESPONSES: semconv.OP_CHAT}
+# Per SDK: request options updated in place where its release is known to build them anew for each call.
+_OPTIONS_IN_PLACE = {"openai": is_tested("openai"), "anthropic": is_tested("anthropic")}
+_OPERATION = {CHAT: semconv.OP_CHAT, COMPLETIONS: semconv.OP_TEXT_COMPLETION, RESPONSES: semconv.OP_CHAT,
+              MESSAGES: semconv.OP_CHAT}  # fmt: skip
 
 
 def classify(options: Any) -> str | None:
@@ -47,6 +50,8 @@ def _endpoint_kind(method: str, url: str) -> str | None:
     if method.lower() != "post":
         return None
     path = url.split("?", 1)[0].rstrip("/")
+    if path.endswith("/messages"):  # Anthropic's (its count_tokens is no model call)
+        return MESSAGES
     if path.endswith("/chat/completions"):
         return CHAT
     if path.endswith("/completions"):
@@ -75,7 +80,9 @@ def endpoint_url(client: Any, options: Any) -> str:
     return full
 
 
-def _prepare_options(options: Any, body: Mapping[str, Any] | None, kind: str, wants_ids: bool) -> Any:
+def _prepare_options(
+    options: Any, body: Mapping[str, Any] | None, kind: str, wants_ids: bool, sdk: str = "openai"
+) -> Any:
     """The request options for this call, with the token-id params and the propagation headers added.
 
     On tested openai releases the options object is openai's own, built for this one call (openai copies it before
@@ -83,7 +90,7 @@ def _prepare_options(options: Any, body: Mapping[str, Any] | None, kind: str, wa
     `extra_body`), so those are replaced, never mutated. (Copying the options object cost ~5-20 µs a call.) On any
     other release a copy (pydantic's `model_copy`) is updated and sent instead.
     """
-    if not _OPTIONS_IN_PLACE:
+    if not _OPTIONS_IN_PLACE.get(sdk, False):
         options = options.model_copy()
     if wants_ids and body is not None:
         params = missing_token_id_params(kind, body, options.extra_json)
@@ -113,7 +120,16 @@ def _recorder(call: LLMCall, kind: str, streaming: bool) -> Callable[[Any], None
     """Where a response or chunk goes: `LLMCall` keeps it and reads it on the span finisher's thread."""
     if kind == RESPONSES:
         return call.record_response_event if streaming else call.record_response
+    if kind == MESSAGES:
+        return call.record_message_event if streaming else call.record_message
     return call.record_chunk if streaming else call.record_completion
+
+
+def _stream_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(sync, async) stream classes of the SDKs imported in this process (a wrapped client's SDK is)."""
+    sdks = [module for name in ("openai", "anthropic") if (module := sys.modules.get(name)) is not None]
+    return (tuple(sdk.Stream for sdk in sdks if hasattr(sdk, "Stream")),
+            tuple(sdk.AsyncStream for sdk in sdks if hasattr(sdk, "AsyncStream")))  # fmt: skip
 
 
 class _TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
@@ -238,9 +254,10 @@ def _observe_value(result: Any, call: LLMCall, kind: str, owner: bool) -> Any:
         if owner:
             call.finish()
         return result
-    if isinstance(result, openai.AsyncStream):
+    sync_streams, async_streams = _stream_types()
+    if isinstance(result, async_streams):
         return _TracedAsyncStream(result, call, kind, owner)
-    if isinstance(result, openai.Stream):
+    if isinstance(result, sync_streams):
         return _TracedStream(result, call, kind, owner)
     payload = result
     if hasattr(result, "http_version") and hasattr(result, "is_stream_consumed"):  # httpx(2).Response
@@ -265,7 +282,7 @@ def _is_raw_response(result: Any) -> bool:
     return hasattr(result, "http_response") and hasattr(result, "parse")
 
 
-def make_sync_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
+def make_sync_wrapper(tracer: trace.Tracer, sdk: str = "openai") -> Callable[..., Any]:
     def request_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         options = args[1] if len(args) >= 2 else kwargs.get("options")
         kind = classify(options)
@@ -277,12 +294,13 @@ def make_sync_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
         outer = active_llm_call()
         if outer is not None:  # LiteLLM (or another layer) owns the span; feed it what the server returns
             outer.fed_by_inner = True
-            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids, sdk))
             return _observe_sync_result(wrapped(*args, **kwargs), outer, kind, owner=False)
-        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
+        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids,
+                       provider=sdk)  # fmt: skip
         token = context.attach(call.context())
         try:
-            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids, sdk))
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(error=exc)
@@ -328,7 +346,7 @@ def _with_traced_parse(raw: Any, parsed: Any, observed: Any) -> Any:
     return raw if observed is parsed else _TracedRawResponse(raw, parsed, observed)
 
 
-def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
+def make_async_wrapper(tracer: trace.Tracer, sdk: str = "openai") -> Callable[..., Any]:
     async def request_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         options = args[1] if len(args) >= 2 else kwargs.get("options")
         kind = classify(options)
@@ -340,12 +358,13 @@ def make_async_wrapper(tracer: trace.Tracer) -> Callable[..., Any]:
         outer = active_llm_call()
         if outer is not None:
             outer.fed_by_inner = True
-            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids, sdk))
             return await _observe_async_result(await wrapped(*args, **kwargs), outer, kind, owner=False)
-        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids)
+        call = LLMCall(tracer, operation=_OPERATION[kind], body=body, url=url, token_ids_requested=wants_ids,
+                       provider=sdk)  # fmt: skip
         token = context.attach(call.context())
         try:
-            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids))
+            args, kwargs = _with_options(args, kwargs, _prepare_options(options, body, kind, wants_ids, sdk))
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(error=exc)
