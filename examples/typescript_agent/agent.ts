@@ -56,7 +56,8 @@ await asAgent("planner", async () => {
   messages.push({ role: "user", content: results.length ? results : "Now write the answer." });
 });
 const answer = await asAgent("writer", async () => {
-  const reply = await client.messages.create({ model, max_tokens: 256, messages, tools });
+  // streamed, as a chat UI would: the SDK reads the Messages API's event stream
+  const reply = await client.messages.stream({ model, max_tokens: 256, messages, tools }).finalMessage();
   return reply.content.map((block) => (block.type === "text" ? block.text : "")).join("");
 });
 console.log(JSON.stringify({ answer }));
