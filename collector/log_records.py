@@ -31,21 +31,9 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from lightning_otel import semconv
 from lightning_otel.collector.otlp_decoding import DecodeError
 from lightning_otel.collector.otlp_json import native_attributes, native_value
+from lightning_otel.collector.queue_schema import LOG_SCHEMA as LOG_SCHEMA  # the table (both stores create it)
 from lightning_otel.collector.store import SpanStore, StateTransaction
 
-LOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS agl_logs (
-    digest TEXT PRIMARY KEY,
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    rollout_id TEXT,
-    attempt_id TEXT,
-    time_ns BIGINT NOT NULL,
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS agl_logs_by_span ON agl_logs (trace_id, span_id);
-CREATE INDEX IF NOT EXISTS agl_logs_by_rollout ON agl_logs (rollout_id, time_ns);
-"""
 _INSERT = (
     "INSERT INTO agl_logs (digest, trace_id, span_id, rollout_id, attempt_id, time_ns, record) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING"

@@ -93,3 +93,18 @@ RUN_INDEXES = """
 CREATE INDEX IF NOT EXISTS agl_rollouts_by_run ON agl_rollouts (run_id, status, position);
 CREATE INDEX IF NOT EXISTS agl_resources_by_run ON agl_resources (run_id, version);
 """
+
+# OTLP log records (collector/log_records.py): kept once each, found by their span or their rollout.
+LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agl_logs (
+    digest TEXT PRIMARY KEY,
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    rollout_id TEXT,
+    attempt_id TEXT,
+    time_ns BIGINT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agl_logs_by_span ON agl_logs (trace_id, span_id);
+CREATE INDEX IF NOT EXISTS agl_logs_by_rollout ON agl_logs (rollout_id, time_ns);
+"""

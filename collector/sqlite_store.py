@@ -19,9 +19,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from lightning_otel.collector.log_records import LOG_SCHEMA
 from lightning_otel.collector.otlp_decoding import SpanRecord
-from lightning_otel.collector.queue_schema import ADDED_COLUMNS, RUN_INDEXES, STATE_SCHEMA
+from lightning_otel.collector.queue_schema import ADDED_COLUMNS, LOG_SCHEMA, RUN_INDEXES, STATE_SCHEMA
 from lightning_otel.collector.sql_reads import INDEXES, SQLReads
 from lightning_otel.collector.store import (
     PROBE,

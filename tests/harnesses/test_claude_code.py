@@ -4,6 +4,7 @@ sub-agent's calls by the name Claude Code gives it; and one GRPO step of VERL on
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from collections.abc import Iterator
@@ -31,14 +32,16 @@ def claude_code() -> Path:
 
 @pytest.fixture
 def example_agent() -> Iterator[Any]:
-    sys.path.insert(0, str(EXAMPLE))
+    """The example's agent.py, loaded under a name of its own (other examples have an `agent` module too)."""
+    name = "claude_code_example_agent"
+    spec = importlib.util.spec_from_file_location(name, EXAMPLE / "agent.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # its dataclasses look themselves up
     try:
-        import agent
-
-        yield agent
+        spec.loader.exec_module(module)
+        yield module
     finally:
-        sys.path.remove(str(EXAMPLE))
-        sys.modules.pop("agent", None)
+        sys.modules.pop(name, None)
 
 
 def test_a_sub_agent_is_selected_by_the_name_claude_code_gives_it(
