@@ -19,44 +19,11 @@ Configuration:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from types import ModuleType
-from typing import Any
-
-from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-
-from lightning_otel.capture.setup import instrumentor_tracer
-from lightning_otel.instrumentors.import_hooks import when_imported
-from lightning_otel.instrumentors.patches import Patches
-
-_instruments = ("openai >= 2.0, < 4",)
+from lightning_otel.instrumentors.stainless_wrappers import StainlessClientInstrumentor
 
 
-class OpenAIInstrumentor(BaseInstrumentor):
+class OpenAIInstrumentor(StainlessClientInstrumentor):
     """Traces every LLM request made with `openai.OpenAI` / `openai.AsyncOpenAI` (and clients built on them)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._tracer: trace.Tracer | None = None
-        self._patches = Patches()
-
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        self._tracer = instrumentor_tracer(kwargs)
-        when_imported("openai", self._patch)
-
-    def _patch(self, _openai: ModuleType) -> None:
-        if self._tracer is None:
-            return  # uninstrumented before the import happened
-        from lightning_otel.instrumentors.stainless_wrappers import make_async_wrapper, make_sync_wrapper
-
-        base_client = __import__("openai._base_client", fromlist=["SyncAPIClient"])
-        self._patches.wrap(base_client, "SyncAPIClient.request", make_sync_wrapper(self._tracer))
-        self._patches.wrap(base_client, "AsyncAPIClient.request", make_async_wrapper(self._tracer))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._tracer = None
-        self._patches.unwrap_all()
+    sdk = "openai"
+    instruments = ("openai >= 2.0, < 4",)

@@ -10,22 +10,28 @@ raw responses of LLM calls are parsed here (parses are cached, the caller gets t
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from types import ModuleType
 from typing import Any
 
 import wrapt
 from opentelemetry import context, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from lightning_otel import semconv
 from lightning_otel.capture.llm_call import LLMCall, active_llm_call
 from lightning_otel.capture.propagation import inject_current
 from lightning_otel.capture.settings import settings
+from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.capture.tested_versions import is_tested
 from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, MESSAGES, RESPONSES, missing_token_id_params
+from lightning_otel.instrumentors.import_hooks import when_imported
+from lightning_otel.instrumentors.patches import Patches
 
 logger = logging.getLogger(__name__)
 
@@ -386,3 +392,34 @@ async def _observe_async_result(result: Any, call: LLMCall, kind: str, owner: bo
             return _observe_unparsed(result, call, kind, owner, exc)
         return _with_traced_parse(result, parsed, _observe_value(parsed, call, kind, owner))
     return _observe_value(result, call, kind, owner)
+
+
+class StainlessClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Wraps `SyncAPIClient.request` / `AsyncAPIClient.request` of the SDK named `sdk` when it is imported (the
+    OpenAI and Anthropic instrumentors: each subclass names its SDK and the releases it supports)."""
+
+    sdk: str
+    instruments: tuple[str, ...]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tracer: trace.Tracer | None = None
+        self._patches = Patches()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self.instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._tracer = instrumentor_tracer(kwargs)
+        when_imported(self.sdk, self._patch)
+
+    def _patch(self, _sdk: ModuleType) -> None:
+        if self._tracer is None:
+            return  # uninstrumented before the import happened
+        base_client = importlib.import_module(f"{self.sdk}._base_client")
+        self._patches.wrap(base_client, "SyncAPIClient.request", make_sync_wrapper(self._tracer, self.sdk))
+        self._patches.wrap(base_client, "AsyncAPIClient.request", make_async_wrapper(self._tracer, self.sdk))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._tracer = None
+        self._patches.unwrap_all()
