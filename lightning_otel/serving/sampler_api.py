@@ -63,10 +63,12 @@ class HFChatTokenizer:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def render_chat(self, messages: Sequence[Any], add_generation_prompt: bool = True, tools: Any = None) -> str:
+        # A turn with no content (an assistant's tool calls) reaches the template as "", as vLLM passes it: templates
+        # that add `message['content']` as a string (SmolLM2's) fail on None.
+        chat = [{**message, "content": message.get("content") or ""} for message in map(dict, messages)]
         return self.tokenizer.apply_chat_template(
-            [dict(message) for message in messages], tools=tools or None, tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-        )  # fmt: skip
+            chat, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
 
 
 @dataclass(slots=True)

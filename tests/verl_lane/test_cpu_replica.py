@@ -196,3 +196,24 @@ def test_like_vllm_it_renders_tools_refuses_a_prompt_over_the_context_and_tokeni
         counted = openai.DefaultHttpxClient().post(server.base_url.removesuffix("/v1") + "/tokenize",
                                                    json={"messages": ask, "tools": tools}).json()  # fmt: skip
         assert counted["tokens"] == prompt and counted["max_model_len"] == 160
+
+
+def test_an_assistant_turn_of_tool_calls_renders_with_a_template_that_adds_content_as_a_string(tmp_path) -> None:
+    """SmolLM2's template adds `message['content']` as a string: an assistant turn that only called a tool (content
+    None, as the dialects and the agents send it) must render, as vLLM renders it, not fail the request."""
+    from transformers import AutoTokenizer
+
+    from lightning_otel.serving.sampler_api import HFChatTokenizer
+    from lightning_otel.testing.tiny_model import save_tiny_model
+
+    hf = AutoTokenizer.from_pretrained(save_tiny_model(tmp_path / "tiny"))
+    hf.chat_template = (
+        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
+        " + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+        "{% endif %}"
+    )  # SmolLM2-135M-Instruct's, without its default system prompt
+    call = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    chat = [{"role": "user", "content": "count"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "12"}]  # fmt: skip
+    rendered = HFChatTokenizer(hf).render_chat(chat)
+    assert "<|im_start|>assistant\n<|im_end|>\n<|im_start|>tool\n12<|im_end|>" in rendered
