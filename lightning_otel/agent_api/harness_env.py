@@ -47,8 +47,15 @@ def harness_env(
     auth_token: str | None = None,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment for a harness process in `rollout` (see the module docstring); `base`: the environment to
-    start from (default: this process's)."""
+    """The environment to run a harness (a CLI agent, a program in another language) in `rollout`, unmodified:
+
+        env = agl.harness_env(resources["main_llm"], rollout)
+        subprocess.run(["claude", "-p", task["prompt"], "--permission-mode", "bypassPermissions"], env=env)
+
+    Its model calls go to the policy gateway under the rollout's path (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`);
+    its OpenTelemetry traces and logs go to the collector (`OTEL_EXPORTER_OTLP_ENDPOINT`: `endpoint`, else this
+    runner's, else the environment's), inside the rollout (`OTEL_RESOURCE_ATTRIBUTES`); Claude Code's telemetry is
+    switched on and its other traffic off. `base`: the environment to start from (default: this process's)."""
     env = dict(os.environ if base is None else base)
     if endpoint is None and _runner_export is not None:
         endpoint, auth_token = _runner_export[0], auth_token or _runner_export[1]
