@@ -295,13 +295,10 @@ class PolicyGateway:
     async def _forward_dialect(self, request: Request, dialect: str) -> Response:
         """Another API than chat (`_DIALECTS`): asked of the replica as a chat completion, answered in the dialect."""
         speech = _DIALECTS[dialect]
-        try:
-            body = json.loads(await request.body())
-            if not isinstance(body, dict):
-                raise messages_dialect.DialectError("the request body must be a JSON object")
-            chat = speech.chat_request(body)
-        except ValueError as exc:  # invalid JSON, or a request the dialect cannot carry
-            return self._error(dialect, 400, f"invalid request: {exc}")
+        read = await self._dialect_request(request, dialect, speech.chat_request)
+        if isinstance(read, Response):
+            return read
+        body, chat = read
         call, url, headers, identity = self._start_call(request, CHAT, semconv.OP_CHAT, "chat/completions", chat,
                                                         dialect=dialect)  # fmt: skip
         upstream = await self._post(call, url, headers, chat, identity, dialect)
@@ -316,17 +313,27 @@ class PolicyGateway:
             return StreamingResponse(speech.events(answer), media_type="text/event-stream")
         return JSONResponse(answer)
 
-    async def _count_tokens(self, request: Request) -> Response:
-        """Anthropic's `/v1/messages/count_tokens`: the prompt's tokens as the replica renders it (vLLM's
-        `/tokenize` on the rollout's replica); no call is made or recorded."""
-        dialect = messages_dialect.DIALECT
+    async def _dialect_request(
+        self, request: Request, dialect: str, to_chat: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any]] | Response:
+        """A dialect's request body and the chat request that asks the same, or the 400 to answer with (invalid
+        JSON, or a request the dialect cannot carry), in the dialect's shape."""
         try:
             body = json.loads(await request.body())
             if not isinstance(body, dict):
                 raise messages_dialect.DialectError("the request body must be a JSON object")
-            chat = messages_dialect.chat_request({**body, "max_tokens": 1})  # counting asks for no tokens
+            return body, to_chat(body)
         except ValueError as exc:
             return self._error(dialect, 400, f"invalid request: {exc}")
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's `/v1/messages/count_tokens`: the prompt's tokens as the replica renders it (vLLM's
+        `/tokenize` on the rollout's replica); no call is made or recorded."""
+        dialect = messages_dialect.DIALECT
+        read = await self._dialect_request(request, dialect, messages_dialect.count_request)
+        if isinstance(read, Response):
+            return read
+        _, chat = read
         replica = self.replica_for(request.path_params.get("rollout_id"))
         asked = {"model": self.model or chat.get("model"), "messages": chat["messages"], "add_generation_prompt": True}
         if chat.get("tools"):

@@ -77,6 +77,11 @@ def chat_request(body: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
+def count_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat request of a `count_tokens` body (which asks for no new tokens, so carries no `max_tokens`)."""
+    return chat_request({**body, "max_tokens": 1})
+
+
 def _text_of(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
