@@ -9,6 +9,7 @@ response tokens were trained, and why a rollout gave no sample.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -94,7 +95,41 @@ def _step_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 async def runs(store: SpanStore, limit: int = MAX_ROLLOUTS_SCANNED) -> dict[str, Any]:
     """Every run among the newest `limit` rollouts, newest first, each with its steps (train) and validations."""
     records = await store.state_transaction(lambda tx: _rows(tx, limit))
-    return {"runs": _runs_of(records), "scanned": len(records), "limit": limit}
+    found = _runs_of(records)
+    for run in found:  # a policy per agent: each policy's curve, from the trainer's step spans
+        if isinstance(run["agent_match"], dict):
+            policies = list(dict.fromkeys(run["agent_match"].values()))
+            run["policy_curves"] = await _policy_curves(store, run["run_id"], policies)
+    return {"runs": found, "scanned": len(records), "limit": limit}
+
+
+POLICY_CURVE_METRICS = ("reward_mean", "samples", "advantage_abs_mean", "grad_norm", "skipped")
+
+
+async def _policy_curves(store: SpanStore, run_id: str, policies: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per policy, per training step: what the trainer logged of it (`policy/<name>/*`: the mean reward of its
+    samples, their count and mean |advantage|, its update's gradient norm, whether it was skipped)."""
+    query = TraceQuery(service=semconv.TRAINER_SERVICE, operation=semconv.TRAINING_STEP_SPAN,
+                       tags={semconv.AGL_RUN_ID: run_id}, limit=10_000)  # fmt: skip
+    steps: dict[int, dict[str, Any]] = {}
+    for spans in await find_traces(store, query):
+        for span in map(flat_span, spans):
+            attributes = span.get("attributes") or {}
+            if span["name"] == semconv.TRAINING_STEP_SPAN and semconv.AGL_TRAINING_STEP in attributes:
+                steps[int(attributes[semconv.AGL_TRAINING_STEP])] = attributes
+    curves: dict[str, list[dict[str, Any]]] = {}
+    for policy in policies:
+        prefix = f"{semconv.AGL_METRIC_PREFIX}policy/{policy}/"
+        curves[policy] = [
+            {"step": step, **{name: _finite(attributes.get(prefix + name)) for name in POLICY_CURVE_METRICS}}
+            for step, attributes in sorted(steps.items())
+        ]
+    return curves
+
+
+def _finite(value: Any) -> float | None:
+    """A metric as JSON carries it: NaN (no sample) and absent become null."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -256,6 +291,14 @@ def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int 
         "service": span.get("service"),
         "response_id": attributes.get(semconv.GEN_AI_RESPONSE_ID),
         "policy_version": policy_version,
+        "policy": next(
+            (
+                a[semconv.AGL_LLM_POLICY]
+                for a in (attributes, *(c.get("attributes") or {} for c in copies))
+                if semconv.AGL_LLM_POLICY in a
+            ),
+            None,
+        ),  # a policy per agent: the one that served it
         "token_ids_complete": attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE),
         "prompt_token_ids": prompt,
         "response_token_ids": response,

@@ -61,6 +61,11 @@ AGL_POLICY_VERSION = "agl.llm.policy_version"
 # Where a policy replica of ours names that version: a top-level field of its response (the first chunk of a stream),
 # beside vLLM's `prompt_token_ids`, so the agent's instrumented client and the policy gateway both record it.
 POLICY_VERSION_FIELD = "agl_policy_version"
+# A policy per agent: the policy (a LoRA adapter, or a model) that sampled the response; a replica of ours names it in
+# its response's top-level `agl_policy` field, next to the version.
+AGL_LLM_POLICY = "agl.llm.policy"
+POLICY_FIELD = "agl_policy"
+BASE_POLICY = "base"  # the gateway's name for the base model, which serves the calls no policy claims (never trained)
 # n > 1: choice 0 uses the keys above; choices 1..n-1 use these templates (format with the choice index).
 AGL_CHOICE_COUNT = "agl.llm.choice_count"
 AGL_TOOLS_OFFERED = "agl.llm.tools_offered"  # how many tools the request offered the model (set when any)

@@ -90,6 +90,21 @@ function rewardChart(steps) {
   return svg;
 }
 
+// A policy per agent: each policy's mean reward over its own samples, step by step, with what its update did.
+function policyCurves(curves) {
+  return el("section", { class: "policy-curves", "data-testid": "policy-curves" },
+    ...Object.entries(curves).map(([policy, points]) => {
+      const last = points[points.length - 1] || {};
+      const skipped = points.filter((p) => p.skipped === 1).length;
+      return el("div", { class: "policy-curve", "data-testid": "policy-curve", "data-policy": policy },
+        el("h3", {}, "policy ", el("code", { text: policy })),
+        el("p", { class: "muted", text: `${points.length} steps · last: ${last.samples ?? "—"} samples, ` +
+          `mean |advantage| ${fmt.reward(last.advantage_abs_mean)}, grad norm ${fmt.reward(last.grad_norm)}` +
+          (skipped ? ` · skipped in ${skipped} steps (nothing to learn)` : "") }),
+        rewardChart(points));
+    }));
+}
+
 async function showRuns() {
   const data = await api("/v1/ui/runs");
   const parts = [el("h1", { text: "Runs" })];
@@ -114,6 +129,7 @@ async function showRuns() {
          ` · ${run.rollouts} rollouts · started ${fmt.time(run.started_ns)}`,
          run.max_staleness ? ` · asynchronous (max_staleness ${run.max_staleness})` : ""),
       train.length ? rewardChart(train) : null,
+      run.policy_curves ? policyCurves(run.policy_curves) : null,
       el("table", {}, el("tr", {}, ...["step", "rollouts", "status", "mean reward", "policy version", "started"]
         .map((h) => el("th", { text: h }))), rows)));
   }
@@ -310,7 +326,7 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
   const calls = data.calls.map((call, index) =>
     el("section", { class: "call", "data-testid": "llm-call", "data-span-id": call.span_id,
                     "data-selected": String(Boolean(call.decision?.selected)) },
-      el("h3", {}, `call ${index + 1}: `, el("code", { text: call.name }), ` · agent ${call.agent ?? "(none)"} · policy version ${call.policy_version ?? "—"}`),
+      el("h3", {}, `call ${index + 1}: `, el("code", { text: call.name }), ` · agent ${call.agent ?? "(none)"}${call.policy ? ` · policy ${call.policy}` : ""} · policy version ${call.policy_version ?? "—"}`),
       el("p", {}, decisionCell(call.decision)),
       creditLine(call.credit && { ...call.credit, self_span_id: call.span_id }),
       el("p", { class: "muted", text: `${call.prompt_token_ids.length} prompt + ${call.response_token_ids.length} response tokens · token ids complete: ${call.token_ids_complete ?? "—"} · service ${call.service} · response id ${call.response_id ?? "—"}${call.decision?.sample !== null && call.decision?.sample !== undefined ? ` · sample #${call.decision.sample}` : ""}` }),

@@ -39,6 +39,12 @@ class CallDecision:
             pattern, rollout_agents = facts
             return (f"not selected: agent_match {pattern!r} finds neither the call's agent {self.agent!r} nor the "
                     f"rollout's agents {list(rollout_agents)}")  # fmt: skip
+        if outcome == "ambiguous_policy":
+            return f"not trained: {facts[0]}"
+        if outcome == "other_policy":
+            policy, served_by = facts
+            return (f"not trained: agent_match gives it to policy {policy!r}, but policy {served_by!r} sampled it (the "
+                    "gateway did not know the call's agent: send the x-agl-agent-name header)")  # fmt: skip
         pattern, matched_by, name = facts[:3]
         if matched_by is None:
             why = "agent_match is None: every call is selected"
@@ -47,6 +53,8 @@ class CallDecision:
         if outcome == "no_ids":
             return (f"no sample: {why}, but the span has no token ids (the endpoint returned none, or was not "
                     "registered as trainable)")  # fmt: skip
+        if len(facts) > 3:  # a policy per agent
+            why += f"; policy {facts[3]!r}"
         if outcome == "incomplete":
             return f"trained: {why}; its token ids are marked incomplete (agl.llm.token_ids_complete=false)"
         return f"trained: {why}"
@@ -70,6 +78,8 @@ class RolloutDiagnostics:
     harness_copies: int = 0  # a harness's own spans of calls the gateway recorded (adapters.harness_calls)
     merge_breaks: int = 0
     rewards_without_call: int = 0
+    other_policy_calls: int = 0  # a policy per agent: calls another policy sampled (not trained)
+    policy_conflicts: list[str] = field(default_factory=list)  # agents whose calls match two policies' patterns
     calls: list[CallDecision] = field(default_factory=list)  # every LLM span, in start order (duplicates last)
 
     def why_no_sample(self, agent_match: str | None) -> str | None:

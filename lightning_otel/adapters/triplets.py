@@ -11,7 +11,9 @@ returned.
   `check_query`; or
 - the rollout's agent: the LitAgent (its `name` or class name) or `@rollout` function the runner ran, so
   `"LitAdkAgent"` selects every call of that agent's rollouts, whatever the framework names its agents inside.
-`agent_match=None` selects every call.
+`agent_match=None` selects every call. A mapping from patterns to policy names (`{"plan": "planner", "call":
+"caller"}`) selects what any pattern selects and names each sample's policy (`Triplet.policy`; a policy per agent:
+`adapters.policy_match`); a call that another policy served (its span's `agl.llm.policy`) is not trained.
 
 - Calls are ordered by start time and deduplicated by `gen_ai.response.id` (a call recorded both by the client
   instrumentor and by a gateway is kept once, the copy with complete token ids first).
@@ -39,6 +41,7 @@ from lightning_otel import semconv
 from lightning_otel.adapters.credit import CallStep, call_credits
 from lightning_otel.adapters.diagnostics import CallDecision, RolloutDiagnostics
 from lightning_otel.adapters.harness_calls import HarnessJoin, harness_agent_name, join_harness_calls
+from lightning_otel.adapters.policy_match import AmbiguousPolicy, PolicyMatch, policy_match
 from lightning_otel.adapters.process_rewards import TRACE_SOURCE, ProcessRewards, trace_rewards
 from lightning_otel.flat_span import Span
 
@@ -66,6 +69,8 @@ class Triplet:
     # The oldest policy version that sampled any of its calls (`agl.llm.policy_version`; None: not recorded):
     # asynchronous training bounds how far behind the trained policy it may be.
     policy_version: int | None = None
+    # The policy the sample trains (agent_match as a mapping: a policy per agent); None: the run's one policy.
+    policy: str | None = None
 
     @property
     def new_input(self) -> list[int]:
@@ -92,6 +97,8 @@ class _Call:
     complete: bool
     response_id: str | None
     policy_version: int | None = None
+    served_by: str | None = None  # the policy that sampled it (`agl.llm.policy`, on the policy gateway's copy)
+    policy: str | None = None  # the policy it trains (agent_match as a mapping)
     rewards: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
@@ -114,6 +121,7 @@ def _call(span: Span) -> _Call:
         complete=attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE) is not False,
         response_id=attributes.get(semconv.GEN_AI_RESPONSE_ID),
         policy_version=_version(attributes.get(semconv.AGL_POLICY_VERSION)),
+        served_by=attributes.get(semconv.AGL_LLM_POLICY),
     )
 
 
@@ -160,11 +168,13 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_C
             kept = calls[by_response_id[call.response_id]]
             if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
                 call.agent = call.agent or kept.agent
+                call.served_by = call.served_by if call.served_by is not None else kept.served_by
                 call.copies = [*kept.copies, kept.span]
                 calls[by_response_id[call.response_id]] = call
                 dropped, kept = kept, call
             else:  # e.g. the gateway's copy came first: the client's copy knows the agent
                 kept.agent = kept.agent or call.agent
+                kept.served_by = kept.served_by if kept.served_by is not None else call.served_by
                 kept.copies.append(call.span)
                 dropped = call
             duplicates.append((dropped, kept))
@@ -273,18 +283,24 @@ class TraceToTriplet:
 
     def __init__(
         self,
-        agent_match: str | None = None,
+        agent_match: str | Mapping[str, str] | None = None,
         mode: Literal["transition", "trajectory"] = "transition",
         reward: str = semconv.DEFAULT_REWARD_NAME,
         process_rewards: ProcessRewards | Mapping[str, float] | None = None,
     ) -> None:
         if mode not in ("transition", "trajectory"):
             raise ValueError(f"mode must be 'transition' or 'trajectory', got {mode!r}")
+        if agent_match is not None and not isinstance(agent_match, (str, Mapping)):
+            raise TypeError(f"agent_match takes a pattern, a mapping of patterns to policy names or None, got "
+                            f"{agent_match!r}")  # fmt: skip
+        # a mapping: a policy per agent; it selects what any of its patterns selects
+        self.policies: PolicyMatch | None = policy_match(agent_match)
+        pattern = self.policies.selector if self.policies is not None else agent_match
         try:
-            self._pattern = re.compile(agent_match) if agent_match is not None else None
+            self._pattern = re.compile(pattern) if pattern is not None else None
         except re.error as exc:
             raise ValueError(f"agent_match {agent_match!r} is not a valid regular expression: {exc}") from None
-        self.agent_match = agent_match
+        self.agent_match = dict(agent_match) if isinstance(agent_match, Mapping) else agent_match
         self.mode = mode
         self.reward = reward
         self.process_rewards = ProcessRewards.from_config(process_rewards)
@@ -365,6 +381,9 @@ class TraceToTriplet:
                 why = ("unmatched", self.agent_match, diagnostics.rollout_agents)
                 decisions[span_id] = CallDecision(span_id, call.agent, False, why)
                 continue
+            if self.policies is not None and (refused := self._policy_refusal(call, matched, diagnostics)):
+                decisions[span_id] = CallDecision(span_id, call.agent, False, refused)
+                continue
             diagnostics.matched_calls += 1
             if call.prompt is None or call.response is None:
                 diagnostics.calls_without_token_ids += 1
@@ -374,7 +393,8 @@ class TraceToTriplet:
             if not call.complete:
                 diagnostics.incomplete_token_ids += 1
                 outcome = "incomplete"
-            decisions[span_id] = CallDecision(span_id, call.agent, True, (outcome, self.agent_match, *matched))
+            facts = (outcome, self.agent_match, *matched, *((call.policy,) if call.policy else ()))
+            decisions[span_id] = CallDecision(span_id, call.agent, True, facts)
             selected.append(call)
         if self.mode == "trajectory":
             triplets = self._trajectories(selected, diagnostics)
@@ -397,6 +417,22 @@ class TraceToTriplet:
         diagnostics.calls[:0] = decisions.values()  # start order, before the duplicates llm_calls recorded
         step_total = sum(sum(call.step_rewards) for call in calls)
         return AdaptedRollout(triplets, final_reward, diagnostics, step_total)
+
+    def _policy_refusal(
+        self, call: _Call, matched: tuple[str | None, str], diagnostics: RolloutDiagnostics
+    ) -> tuple[Any, ...] | None:
+        """A policy per agent: set the call's policy, or say why it trains none (its agent matches two policies'
+        patterns; another policy sampled it)."""
+        assert self.policies is not None
+        try:
+            call.policy = self.policies.policy_of(matched[1])
+        except AmbiguousPolicy as exc:
+            diagnostics.policy_conflicts.append(str(exc))
+            return ("ambiguous_policy", str(exc))
+        if call.served_by is not None and call.served_by != call.policy:
+            diagnostics.other_policy_calls += 1
+            return ("other_policy", call.policy, call.served_by)
+        return None
 
     # --- steps -------------------------------------------------------------------------------------------------
     def _assign_rewards(
@@ -456,6 +492,7 @@ class TraceToTriplet:
             policy_version=min(versions)
             if (versions := [c.policy_version for c in calls if c.policy_version is not None])
             else None,
+            policy=first.policy,
         )
 
     def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:

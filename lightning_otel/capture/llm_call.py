@@ -255,6 +255,9 @@ class LLMCall:
         version = field(payload, semconv.POLICY_VERSION_FIELD)  # our replicas: which weights sampled this
         if isinstance(version, int):
             self.extra_attributes[semconv.AGL_POLICY_VERSION] = version
+        policy = field(payload, semconv.POLICY_FIELD)  # a policy per agent: which policy sampled this
+        if isinstance(policy, str) and policy:
+            self.extra_attributes[semconv.AGL_LLM_POLICY] = policy
 
     @staticmethod
     def _logprobs_of(logprobs: Any) -> list[float] | None:

@@ -33,6 +33,9 @@ class Algorithm(abc.ABC):
     needs_message_content: ClassVar[bool] = False
     # True when it shows its own progress (the training loop's step bar): the Trainer then shows no batch bar.
     shows_progress: ClassVar[bool] = False
+    # True when it takes `agent_match` as a mapping of agents to policies (a policy per agent: Tinker; Baseline,
+    # which trains none); the Trainer refuses the mapping otherwise, in one line, before anything starts.
+    policy_per_agent: bool = False
 
     @abc.abstractmethod
     def run(self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None) -> Any: ...
@@ -65,6 +68,8 @@ class Baseline(Algorithm):
     tasks and prints everything), or as the reference a trained policy is compared with. `metadata`: recorded on
     every rollout it queues (a `note` the rollout view shows; the `training` settings of a run it stands in for).
     """
+
+    policy_per_agent = True  # trains nothing: a dry run shows which policy each sample would train
 
     def __init__(
         self,

@@ -92,11 +92,14 @@ class DevReporter:
             if self.print_spans:
                 console.print(span_tree(result.spans.get(rollout_id, []), f"spans ({len(result.spans[rollout_id])})"))
             table = Table(title=f"samples selected by agent_match={self.adapter.agent_match!r}", title_justify="left")
-            for column in ("agent", "prompt ids", "response ids", "trained tokens", "reward (trained)"):
+            policies = self.adapter.policies is not None  # a policy per agent: which one each sample trains
+            for column in ("agent", *(("policy",) if policies else ()), "prompt ids", "response ids",
+                           "trained tokens", "reward (trained)"):  # fmt: skip
                 table.add_column(column)
             for triplet in adapted.triplets:
                 table.add_row(
                     str(triplet.agent_name),
+                    *((str(triplet.policy),) if policies else ()),
                     str(len(triplet.prompt_token_ids)),
                     str(len(triplet.response_token_ids)),
                     str(sum(triplet.response_mask)),
@@ -109,6 +112,7 @@ class DevReporter:
                 f"matched {d.matched_calls}  "
                 f"unmatched {d.unmatched_calls}  without token ids {d.calls_without_token_ids}  "
                 f"merge breaks {d.merge_breaks}  final reward {adapted.final_reward}"
+                + "".join(f"\n[red]{conflict}[/red]" for conflict in dict.fromkeys(d.policy_conflicts))
             )
 
     def summary(self, result: BaselineResult, *, late_spans: Callable[[BatchResult], int] | None = None) -> None:

@@ -119,6 +119,13 @@ class Trainer:
         self.n_runners = n_runners
         self.algorithm = algorithm or Baseline()
         self.adapter = TraceToTriplet.from_config(adapter)
+        if self.adapter.policies is not None and not self.algorithm.policy_per_agent:
+            raise ValueError(
+                f"agent_match maps agents to the policies {self.adapter.policies.policies}, but "
+                f"{type(self.algorithm).__name__} trains one policy: "
+                + getattr(self.algorithm, "why_one_policy", "a policy per agent trains with Tinker (LocalEngine, "
+                          "RemoteEngine); see the docs' 'A policy per agent' page")
+            )  # fmt: skip
         self.initial_resources = dict(initial_resources or {})
         self.auth_token = auth_token
         # A running collector's URL, or the embedded one's config (given, or from the shorthands; SQLite in a

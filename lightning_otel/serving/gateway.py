@@ -18,6 +18,13 @@ languages, still yield exact token ids; clients that cannot send headers put the
 `x-agl-agent-name` header (the span's `gen_ai.agent.name`, which `agent_match` reads); a harness that exports its
 own spans is joined to the gateway's by conversation (`serving.harness_headers`, `adapters.harness_calls`). When the
 client's instrumentor records the same call, both spans carry the same response id and the adapter keeps one.
+
+A policy per agent (`policies`: `agent_match` as a mapping, `adapters.policy_match`): each call is served by its
+agent's policy, named to the replica in the request's `model` as vLLM names a LoRA adapter. The agent is the one the
+call names (`x-agl-agent-name`, which the capture layer sends for every call made inside a named agent, or a
+harness's headers); a call that names none may name its policy in `model`; a call no pattern claims is served by the
+base model (policy "base", never trained). The span records the policy (`agl.llm.policy`); an agent whose name
+matches two policies' patterns is answered 400 and kept in `policy_conflicts` (the trainer stops on it).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
+from lightning_otel.adapters.policy_match import AmbiguousPolicy, PolicyMatch
 from lightning_otel.capture.agent_naming import context_with_agent
 from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
@@ -98,6 +106,7 @@ class PolicyGateway:
         tracer: trace.Tracer | None = None,
         timeout_s: float = 600.0,
         model: str | None = None,
+        policies: PolicyMatch | None = None,
     ) -> None:
         if not replicas:
             raise ValueError("the gateway needs at least one replica URL")
@@ -106,6 +115,8 @@ class PolicyGateway:
         self.validation_sampling = dict(validation_sampling if validation_sampling is not None else self.sampling)
         self.mode = "train"
         self.model = model  # the name the replicas serve, set on every request (agents may send any name)
+        self.policies = policies  # a policy per agent: which policy (served model) each agent's calls go to
+        self.policy_conflicts: list[str] = []  # agents matched by two policies' patterns (each refused with a 400)
         self.tracer = tracer
         self.timeout_s = timeout_s
         self._paused = False
@@ -257,6 +268,9 @@ class PolicyGateway:
             response = await forwarded
             streaming = isinstance(response, StreamingResponse)
             return response
+        except AmbiguousPolicy as exc:  # a configuration error: said to the agent, and to the trainer
+            self.policy_conflicts.append(str(exc))
+            return self._error(dialect, 400, str(exc))
         finally:
             if not streaming:  # a stream leaves when its last byte is sent (relay's finally)
                 self._leave()
@@ -358,11 +372,14 @@ class PolicyGateway:
             ctx = context_with_rollout(rollout_id, request.path_params.get("attempt_id", ""), ctx)
         if agent_name := agent_from_headers(request.headers):
             ctx = context_with_agent(agent_name, ctx)  # a bare client names its agent: agent_match can select it
+        policy = self._policy_for(agent_name, body.get("model")) if self.policies is not None else None
         identity = current_rollout(ctx)
         validating = self.mode == "val" or (identity is not None and identity.rollout_id in self._val_rollouts)
         body.update(self.validation_sampling if validating else self.sampling)
         if self.model:
             body["model"] = self.model
+        if policy is not None and policy != semconv.BASE_POLICY:
+            body["model"] = policy  # the replica serves each policy under its name, as vLLM serves a LoRA adapter
         body.update(missing_token_id_params(kind, body))
         url = f"{self.replica_for(identity.rollout_id if identity else None)}/{path}"
         token = context.attach(ctx)
@@ -373,10 +390,22 @@ class PolicyGateway:
             context.detach(token)
         if dialect:
             call.extra_attributes[semconv.AGL_LLM_DIALECT] = dialect
+        if policy is not None:
+            call.extra_attributes[semconv.AGL_LLM_POLICY] = policy
         if conversation := conversation_from_headers(request.headers):
             call.extra_attributes[semconv.GEN_AI_CONVERSATION_ID] = conversation
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         return call, url, headers, identity
+
+    def _policy_for(self, agent_name: str | None, model: Any) -> str:
+        """The policy that serves a call: its agent's (AmbiguousPolicy when two claim it), else the one its `model`
+        names when it names no agent, else the base model's."""
+        assert self.policies is not None
+        if agent_name:
+            return self.policies.policy_of(agent_name) or semconv.BASE_POLICY
+        if isinstance(model, str) and model in self.policies.policies:
+            return model
+        return semconv.BASE_POLICY
 
     async def _post(
         self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any,
@@ -498,14 +527,14 @@ def gateway_for_run(
     host: str = "127.0.0.1",
     port: int = 0,
     paused: bool = False,
+    policies: PolicyMatch | None = None,
 ) -> Iterator[tuple[PolicyGateway, GatewayServer]]:
     """A served gateway for a training run (a `TrainingRun`): its spans go to the run's collector and are flushed
     before the run reads a batch, so no rollout is read without the calls the gateway served."""
     with collector_tracer(run.client) as spans:
         run.add_span_source(spans.flush)
-        gateway = PolicyGateway(
-            replicas, sampling=sampling, validation_sampling=validation_sampling, tracer=spans.tracer, model=model
-        )
+        gateway = PolicyGateway(replicas, sampling=sampling, validation_sampling=validation_sampling,
+                                tracer=spans.tracer, model=model, policies=policies)  # fmt: skip
         run.add_call_counter(gateway.calls_served)
         if paused:
             gateway.pause()

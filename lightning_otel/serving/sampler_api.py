@@ -77,6 +77,11 @@ class Generation:
     logprobs: list[float]
     finish_reason: str  # "stop" (end token) or "length"
     version: int = 0  # the weights' version that sampled it
+    policy: str | None = None  # a policy per agent: the policy that sampled it (None: the replica's one model)
+
+
+class UnknownModel(LookupError):
+    """A request named a model the replica does not serve (vLLM answers 404)."""
 
 
 class SamplerReplica(abc.ABC):
@@ -101,6 +106,20 @@ class SamplerReplica(abc.ABC):
         return await asyncio.to_thread(
             self.generate, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p
         )
+
+    def served_models(self) -> list[str]:
+        """The model names requests may ask for (`/v1/models`)."""
+        return [self.model_name]
+
+    def route(self, model: Any) -> str:
+        """The served model a request's `model` asks for, named in the answer (one model: whatever it asks; a replica
+        of several policies raises UnknownModel for a name it does not serve)."""
+        return self.model_name
+
+    async def agenerate_as(self, model: str, prompt_ids: Sequence[int], *, max_tokens: int, temperature: float,
+                           top_p: float) -> Generation:  # fmt: skip
+        """`agenerate` by the served model `route` chose (one model: the same)."""
+        return await self.agenerate(prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
 
     # --- the OpenAI-compatible API ------------------------------------------------------------------------------
     def app(self) -> Starlette:
@@ -138,7 +157,8 @@ class SamplerReplica(abc.ABC):
             return await self._respond(body, self.tokenizer.encode(prompt), chat=False)
 
         async def models(request: Request) -> Response:
-            return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
+            served = [{"id": name, "object": "model"} for name in self.served_models()]
+            return JSONResponse({"object": "list", "data": served})
 
         return Starlette(
             routes=[
@@ -158,7 +178,12 @@ class SamplerReplica(abc.ABC):
             return openai_error(400, f"bad sampling parameter: {exc}")
         if self.max_model_len is not None and len(prompt_ids) + max_tokens > self.max_model_len:
             return openai_error(400, vllm_message(self.max_model_len, len(prompt_ids), max_tokens))
-        generation = await self.agenerate(prompt_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+        try:
+            model = self.route(body.get("model"))
+        except UnknownModel:  # vLLM's answer to a model (LoRA adapter) it does not serve
+            return openai_error(404, f"The model `{body.get('model')}` does not exist.")
+        generation = await self.agenerate_as(model, prompt_ids, max_tokens=max_tokens, temperature=temperature,
+                                             top_p=top_p)  # fmt: skip
         with_ids = bool(body.get("return_token_ids"))
         with_logprobs = body.get("logprobs") not in (None, False)
         stream = bool(body.get("stream"))
@@ -173,8 +198,10 @@ class SamplerReplica(abc.ABC):
             pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
         )
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
-        version = {semconv.POLICY_VERSION_FIELD: generation.version}  # which weights sampled it, in the body
-        args = (response_id, self.model_name, prompt_ids, [sampled])
+        version: dict[str, Any] = {semconv.POLICY_VERSION_FIELD: generation.version}  # which weights sampled it
+        if generation.policy is not None:
+            version[semconv.POLICY_FIELD] = generation.policy
+        args = (response_id, model, prompt_ids, [sampled])
         if stream:
             chunks = (
                 vllm_format.chat_completion_chunks(*args, with_ids=with_ids, with_logprobs=with_logprobs)

@@ -39,6 +39,7 @@ class PolicyReplicas:
 
     urls: list[str]
     model: str
+    policies: tuple[str, ...] = ()  # a policy per agent: served under these names beside `model` (the base)
 
 
 class NothingToUpdate(Exception):
@@ -64,6 +65,14 @@ class Backend(abc.ABC):
     # swapped by reference, a replica that loads weights between batches): asynchronous training need not hold the
     # gateway around it. False (the safe default): the gateway holds new requests and drains those in flight.
     atomic_weight_swap: bool = False
+    # True: `use_policies` makes it train a policy per agent (agent_match as a mapping: `adapters.policy_match`)
+    policy_per_agent: bool = False
+
+    def use_policies(self, policies: Sequence[str]) -> None:
+        """Before `serving`: train these policies, each on its own agents' samples (`Sample.triplet.policy`), each
+        served under its name beside the base model."""
+        raise ValueError(f"the {self.name} backend trains one policy: agent_match as a mapping of agents to policies "
+                         f"({', '.join(policies)}) needs one that trains a policy per agent (Tinker)")  # fmt: skip
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas | None]:

@@ -19,6 +19,11 @@ The loop serves the policy (a policy gateway in front of the backend's replicas,
    logs one metric table (`metrics.LOOP_METRICS` + the backend's own) to the trackers and calls `on_step`.
 A run in which no step trained raises `NothingTrained` with the first skipped step's reasons.
 
+A policy per agent (`agent_match` a mapping, `adapters.policy_match`; backends with `policy_per_agent`): the backend
+trains each policy on its agents' samples, the gateway serves each call with its agent's policy, and each step logs
+`policy/<name>/*` (samples, mean reward and |advantage| of its samples, and the backend's own). An agent that matches
+two policies' patterns stops the run at the first step that meets it, in one line.
+
 Asynchronous (`max_staleness=k`, k >= 1; backends that serve while they update): the runners never wait for the
 update. The tasks of the next k steps stay queued ahead; a step trains on the first `batch_size` complete groups
 whose oldest call was sampled at most k policy versions before the one being trained (`staleness.AsyncRollouts`:
@@ -88,6 +93,8 @@ class TrainingLoop(Algorithm):
         validation = options.validation_sampling
         self.validation_sampling = validation.params() if validation is not None else dict(self.sampling)
         self.run_config = dict(run_config or {})
+        self.policy_per_agent = backend.policy_per_agent  # the Trainer refuses a mapping of policies otherwise
+        self._policies: list[str] = []
         self._gateway: PolicyGateway | None = None
         self._version = 0  # the policy version the replicas serve: the loop's count (see `backend`)
         self._settings = options.rollout_settings(self.estimator)  # what every rollout of the run records
@@ -102,6 +109,10 @@ class TrainingLoop(Algorithm):
         result = TrainingResult()
         trackers = self._trackers(run)
         started = time.monotonic()
+        policies = getattr(run.adapter, "policies", None)
+        if policies is not None:
+            self.backend.use_policies(policies.policies)
+            self._policies = policies.policies
         with contextlib.ExitStack() as stack:
             stack.callback(trackers.close)
             replicas = stack.enter_context(self.backend.serving())
@@ -192,6 +203,9 @@ class TrainingLoop(Algorithm):
             metrics.update(_staleness_histogram(samples))
         rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
         metrics.update(self.estimator.assign(samples, rewards))
+        if self._policies:
+            self._refuse_policy_conflicts(batch)
+            metrics.update(_policy_metrics(self._policies, samples))
         record = StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards)
         for sample in samples:
             if sample.triplet is not None:
@@ -235,6 +249,14 @@ class TrainingLoop(Algorithm):
             "training/epoch": float(self.schedule.epoch_of(step, task_count)),
         })  # fmt: skip
         return record
+
+    def _refuse_policy_conflicts(self, batch: BatchResult) -> None:
+        """An agent matched by two policies' patterns (seen by the gateway, or in the spans) stops the run: no one
+        can tell which policy should have sampled its calls."""
+        conflicts = list(self._gateway.policy_conflicts) if self._gateway is not None else []
+        conflicts += [c for adapted in batch.adapted.values() for c in adapted.diagnostics.policy_conflicts]
+        if conflicts:
+            raise ValueError(conflicts[0])
 
     def _why_skipped(self, run: TrainingRun, batch: BatchResult, samples: list[Sample]) -> list[str]:
         if samples:
@@ -302,6 +324,7 @@ class TrainingLoop(Algorithm):
             run, replicas.urls, sampling=self.sampling, validation_sampling=self.validation_sampling,
             model=replicas.model, host=self.options.gateway_host, port=self.options.gateway_port,
             paused=True,  # until the first publish: the replicas get the trained weights first
+            policies=getattr(run.adapter, "policies", None) if replicas.policies else None,
         )  # fmt: skip
         with served as (gateway, server):
             # ProxyLLM: get_base_url(rollout_id, attempt_id) puts the rollout in the path (bare clients)
@@ -318,6 +341,18 @@ def _async_metrics(taken: Taken) -> dict[str, float]:
         "async/carried_over_groups": float(taken.carried_over),
         "async/wait_s": taken.waited_s,
     }
+
+
+def _policy_metrics(policies: Sequence[str], samples: Sequence[Sample]) -> dict[str, float]:
+    """Per policy: its samples this step, their mean reward and mean |advantage| (NaN without samples)."""
+    metrics: dict[str, float] = {}
+    for policy in policies:
+        mine = [s for s in samples if s.triplet is not None and s.triplet.policy == policy]
+        metrics[f"policy/{policy}/samples"] = float(len(mine))
+        metrics[f"policy/{policy}/reward_mean"] = sum(s.reward for s in mine) / len(mine) if mine else math.nan
+        advantages = [abs(s.advantage) for s in mine if s.advantage is not None]
+        metrics[f"policy/{policy}/advantage_abs_mean"] = sum(advantages) / len(advantages) if advantages else math.nan
+    return metrics
 
 
 def _staleness_histogram(samples: Sequence[Sample]) -> dict[str, float]:

@@ -16,6 +16,10 @@ rollouts' spans are read in one call, `agent_match` selects the calls that becom
 group-relative advantage (reward - the group's mean), becomes a datum from its captured token ids (never
 re-tokenized text; observation tokens weigh 0), and the engine runs forward_backward + optim_step and hands back a
 sampler of the new weights, which the gateway serves from the next step on.
+
+A policy per agent: with `agent_match` a mapping (`{"plan": "planner", "call": "caller"}`), each policy is a LoRA
+adapter over the engine's base (`engine.policy_engine`), or the engine a mapping `{"planner": engine_a, ...}` gives
+it; the gateway serves each call with its agent's policy and each policy learns from its own agents' calls only.
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ class Tinker(Algorithm):
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
+    policy_per_agent = True
 
     def __init__(
         self,
-        engine: TrainingEngine,
+        engine: TrainingEngine | Mapping[str, TrainingEngine],
         options: TrainingOptions | None = None,
         *,
         loss_fn: str = "importance_sampling",
@@ -72,16 +77,19 @@ class Tinker(Algorithm):
         if adam is not None and learning_rate is not None:
             raise ValueError("pass learning_rate or adam, not both")
         self.options = (options or TrainingOptions()).with_defaults(schedule=DEFAULT_SCHEDULE).with_sampling_defaults()
-        self.engine = engine
+        engines = dict(engine) if isinstance(engine, Mapping) else {}  # a model per policy
+        if isinstance(engine, Mapping) and not engines:
+            raise ValueError("Tinker got an empty mapping of engines: give one engine, or one per policy")
+        self.engine = next(iter(engines.values())) if engines else engine
         self.loss_fn, self.loss_fn_config = loss_fn, dict(loss_fn_config or {})
         if tis_cap is not None:
             self.loss_fn_config["tis_cap"] = float(tis_cap)
         self.adam = adam or AdamParams(learning_rate=learning_rate if learning_rate is not None else 1e-4)
         self.keep_constant_groups, self.model_name = keep_constant_groups, model_name
         self.backend = TinkerBackend(
-            engine, loss_fn=self.loss_fn, loss_fn_config=self.loss_fn_config, adam=self.adam,
+            self.engine, loss_fn=self.loss_fn, loss_fn_config=self.loss_fn_config, adam=self.adam,
             keep_constant_groups=keep_constant_groups, model_name=model_name,
-            resume=bool(self.options.schedule and self.options.schedule.resume),
+            resume=bool(self.options.schedule and self.options.schedule.resume), engines=engines,
         )  # fmt: skip
         self.backend.estimator(self.options.advantage)  # an advantage the loss cannot use: said now
 

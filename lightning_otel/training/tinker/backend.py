@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,14 +19,23 @@ from lightning_otel.training.tinker.datums import COOKBOOK_ADVANTAGE, DatumBatch
 from lightning_otel.training.tinker.engine import EngineSamplerReplica, TrainingEngine
 from lightning_otel.training.tinker.types import AdamParams
 
+log = logging.getLogger("lightning_otel.tinker")
+
 
 class TinkerBackend(Backend):
     """`engine` (LocalEngine, RemoteEngine or yours) trained with `loss_fn` and `adam`; `keep_constant_groups`: also
     train on groups whose rewards are all equal; `resume`: start from the latest `step-N` state under the engine's
-    log_dir."""
+    log_dir.
+
+    A policy per agent (`use_policies`): each policy has its own engine (`engine.policy_engine(name)`: a LoRA adapter
+    over the same base; or the engine `engines` names for it: a model of its own), is updated on its own agents'
+    samples only, with its own optimizer state, and saved in its own folder (`checkpoints/step-N/<policy>`); a policy
+    with nothing to learn in a step is skipped and said so while the others train. The base engine's first weights
+    serve the calls no policy claims."""
 
     name = "tinker"
     atomic_weight_swap = True  # a sampler swapped by reference: a request in flight ends on the one it began with
+    policy_per_agent = True
 
     def __init__(
         self,
@@ -37,26 +47,77 @@ class TinkerBackend(Backend):
         keep_constant_groups: bool = False,
         model_name: str = "agl-policy",
         resume: bool = False,
+        engines: Mapping[str, TrainingEngine] | None = None,
     ) -> None:
         self.engine, self.loss_fn, self.loss_fn_config, self.adam = engine, loss_fn, dict(loss_fn_config or {}), adam
         self.keep_constant_groups, self.model_name, self.resume = keep_constant_groups, model_name, resume
         self.replica: EngineSamplerReplica | None = None
-        self._trained_since_publish = False
-        self._next_sampler: Any = None  # prepare_publish's snapshot of the new weights, swapped in by publish
+        self._given = dict(engines or {})  # a model per policy, as the user gave them
+        self.policies: dict[str, TrainingEngine] = {}  # a policy per agent: name -> engine (empty: one policy)
+        self._trained: set[str | None] = set()  # policies updated since the last publish (None: the one policy)
+        self._next: dict[str | None, Any] = {}  # prepare_publish's snapshots of the new weights, swapped in by publish
+
+    def use_policies(self, policies: Sequence[str]) -> None:
+        if self._given and set(self._given) != set(policies):
+            raise ValueError(f"Tinker was given engines for {sorted(self._given)} but agent_match names the policies "
+                             f"{sorted(policies)}: give one engine per policy")  # fmt: skip
+        for policy in policies:
+            if policy in self._given:
+                self.policies[policy] = self._given[policy]
+            elif hasattr(self.engine, "policy_engine"):
+                self.policies[policy] = self.engine.policy_engine(policy)
+            else:
+                raise ValueError(f"{type(self.engine).__name__} cannot serve several policies over its base (no "
+                                 "policy_engine): give Tinker one engine per policy")  # fmt: skip
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[PolicyReplicas]:
         from lightning_otel.serving.sampler_api import ReplicaServer
 
-        sampler = self.engine.save_weights_and_get_sampler("step-0")
+        if self._given and not self.policies:
+            raise ValueError(f"Tinker was given engines for {sorted(self._given)}: agent_match must map agents to "
+                             "those policies")  # fmt: skip
+        sampler = self.engine.save_weights_and_get_sampler("step-0")  # with policies: the base, for unclaimed calls
         self.replica = EngineSamplerReplica(sampler, self.engine.chat_tokenizer, model_name=self.model_name)
+        for policy, engine in self.policies.items():
+            self.replica.use(engine.save_weights_and_get_sampler("step-0"), 0, policy=policy)
         with ReplicaServer(self.replica) as server:
-            yield PolicyReplicas([server.base_url], self.model_name)
+            yield PolicyReplicas([server.base_url], self.model_name, tuple(self.policies))
 
     def idle_metrics(self) -> dict[str, float]:
-        return {"train/datums": 0.0, "train/tokens": 0.0}
+        metrics = {"train/datums": 0.0, "train/tokens": 0.0}
+        for policy in self.policies:
+            metrics.update({f"policy/{policy}/datums": 0.0, f"policy/{policy}/tokens": 0.0,
+                            f"policy/{policy}/skipped": 1.0})  # fmt: skip
+        return metrics
 
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
+        if not self.policies:
+            metrics = self._update(self.engine, samples)
+            self._trained.add(None)
+            return metrics
+        metrics: dict[str, float] = {}
+        reasons = []
+        for policy, engine in self.policies.items():
+            mine = [sample for sample in samples if sample.triplet is not None and sample.triplet.policy == policy]
+            try:
+                trained = self._update(engine, mine)
+            except NothingToUpdate as nothing:
+                trained = {**nothing.metrics, "train/skipped": 1.0}
+                reasons.append(f"policy {policy}: {nothing}")
+                log.warning("step %d: policy %s trained nothing (the others train): %s", step, policy, nothing)
+            else:
+                trained["train/skipped"] = 0.0
+                self._trained.add(policy)
+            metrics.update({f"policy/{policy}/{key.removeprefix('train/')}": v for key, v in trained.items()})
+        for key in ("datums", "tokens", "groups", "constant_groups", "samples_without_logprobs"):
+            metrics[f"train/{key}"] = sum(metrics.get(f"policy/{policy}/{key}", 0.0) for policy in self.policies)
+        metrics["train/policies_trained"] = float(len(self.policies) - len(reasons))
+        if len(reasons) == len(self.policies):
+            raise NothingToUpdate(reasons, metrics)
+        return metrics
+
+    def _update(self, engine: TrainingEngine, samples: Sequence[Sample]) -> dict[str, float]:
         built = sample_datums(samples, loss_fn=self.loss_fn, keep_constant_groups=self.keep_constant_groups)
         metrics = {
             "train/datums": float(len(built.datums)),
@@ -67,14 +128,13 @@ class TinkerBackend(Backend):
         }
         if not built.datums:
             raise NothingToUpdate(
-                [f"no datum: {built.groups} groups, {built.constant_groups} with no non-zero advantage, "
-                 f"{built.samples_without_logprobs} samples without logprobs"], metrics
+                [f"no datum: {len(samples)} samples in {built.groups} groups, {built.constant_groups} groups with no "
+                 f"non-zero advantage, {built.samples_without_logprobs} samples without logprobs"], metrics
             )  # fmt: skip
-        output = self.engine.forward_backward(built.datums, self.loss_fn, self.loss_fn_config)
+        output = engine.forward_backward(built.datums, self.loss_fn, self.loss_fn_config)
         if self.loss_fn != "cross_entropy":
             metrics.update(logprob_gaps(built, output.loss_fn_outputs))
-        optim = self.engine.optim_step(self.adam)
-        self._trained_since_publish = True
+        optim = engine.optim_step(self.adam)
         metrics["train/loss_sum"] = output.metrics.get("loss:sum", math.nan)
         metrics["train/grad_norm"] = optim.metrics.get("grad_norm", math.nan)
         return metrics
@@ -88,36 +148,63 @@ class TinkerBackend(Backend):
             return UniformWeight()
         return advantage_estimator(advantage, GroupAdvantage(**COOKBOOK_ADVANTAGE))  # type: ignore[arg-type]
 
+    def _engine_of(self, policy: str | None) -> TrainingEngine:
+        return self.engine if policy is None else self.policies[policy]
+
     def prepare_publish(self, version: int) -> None:
-        """The new weights' sampler (a snapshot: the slow part), made while the current one still serves."""
-        if self._trained_since_publish and self._next_sampler is None:  # a skipped step keeps the same sampler
-            self._next_sampler = self.engine.save_weights_and_get_sampler(f"step-{version}")
+        """The new weights' samplers (snapshots: the slow part), made while the current ones still serve; a policy
+        that did not train keeps its sampler."""
+        for policy in self._trained - set(self._next):
+            self._next[policy] = self._engine_of(policy).save_weights_and_get_sampler(f"step-{version}")
 
     def publish(self, version: int) -> None:  # a reference swap: requests in flight end on the sampler they began with
         assert self.replica is not None, "publish() runs inside serving()"
         self.prepare_publish(version)  # when the loop did not
-        sampler = self._next_sampler if self._next_sampler is not None else self.replica.sampler
-        self.replica.use(sampler, version)  # a skipped step: the same weights, under this version
-        self._next_sampler, self._trained_since_publish = None, False
+        if self.policies:
+            for policy in self.policies:  # a policy that did not train: the same weights, under this version
+                self.replica.use(self._next.get(policy) or self.replica.policy_sampler(policy), version, policy=policy)
+            self.replica.use(self.replica.sampler, version)  # the base never trains
+        else:
+            self.replica.use(self._next.get(None) or self.replica.sampler, version)
+        self._next, self._trained = {}, set()
 
     def save(self, step: int) -> str:
-        return self.engine.save_state(f"step-{step}")
+        if not self.policies:
+            return self.engine.save_state(f"step-{step}")
+        # every policy's state in `<log_dir>/checkpoints/step-N/<policy>` (an adapter engine's save puts it there)
+        paths = [
+            engine.save_state(f"step-{step}" if policy not in self._given else f"step-{step}/{policy}")
+            for policy, engine in self.policies.items()
+        ]
+        folders = {str(Path(path).parent) for path in paths}
+        return folders.pop() if len(folders) == 1 else ", ".join(paths)
 
     def load(self) -> int:
         if not self.resume:
             return 0
-        folder = getattr(self.engine, "log_dir", None)
-        states = sorted(
-            (int(match[1]), path)
-            for path in (Path(folder) / "checkpoints").glob("step-*")
-            if (match := re.fullmatch(r"step-(\d+)", path.name))
-        ) if folder is not None else []  # fmt: skip
-        if not states:
+        engines = self.policies or {"": self.engine}  # a policy per agent: a step counts when every state is there
+        found: set[int] | None = None
+        for policy, engine in engines.items():
+            steps = set(_saved_steps(getattr(engine, "log_dir", None), policy))
+            found = steps if found is None else found & steps
+        if not found:
             return 0
-        step, path = states[-1]
-        self.engine.load_state(str(path))
-        self._trained_since_publish = True  # the loaded weights are served from the first step
+        step = max(found)
+        for policy, engine in engines.items():
+            engine.load_state(str(Path(engine.log_dir) / "checkpoints" / f"step-{step}" / policy))  # type: ignore[attr-defined]
+            self._trained.add(policy or None)  # the loaded weights are served from the first step
         return step
+
+
+def _saved_steps(log_dir: Any, policy: str) -> list[int]:
+    """The steps whose state (a policy's: its folder in the step's) is under `log_dir/checkpoints`."""
+    if log_dir is None:
+        return []
+    return [
+        int(match[1])
+        for path in (Path(log_dir) / "checkpoints").glob("step-*")
+        if (match := re.fullmatch(r"step-(\d+)", path.name)) and (path / policy).is_dir()
+    ]
 
 
 def logprob_gaps(built: DatumBatch, outputs: Sequence[Mapping[str, Any]]) -> dict[str, float]:

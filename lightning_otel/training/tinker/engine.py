@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from lightning_otel.serving.sampler_api import ChatTokenizerLike, Generation, SamplerReplica
+from lightning_otel.serving.sampler_api import ChatTokenizerLike, Generation, SamplerReplica, UnknownModel
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -53,28 +53,54 @@ class TrainingEngine(Protocol):
 
     def load_state(self, path: str) -> None: ...
 
+    # A policy per agent (optional): the engine of another policy over the same base (LocalEngine: a LoRA adapter on
+    # the same base weights; RemoteEngine: another Tinker training client).
+    # def policy_engine(self, name: str) -> TrainingEngine: ...
+
 
 class EngineSamplerReplica(SamplerReplica):
     """vLLM's API over an engine's current sampler; `use(sampler, version)` swaps it between requests, served as
     `version` (a trainer's count; None: the sampler's own), and every answer names the version that sampled it.
     Every open request is handed to the sampler at once (its `sample_async`, else `sample` in one of
-    `max_in_flight` threads): a step's rollouts sample together, as one `sample(prompt, n)` would."""
+    `max_in_flight` threads): a step's rollouts sample together, as one `sample(prompt, n)` would.
+
+    A policy per agent: `use(sampler, version, policy="planner")` serves a policy's sampler under the policy's name,
+    as vLLM serves a LoRA adapter (`model: "planner"` in the request); `model_name` keeps serving the base sampler
+    (calls no policy claims), and an unknown name is vLLM's 404. Answers name the policy (`agl_policy`)."""
 
     def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
                  max_in_flight: int = 256) -> None:  # fmt: skip
         super().__init__(tokenizer, model_name=model_name)
         # not asyncio's default executor: its min(32, cores + 4) threads would cap a step's requests at 6 on 2 cores
         self._threads = ThreadPoolExecutor(max_in_flight, thread_name_prefix="agl-sampler")
+        self._policies: dict[str, tuple[Sampler, int]] = {}  # served name -> (sampler, version), swapped whole
         self.use(sampler)
 
-    def use(self, sampler: Sampler, version: int | None = None) -> None:
+    def use(self, sampler: Sampler, version: int | None = None, policy: str | None = None) -> None:
         # one reference swap (the sampler with its version): a request in flight finishes on the one it started with
-        self._serving = (sampler, sampler.version if version is None else version)
-        self.weight_version = self._serving[1]
+        served = (sampler, sampler.version if version is None else version)
+        if policy is None:
+            self._serving = served
+            self.weight_version = served[1]
+        else:
+            self._policies = {**self._policies, policy: served}
 
     @property
     def sampler(self) -> Sampler:
         return self._serving[0]
+
+    def policy_sampler(self, policy: str) -> Sampler:
+        return self._policies[policy][0]
+
+    def served_models(self) -> list[str]:
+        return [self.model_name, *self._policies]
+
+    def route(self, model: Any) -> str:
+        if isinstance(model, str) and model in self._policies:
+            return model
+        if not self._policies or model in (None, "", self.model_name):
+            return self.model_name
+        raise UnknownModel(model)
 
     def generate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                  top_p: float = 1.0) -> Generation:  # fmt: skip
@@ -82,14 +108,23 @@ class EngineSamplerReplica(SamplerReplica):
 
     async def agenerate(self, prompt_ids: Sequence[int], *, max_tokens: int = 64, temperature: float = 1.0,
                         top_p: float = 1.0) -> Generation:  # fmt: skip
-        sampler, version = self._serving
+        return await self.agenerate_as(self.model_name, prompt_ids, max_tokens=max_tokens, temperature=temperature,
+                                       top_p=top_p)  # fmt: skip
+
+    async def agenerate_as(self, model: str, prompt_ids: Sequence[int], *, max_tokens: int, temperature: float,
+                           top_p: float) -> Generation:  # fmt: skip
+        policy = model if model in self._policies else None
+        sampler, version = self._policies[model] if policy is not None else self._serving
         sample_async = getattr(sampler, "sample_async", None)
         if sample_async is None:
             call = functools.partial(self._sample, sampler, version, prompt_ids, max_tokens, temperature, top_p)
-            return await asyncio.get_running_loop().run_in_executor(self._threads, call)
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
-        [sequence] = await sample_async(list(prompt_ids), 1, params)
-        return _generation(sequence, version)
+            generation = await asyncio.get_running_loop().run_in_executor(self._threads, call)
+        else:
+            params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+            [sequence] = await sample_async(list(prompt_ids), 1, params)
+            generation = _generation(sequence, version)
+        generation.policy = policy
+        return generation
 
     @staticmethod
     def _sample(sampler: Sampler, version: int, prompt_ids: Sequence[int], max_tokens: int, temperature: float,

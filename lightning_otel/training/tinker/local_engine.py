@@ -5,10 +5,13 @@ device (CUDA when torch sees one, else CPU), with Tinker's semantics.
   applies the loss (`losses.py`), sums it and adds the gradients to those already accumulated;
 - `optim_step(AdamParams)` takes one AdamW step with the given settings (they may change per step), clips when
   `grad_clip_norm > 0`, and clears the gradients;
-- `save_weights_and_get_sampler(name)` snapshots the adapter into a sampler (a frozen copy of the LoRA model, so
-  sampling never sees half-updated weights) with the next version number (in memory: nothing is written);
+- `save_weights_and_get_sampler(name)` snapshots the adapter into a sampler (a frozen copy of the LoRA weights over
+  the shared, never-trained base weights, so sampling never sees half-updated weights) with the next version number
+  (in memory: nothing is written);
 - `save_state` / `load_state`: the adapter (a PEFT folder any `PeftModel.from_pretrained` loads) and the optimizer,
-  under `log_dir/checkpoints/name`, to resume or to serve.
+  under `log_dir/checkpoints/name`, to resume or to serve;
+- `policy_engine(name)`: another LoRA adapter over the same base model, loaded once (a policy per agent): its own
+  weights, optimizer, sampler versions and states (`log_dir/checkpoints/<name>/<policy>`).
 
 LoRA on the attention and MLP projections and, with `train_unembed`, the output layer (as Tinker's
 `create_lora_training_client`). B starts at zero: version 0 samples exactly the base model.
@@ -129,10 +132,42 @@ class LocalEngine:
         with warnings.catch_warnings():  # peft warns about merging a tied lm_head: the engine never merges
             warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")
             self.model = get_peft_model(base, config)
-        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self._lora = config
+        self.adapter_name = "default"  # PEFT's name for the first adapter; a policy engine's is its policy's
+        self._policies: dict[str, LocalEngine] = {}  # policy name -> its engine, shared by every engine of the base
+        self.trainable = self._adapter_parameters()
         self._optimizer: torch.optim.AdamW | None = None
         self.version = -1  # the last sampler's; the first save makes version 0 (the base model: B = 0)
         self.steps = 0
+
+    def policy_engine(self, name: str) -> LocalEngine:
+        """The engine of policy `name`: another LoRA adapter over this engine's base model (one copy of the base in
+        memory), with the same rank and targets, B = 0 (it starts as the base model), its own optimizer, sampler
+        versions and states. Asked twice, the same engine."""
+        import torch
+
+        if name in self._policies:
+            return self._policies[name]
+        if name == "default":
+            raise ValueError("'default' is PEFT's name for the engine's own adapter: name the policy otherwise")
+        torch.manual_seed(self.seed)  # every policy starts from the same A (and B = 0): a like-for-like comparison
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")
+            self.model.add_adapter(name, copy.deepcopy(self._lora))
+        engine = copy.copy(self)  # shares the model, tokenizer and device; the adapter's state is its own
+        engine.adapter_name = name
+        engine.trainable = engine._adapter_parameters()
+        engine._optimizer, engine.version, engine.steps = None, -1, 0
+        self._policies[name] = engine
+        return engine
+
+    def _adapter_parameters(self) -> list[torch.nn.Parameter]:
+        marker = f".{self.adapter_name}."  # PEFT names them ...lora_A.<adapter>.weight
+        return [p for name, p in self.model.named_parameters() if "lora_" in name and marker in name]
+
+    def _use_adapter(self) -> None:
+        if self.model.active_adapter != self.adapter_name:
+            self.model.set_adapter(self.adapter_name)
 
     # --- training ----------------------------------------------------------------------------------------------
     def forward_backward(
@@ -143,6 +178,7 @@ class LocalEngine:
         datums = checked_datums(data, loss_fn)
         loss = loss_function(loss_fn)
         config = dict(loss_fn_config or {})
+        self._use_adapter()
         self.model.train()
         outputs: list[dict[str, list[float]]] = []
         total = 0.0
@@ -199,20 +235,27 @@ class LocalEngine:
     # --- sampling ----------------------------------------------------------------------------------------------
     def save_weights_and_get_sampler(self, name: str) -> LocalSampler:
         self.version += 1
-        snapshot = copy.deepcopy(self.model).eval()
+        # the base weights are never trained: the snapshot shares them and copies only the LoRA weights
+        shared = {id(p): p for parameter_name, p in self.model.named_parameters() if "lora_" not in parameter_name}
+        snapshot = copy.deepcopy(self.model, memo=shared)
+        snapshot.set_adapter(self.adapter_name)
+        snapshot.eval()
         for parameter in snapshot.parameters():
             parameter.requires_grad_(False)
         return LocalSampler(snapshot, self.chat_tokenizer, self.version, seed=self.seed)
 
     # --- state -------------------------------------------------------------------------------------------------
     def save_state(self, name: str) -> str:
-        """Adapter + optimizer under `log_dir/checkpoints/name` (a path `load_state` takes)."""
+        """Adapter + optimizer under `log_dir/checkpoints/name` (a policy engine's: `.../name/<policy>`; a path
+        `load_state` takes)."""
         import torch
 
         if self.log_dir is None:
             raise ValueError("save_state needs the engine's log_dir")
-        path = self.log_dir / "checkpoints" / name
-        self.model.save_pretrained(str(path), save_embedding_layers=False)  # the base weights never change
+        folder = self.log_dir / "checkpoints" / name
+        # the base weights never change; PEFT writes an adapter other than "default" in a folder of its name
+        self.model.save_pretrained(str(folder), save_embedding_layers=False, selected_adapters=[self.adapter_name])
+        path = folder if self.adapter_name == "default" else folder / self.adapter_name
         if self._optimizer is not None:
             torch.save(self._optimizer.state_dict(), path / "optimizer.pt")
         (path / "engine_state.json").write_text(json.dumps({"steps": self.steps, "version": self.version}))
@@ -224,7 +267,8 @@ class LocalEngine:
         from safetensors.torch import load_file
 
         folder = Path(path)
-        set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")))
+        set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")),
+                                  adapter_name=self.adapter_name)  # fmt: skip
         if (folder / "optimizer.pt").exists():
             self._optimizer = torch.optim.AdamW(self.trainable)
             self._optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device))

@@ -12,6 +12,7 @@ names a local folder).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,22 @@ class RemoteEngine:
             service_client = tinker.ServiceClient(base_url=base_url, api_key=api_key)
         self.base_model = base_model
         self.service = service_client
-        self.training = _resolved(
-            service_client.create_lora_training_client(
-                base_model=base_model, rank=rank, seed=seed, train_mlp=train_mlp, train_attn=train_attn,
-                train_unembed=train_unembed,
-            )
-        )  # fmt: skip
+        self._lora_args = {"base_model": base_model, "rank": rank, "seed": seed, "train_mlp": train_mlp,
+                           "train_attn": train_attn, "train_unembed": train_unembed}  # fmt: skip
+        self.training = _resolved(service_client.create_lora_training_client(**self._lora_args))
         self.chat_tokenizer = HFChatTokenizer(AutoTokenizer.from_pretrained(str(tokenizer or base_model)))
         self.version = -1
+        self._policies: dict[str, RemoteEngine] = {}
+
+    def policy_engine(self, name: str) -> RemoteEngine:
+        """The engine of policy `name` (a policy per agent): another LoRA training client on the same base model,
+        with the same settings (Tinker serves many adapters over one base). Asked twice, the same engine."""
+        if name not in self._policies:
+            engine = copy.copy(self)
+            engine.training = _resolved(self.service.create_lora_training_client(**self._lora_args))
+            engine.version = -1
+            self._policies[name] = engine
+        return self._policies[name]
 
     def forward_backward(
         self, data: Sequence[Any], loss_fn: str, loss_fn_config: Mapping[str, float] | None = None

@@ -67,6 +67,10 @@ class VERL(Algorithm):
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
+    why_one_policy: ClassVar[str] = (
+        "verl 0.9 trains one actor; a LoRA adapter per agent on vLLM's multi-LoRA serving is designed (docs: 'A policy "
+        "per agent', VERL) but not built: train a policy per agent with Tinker (LocalEngine on this machine)"
+    )
 
     def __init__(
         self,
