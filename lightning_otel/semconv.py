@@ -64,6 +64,8 @@ POLICY_VERSION_FIELD = "agl_policy_version"
 # A policy per agent: the policy (a LoRA adapter, or a model) that sampled the response; a replica of ours names it in
 # its response's top-level `agl_policy` field, next to the version.
 AGL_LLM_POLICY = "agl.llm.policy"
+# The request header that names the calling agent (the capture layer sends it inside a rollout; bare clients may).
+AGENT_NAME_HEADER = "x-agl-agent-name"
 POLICY_FIELD = "agl_policy"
 BASE_POLICY = "base"  # the gateway's name for the base model, which serves the calls no policy claims (never trained)
 # n > 1: choice 0 uses the keys above; choices 1..n-1 use these templates (format with the choice index).

@@ -51,7 +51,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lightning_otel import semconv
-from lightning_otel.adapters.policy_match import AmbiguousPolicy, PolicyMatch
 from lightning_otel.capture.agent_naming import context_with_agent
 from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
@@ -96,6 +95,21 @@ _DIALECTS = {
 }
 
 
+class PolicyRouting(Protocol):
+    """Which policy serves an agent's calls (`adapters.policy_match.PolicyMatch` is one)."""
+
+    @property
+    def policies(self) -> list[str]: ...
+
+    def policy_of(self, agent_name: str | None) -> str | None:
+        """The agent's policy (None: none claims it); ValueError when two policies claim it."""
+        ...
+
+
+class _PolicyConflict(Exception):
+    """Two policies claim the call's agent: the call is answered 400."""
+
+
 class PolicyGateway:
     def __init__(
         self,
@@ -106,7 +120,7 @@ class PolicyGateway:
         tracer: trace.Tracer | None = None,
         timeout_s: float = 600.0,
         model: str | None = None,
-        policies: PolicyMatch | None = None,
+        policies: PolicyRouting | None = None,
     ) -> None:
         if not replicas:
             raise ValueError("the gateway needs at least one replica URL")
@@ -268,7 +282,7 @@ class PolicyGateway:
             response = await forwarded
             streaming = isinstance(response, StreamingResponse)
             return response
-        except AmbiguousPolicy as exc:  # a configuration error: said to the agent, and to the trainer
+        except _PolicyConflict as exc:  # a configuration error: said to the agent, and to the trainer
             self.policy_conflicts.append(str(exc))
             return self._error(dialect, 400, str(exc))
         finally:
@@ -402,7 +416,10 @@ class PolicyGateway:
         names when it names no agent, else the base model's."""
         assert self.policies is not None
         if agent_name:
-            return self.policies.policy_of(agent_name) or semconv.BASE_POLICY
+            try:
+                return self.policies.policy_of(agent_name) or semconv.BASE_POLICY
+            except ValueError as exc:
+                raise _PolicyConflict(str(exc)) from None
         if isinstance(model, str) and model in self.policies.policies:
             return model
         return semconv.BASE_POLICY
@@ -527,7 +544,7 @@ def gateway_for_run(
     host: str = "127.0.0.1",
     port: int = 0,
     paused: bool = False,
-    policies: PolicyMatch | None = None,
+    policies: PolicyRouting | None = None,
 ) -> Iterator[tuple[PolicyGateway, GatewayServer]]:
     """A served gateway for a training run (a `TrainingRun`): its spans go to the run's collector and are flushed
     before the run reads a batch, so no rollout is read without the calls the gateway served."""
@@ -562,6 +579,7 @@ __all__ = [
     "GatewayRun",
     "GatewayServer",
     "PolicyGateway",
+    "PolicyRouting",
     "advertised_url",
     "collector_tracer",
     "gateway_for_run",

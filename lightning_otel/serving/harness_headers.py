@@ -17,7 +17,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-AGENT_NAME_HEADER = "x-agl-agent-name"
+from lightning_otel import semconv
+
+AGENT_NAME_HEADER = semconv.AGENT_NAME_HEADER
 CONVERSATION_HEADERS = ("x-agl-conversation-id", "x-claude-code-agent-id", "x-claude-code-session-id")
 CODEX_TURN_METADATA = "x-codex-turn-metadata"
 MAIN_THREAD = "main"

@@ -207,3 +207,27 @@ def test_a_rollout_without_a_sample_says_why(page: Page, recorded: dict[str, Any
     open_view(page, recorded, f"#/rollout/{succeeded}?agent_match=nobody")
     expect(page.get_by_test_id("no-sample-reason")).to_contain_text("agent_match='nobody' selected none of its")
     expect(page.locator("[data-testid=response-token][data-trained=true]")).to_have_count(0)
+
+
+def test_a_run_with_a_policy_per_agent_draws_each_policys_curve(page: Page, recorded: dict[str, Any]) -> None:
+    # The run page as the collector answers it for a run whose agent_match maps agents to policies (the curves'
+    # numbers come from the trainer's step spans: tests/tinker/test_policy_per_agent.py checks that path).
+    runs = recorded["http"].get("/v1/ui/runs").json()
+    curves = {
+        "planner": [{"step": 1, "reward_mean": 0.2, "samples": 8, "advantage_abs_mean": 0.1, "grad_norm": 0.5,
+                     "skipped": 0}, {"step": 2, "reward_mean": 0.4, "samples": 8, "advantage_abs_mean": 0.1,
+                                     "grad_norm": 0.4, "skipped": 0}],
+        "caller": [{"step": 1, "reward_mean": 0.3, "samples": 0, "advantage_abs_mean": None, "grad_norm": None,
+                    "skipped": 1}, {"step": 2, "reward_mean": 0.5, "samples": 8, "advantage_abs_mean": 0.2,
+                                    "grad_norm": 0.3, "skipped": 0}],
+    }  # fmt: skip
+    runs["runs"][0].update(agent_match={"^planner$": "planner", "^caller$": "caller"}, policy_curves=curves)
+    page.route("**/v1/ui/runs", lambda route: route.fulfill(json=runs))
+    open_view(page, recorded, "#/")
+    drawn = page.get_by_test_id("policy-curve")
+    expect(drawn).to_have_count(2)
+    for policy, points in curves.items():
+        curve = page.locator(f"[data-testid=policy-curve][data-policy={policy}]")
+        rewards = [float(dot.get_attribute("data-reward")) for dot in curve.locator("circle").all()]
+        assert rewards == [point["reward_mean"] for point in points]
+    expect(page.locator("[data-policy=caller]")).to_contain_text("skipped in 1 steps")

@@ -96,6 +96,15 @@ def test_two_adapters_each_learn_from_their_own_agents_calls_served_by_their_own
         other = prompts_of["caller" if name == "planner" else "planner"]
         assert not any(datum[: len(p) - 1] == p[:-1] for p in other for datum in trained_prompts[name])
 
+    # the rollout view names each call's policy; the run page has each policy's curve
+    view = httpx.get(f"{collector}/v1/ui/rollouts/{train[-1]}", timeout=30).json()
+    assert sorted((c["agent"], c["policy"]) for c in view["calls"]) == [("caller", "caller"), ("planner", "planner")]
+    [run] = httpx.get(f"{collector}/v1/ui/runs", timeout=30).json()["runs"]
+    curves = run["policy_curves"]
+    assert sorted(curves) == ["caller", "planner"]
+    assert [(p["step"], p["samples"], p["skipped"]) for p in curves["planner"]] == [(1, 8.0, 0.0), (2, 8.0, 0.0)]
+    assert curves["caller"][0]["reward_mean"] == pytest.approx(metrics[0]["policy/caller/reward_mean"])
+
     # each policy's state in its own folder of the step's: a PEFT adapter any loader reads, and its optimizer
     assert [Path(path).name for path in result.checkpoints] == ["step-1", "step-2"]
     from peft import PeftModel
@@ -191,8 +200,9 @@ def test_the_adapter_names_each_samples_policy_and_trains_no_call_another_policy
     assert reasons["d"].startswith("not selected")
 
     clashing = agl.TraceToTriplet(agent_match={"plan": "planner", "ner$": "caller"}).adapt(spans[:1])
-    assert clashing.triplets == [] and "matches the patterns of two policies" in clashing.diagnostics.policy_conflicts[0]
-    single = agl.TraceToTriplet(agent_match="planner").adapt(spans)  # the single-policy spelling, as before
+    assert clashing.triplets == []
+    assert "matches the patterns of two policies" in clashing.diagnostics.policy_conflicts[0]
+    single = agl.TraceToTriplet(agent_match="planner").adapt(spans)  # the single-policy spelling: as before
     assert [(t.agent_name, t.policy) for t in single.triplets] == [("planner", None)]
 
 
