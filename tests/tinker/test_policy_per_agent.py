@@ -255,3 +255,61 @@ def test_adapters_over_one_base_train_apart_and_snapshots_share_the_base(tiny_mo
     trained = lora_weights(first)
     first.load_state(path)
     assert changed(trained, lora_weights(first)) and first.steps == 1
+
+
+def test_a_dry_run_shows_which_policy_each_sample_would_train(capsys: pytest.CaptureFixture[str]) -> None:
+    from lightning_otel.testing import OpenAITestServer
+
+    with OpenAITestServer() as server:
+        trainer = agl.Trainer(n_runners=1, adapter={"agent_match": MAPPING},
+                              initial_resources={"main_llm": agl.LLM(server.base_url, "agl-tiny")})  # fmt: skip
+        result = trainer.dev("tests.tinker.agents:planner_and_caller_agent", TASKS[:1], print_spans=False)
+    (batch,) = result.train
+    assert sorted((t.agent_name, t.policy) for t in batch.triplets()) == [("caller", "caller"), ("planner", "planner")]
+    table = capsys.readouterr().out
+    assert "policy" in table and "planner" in table and "caller" in table
+
+
+def test_a_policy_with_nothing_to_learn_is_skipped_and_said_while_the_other_trains(
+    tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lightning_otel.adapters.triplets import Triplet
+    from lightning_otel.training.loop.backend import NothingToUpdate
+    from lightning_otel.training.loop.samples import Sample
+    from lightning_otel.training.tinker.backend import TinkerBackend
+
+    backend = TinkerBackend(LocalEngine(tiny_model_dir, rank=4), loss_fn="importance_sampling", loss_fn_config=None,
+                            adam=AdamParams(learning_rate=1e-2))  # fmt: skip
+    backend.use_policies(["planner", "caller"])
+    before = {name: lora_weights(engine) for name, engine in backend.policies.items()}  # type: ignore[arg-type]
+
+    def sample(rollout: str, policy: str, advantage: float) -> Sample:
+        triplet = Triplet([1, 2, 3], [4, 5], [-0.5, -0.5], [1, 1], None, {}, policy, rollout, "a1", [], [],
+                          policy=policy)  # fmt: skip
+        return Sample(triplet, 0.0, f"task/{policy}", advantage=advantage)
+
+    # the planner's group carries an advantage; the caller's rewards were all equal
+    samples = [sample("r1", "planner", 0.5), sample("r2", "planner", -0.5), sample("r1", "caller", 0.0),
+               sample("r2", "caller", 0.0)]  # fmt: skip
+    metrics = backend.update(samples, step=1)
+    assert metrics["policy/planner/skipped"] == 0.0 and metrics["policy/caller/skipped"] == 1.0
+    assert metrics["train/policies_trained"] == 1.0 and metrics["train/datums"] == 2.0
+    assert "policy caller trained nothing (the others train)" in caplog.text
+    assert changed(before["planner"], lora_weights(backend.policies["planner"]))  # type: ignore[arg-type]
+    assert not changed(before["caller"], lora_weights(backend.policies["caller"]))  # type: ignore[arg-type]
+    with pytest.raises(NothingToUpdate, match=r"policy planner: no datum.*policy caller: no datum"):
+        backend.update([s for s in samples if s.advantage == 0.0] + [sample("r3", "planner", 0.0)], step=2)
+
+
+def test_the_remote_engine_opens_a_training_client_per_policy(tiny_model_dir: Path) -> None:
+    from lightning_otel.training.tinker.remote_engine import RemoteEngine
+    from tests.tinker.test_datums import RecordingService
+
+    service = RecordingService()
+    engine = RemoteEngine("Qwen/Qwen3-4B-Instruct-2507", rank=8, tokenizer=tiny_model_dir, service_client=service)
+    critic = engine.policy_engine("critic")
+    assert engine.policy_engine("critic") is critic
+    created = [args for name, args in service.calls if name == "create_lora_training_client"]
+    assert len(created) == 2 and created[0] == created[1]  # the same base and settings, another adapter
+    critic.save_weights_and_get_sampler("step-0")
+    assert (critic.version, engine.version) == (0, -1)  # versions of their own
