@@ -313,3 +313,24 @@ def test_the_remote_engine_opens_a_training_client_per_policy(tiny_model_dir: Pa
     assert len(created) == 2 and created[0] == created[1]  # the same base and settings, another adapter
     critic.save_weights_and_get_sampler("step-0")
     assert (critic.version, engine.version) == (0, -1)  # versions of their own
+
+
+def test_asynchronous_training_serves_and_trains_each_policy_within_the_bound(
+    tiny_model_dir: Path, collector: str
+) -> None:
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=2, group_size=4, max_steps=3), sampling=agl.Sampling(max_tokens=8),
+        trackers=agl.Trackers(logger=()), max_staleness=1,
+    )  # fmt: skip
+    algorithm = agl.Tinker(LocalEngine(tiny_model_dir, rank=4, seed=0), options, learning_rate=1e-2)
+    trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=algorithm, adapter={"agent_match": MAPPING})
+    result = trainer.fit("tests.tinker.agents:planner_and_caller_agent", TASKS)
+    for record in result.steps:
+        assert record.metrics["policy/planner/datums"] > 0 and record.metrics["policy/caller/datums"] > 0
+        assert record.metrics.get("async/staleness_max", 0.0) <= 1.0
+    client = Client(collector)
+    spans = client.rollouts_spans([r["rollout_id"] for r in client.queued_rollouts(limit=100)], latest=True)
+    calls = [s["attributes"] for rollout in spans.values() for s in rollout]
+    served = {(a.get(semconv.GEN_AI_AGENT_NAME), a.get(semconv.AGL_LLM_POLICY)) for a in calls
+              if semconv.AGL_RESPONSE_TOKEN_IDS in a}  # fmt: skip
+    assert served == {("planner", "planner"), ("caller", "caller")}
