@@ -90,3 +90,23 @@ def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
             for c in calls
         ]
     return result
+
+
+def genai_message(message: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """An OpenAI chat message as a GenAI semantic-convention message (`role` + `parts`): the inverse of the reading
+    above, for spans written from another format (an imported ATIF trajectory)."""
+    role = message.get("role")
+    if role == "tool":
+        part = {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": message.get("content")}
+        return {"role": "tool", "parts": [part]}
+    parts: list[dict[str, Any]] = []
+    if message.get("content"):
+        parts.append({"type": "text", "content": message["content"]})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
+                      "arguments": function.get("arguments")})  # fmt: skip
+    result: dict[str, Any] = {"role": role, "parts": parts}
+    if finish_reason is not None:
+        result["finish_reason"] = finish_reason
+    return result

@@ -3,6 +3,7 @@
     lightning-otel export agl-demo/collector.sqlite3 sft.jsonl                        # the selected calls, as chat
     lightning-otel export agl-demo/collector.sqlite3 pairs.parquet --shape pairs      # DPO pairs (best vs worst)
     lightning-otel export http://127.0.0.1:16686 rollouts-ds --shape rollouts --format hf --run RUN_ID
+    lightning-otel export agl-demo/collector.sqlite3 trajectories.jsonl --shape atif  # ATIF v1.7, a rollout a line
 
 SOURCE is a store (a SQLite file's path, sqlite:///ABSOLUTE/PATH, postgresql://...) or a running collector's URL.
 It exits 1 when no row was written (the summary says what was left out and why) and 2 on an argument or source
@@ -24,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="a store (SQLite path, sqlite:///ABSOLUTE/PATH, postgresql://...) or a URL")
     parser.add_argument("out", help="the file (.jsonl, .parquet) or folder (a datasets folder) to write")
     parser.add_argument("--shape", choices=SHAPES, default="sft",
-                        help="sft: a row per selected call; pairs: DPO pairs; rollouts: a row per rollout")  # fmt: skip
+                        help="sft: a row per selected call; pairs: DPO pairs; rollouts: a row per rollout; "
+                             "atif: an ATIF trajectory per rollout (.jsonl)")  # fmt: skip
     parser.add_argument("--format", choices=FORMATS, help="default: from OUT's suffix (a folder: hf)")
     parser.add_argument("--run", dest="run_id", help="only this run's rollouts (the run id /ui shows)")
     parser.add_argument("--step", type=int, help="only this training step's rollouts")

@@ -1,5 +1,5 @@
 """`lightning-otel`: the project's command line (`demo`, `ui`, `test-server`, `runner`, `train`, `reward-model`,
-`model`, `tiny-model`, `export`)."""
+`model`, `tiny-model`, `export`, `import`)."""
 
 from __future__ import annotations
 
@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     from lightning_otel.cli import export as export_cli
 
     export_cli.add_arguments(export)
+    atif_import = commands.add_parser("import", help="read ATIF trajectories into a store: rollouts with their spans")
+    from lightning_otel.cli import import_atif as import_cli
+
+    import_cli.add_arguments(atif_import)
     train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
     from lightning_otel.cli.train import add_arguments
 
@@ -187,6 +191,10 @@ def main(argv: list[str] | None = None) -> None:
         from lightning_otel.cli import export as export_cli
 
         sys.exit(export_cli.run(args))
+    if args.command == "import":
+        from lightning_otel.cli import import_atif as import_cli
+
+        sys.exit(import_cli.run(args))
     if args.command == "train":
         from lightning_otel.cli.train import run_train
 

@@ -26,6 +26,7 @@ from typing import Any
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.stores import existing_store_url
+from lightning_otel.export.atif import rollout_trajectory
 from lightning_otel.export.rollouts import AGENT_MATCH_OF_RUN, ExportedRollout, exported_rollout
 from lightning_otel.export.shapes import SHAPES, PairCounts, PairRule, preference_pairs, rollout_row, sft_rows
 from lightning_otel.export.writers import format_of, open_writer
@@ -92,7 +93,10 @@ class _Selection:
 
 
 @contextlib.contextmanager
-def _client(source: str | Path | Client, auth_token: str | None) -> Iterator[Client]:
+def store_client(source: str | Path | Client, auth_token: str | None, *, create: bool = False) -> Iterator[Client]:
+    """A client of `source`: a running collector (its URL, or a `Client`) or a store, read (and written) through a
+    collector started on loopback for the purpose. `create`: a SQLite path that does not exist yet becomes a new
+    store (an import's target)."""
     if isinstance(source, Client):
         yield source
         return
@@ -103,7 +107,12 @@ def _client(source: str | Path | Client, auth_token: str | None) -> Iterator[Cli
         return
     from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
 
-    url = existing_store_url(source)
+    if create and "://" not in source and not Path(source).expanduser().exists():
+        path = Path(source).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{path}"
+    else:
+        url = existing_store_url(source)
     if url.startswith("sqlite:"):  # one pass over the store: a small page cache keeps memory flat however large it is
         url += ("&" if "?" in url else "?") + "cache_mib=2"
     config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=url)
@@ -155,6 +164,10 @@ def export_dataset(
         raise ValueError(f"shape must be one of {list(SHAPES)}, got {shape!r}")
     out = Path(out)
     chosen_format = format_of(out, format)
+    if shape == "atif" and chosen_format != "jsonl":
+        raise ValueError(
+            f"shape 'atif' is written as JSON Lines (a trajectory a line): name the file *.jsonl, not {out}"
+        )
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass overwrite=True / --overwrite to replace it)")
     if agent_match is not None and agent_match is not AGENT_MATCH_OF_RUN:
@@ -168,7 +181,7 @@ def export_dataset(
     # no row leaves no file (and an existing one untouched), never a partial one.
     partial = out.with_name(f".{out.name}.partial")
     started = time.perf_counter()
-    with _client(source, auth_token) as client:
+    with store_client(source, auth_token) as client:
         counts = client.queue_stats(status)
         total = sum(int(count) for count in counts.values())
         if partial.exists():  # a killed export's
@@ -188,6 +201,9 @@ def export_dataset(
                         group.append(rollout)
                     elif shape == "sft":
                         report.rows += _write_all(writer, sft_rows(rollout))
+                    elif shape == "atif":
+                        writer.write(rollout_trajectory(rollout))
+                        report.rows += 1
                     else:
                         writer.write(rollout_row(rollout))
                         report.rows += 1

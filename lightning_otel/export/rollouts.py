@@ -50,6 +50,8 @@ class ExportedRollout:
     input: Any
     policy_version: int | None
     calls: list[ExportedCall] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list, repr=False)  # its final attempt's, as read (ATIF needs more)
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)  # what its run recorded on it (adapter, ...)
 
     @property
     def selected_calls(self) -> list[ExportedCall]:
@@ -101,4 +103,6 @@ def exported_rollout(
         input=record.get("input"),
         policy_version=min(versions) if versions else metadata.get("policy_version"),
         calls=calls,
+        spans=spans,
+        metadata=dict(metadata),
     )

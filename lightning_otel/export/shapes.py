@@ -6,6 +6,7 @@
   lower-reward rollout, at each selected call where both saw the same prompt (same token ids, else the same input
   messages); `PairRule` says which rollouts are paired.
 - `rollout_row`: one row per rollout: task input, reward, status, run/step, and every call with its fields.
+- "atif": one ATIF trajectory per rollout (`export.atif.rollout_trajectory`), JSON Lines only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 from lightning_otel.export.rollouts import ExportedCall, ExportedRollout
 
-SHAPES = ("sft", "pairs", "rollouts")
+SHAPES = ("sft", "pairs", "rollouts", "atif")  # atif: `export.atif`, a trajectory per rollout (JSON Lines)
 
 
 @dataclass(frozen=True, slots=True)
