@@ -117,8 +117,10 @@ def openai_agents(session: nox.Session) -> None:
 
 @nox.session
 def langgraph(session: nox.Session) -> None:
-    """LangGraph + LangChain lane: a hand-built SQL graph and a langgraph-supervisor team with named agents."""
-    session.install("-e", ".[testing,langchain]", "langchain>=1.0", "langgraph-supervisor>=0.0.30", *TEST_TOOLS)
+    """LangGraph + LangChain lane: a hand-built SQL graph and a langgraph-supervisor team with named agents; the team's
+    rollout through a runner into a store and round-tripped through ATIF (the trainer extra: runner, collector)."""
+    session.install("-e", ".[testing,langchain,trainer]", "langchain>=1.0", "langgraph-supervisor>=0.0.30",
+                    *TEST_TOOLS)  # fmt: skip
     session.run("python", "-m", "pytest", "-q", "tests/frameworks/langgraph", *session.posargs, env={"AGL_LANE": "lg"})
 
 

@@ -8,6 +8,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph_supervisor import create_supervisor
 
+import lightning_otel as agl
 from examples.sql_agent.graph_agent import build_graph
 from lightning_otel.testing import Reply, ToolCall
 
@@ -49,3 +50,14 @@ SUPERVISOR_REPLIES = [
     "2 + 3 = 5",
     "The answer is 5.",
 ]
+
+
+@agl.rollout
+def supervisor_rollout(task: dict, llm: agl.LLM) -> float:
+    """The supervisor team as a rollout in a runner: reward 1 when the answer holds 5."""
+    llm_model = ChatOpenAI(model=llm.model, base_url=llm.endpoint, api_key="test", max_retries=0)
+    math = create_agent(llm_model, tools=[add], name="math", system_prompt="You do arithmetic with the add tool.")
+    research = create_agent(llm_model, tools=[lookup], name="research", system_prompt="You look things up.")
+    graph = create_supervisor([math, research], model=llm_model, prompt="Route math questions to math.").compile()
+    result = graph.invoke({"messages": [{"role": "user", "content": task["question"]}]})
+    return 1.0 if "5" in str(result["messages"][-1].content) else 0.0
