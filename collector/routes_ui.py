@@ -10,6 +10,7 @@ GET /v1/ui/rollouts/{rollout_id}                one rollout: attempts, span tree
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import resources
 from types import EllipsisType
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from lightning_otel.adapters.policy_match import PolicyMatch
 from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
 from lightning_otel.collector.rollout_view import ViewSettings, rollout_view, runs, step_rollouts
 from lightning_otel.collector.store import SpanStore
@@ -31,13 +33,21 @@ def _page_file(name: str) -> bytes:
     return resources.files("lightning_otel.collector").joinpath("ui", name).read_bytes()
 
 
-def _agent_match(request: Request) -> str | EllipsisType | None:
-    """`agent_match` as asked: absent -> the run's own (...); `agent_match=` (empty) -> every call (None)."""
+def _agent_match(request: Request) -> str | dict[str, str] | EllipsisType | None:
+    """`agent_match` as asked: absent -> the run's own (...); `agent_match=` (empty) -> every call (None); a JSON
+    object -> a policy per agent (patterns to policy names)."""
     if "agent_match" not in request.query_params:
         return ...
     value = request.query_params["agent_match"]
     if not value:
         return None
+    if value.lstrip().startswith("{"):
+        try:
+            mapping = json.loads(value)
+            PolicyMatch.parse(mapping)
+        except (ValueError, AttributeError) as exc:
+            raise BadQuery(f"agent_match {value!r} is not a mapping of patterns to policy names: {exc}") from None
+        return dict(mapping)
     try:
         re.compile(value)
     except re.error as exc:

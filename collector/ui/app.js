@@ -139,8 +139,10 @@ async function showRuns() {
 
 // --- the agent_match box (the collector's adapter decides; nothing is re-implemented here) -------------------
 function matchBox(current, runDefault, onApply) {
-  const input = el("input", { type: "text", value: current ?? "", "data-testid": "agent-match-input",
-                              "aria-label": "agent_match regular expression" });
+  // a policy per agent: the mapping as JSON, which the box also takes
+  const shown = current !== null && typeof current === "object" ? JSON.stringify(current) : current ?? "";
+  const input = el("input", { type: "text", value: shown, "data-testid": "agent-match-input",
+                              "aria-label": "agent_match regular expression, or a JSON mapping to policies" });
   const error = el("span", { class: "error", "data-testid": "agent-match-error" });
   const form = el("form", { class: "match-box", "data-testid": "agent-match-box",
     onsubmit: async (event) => {

@@ -6,6 +6,7 @@ learns from its own agent's calls only, is checkpointed in its own folder and re
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,12 @@ def test_two_adapters_each_learn_from_their_own_agents_calls_served_by_their_own
     # the rollout view names each call's policy; the run page has each policy's curve
     view = httpx.get(f"{collector}/v1/ui/rollouts/{train[-1]}", timeout=30).json()
     assert sorted((c["agent"], c["policy"]) for c in view["calls"]) == [("caller", "caller"), ("planner", "planner")]
+    only_planner = json.dumps({"^planner$": "planner"})  # the view's agent_match box takes a mapping too
+    asked = httpx.get(f"{collector}/v1/ui/rollouts/{train[-1]}", params={"agent_match": only_planner}, timeout=30)
+    assert sorted((c["agent"], c["decision"]["selected"]) for c in asked.json()["calls"]) == [
+        ("caller", False), ("planner", True)]  # fmt: skip
+    bad = httpx.get(f"{collector}/v1/ui/rollouts/{train[-1]}", params={"agent_match": '{"x": "base"}'}, timeout=30)
+    assert bad.status_code == 400 and "'base' names the base model" in bad.text
     [run] = httpx.get(f"{collector}/v1/ui/runs", timeout=30).json()["runs"]
     curves = run["policy_curves"]
     assert sorted(curves) == ["caller", "planner"]
