@@ -31,7 +31,9 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from lightning_otel import semconv
+from lightning_otel.capture.conventions import turn_span_name
 from lightning_otel.capture.framework_context import register_parent_source, unregister_parent_source
+from lightning_otel.capture.settings import settings
 from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.instrumentors.import_hooks import when_imported
 
@@ -85,7 +87,14 @@ class AgentsSpanMirror:
         if not self.enabled:
             return
         # The workflow span: children nest under it; started in the caller's context (rollout baggage, user spans).
-        span = self.tracer.start_span(str(getattr(sdk_trace, "name", "Agent workflow")), kind=SpanKind.INTERNAL)
+        # With the latest GenAI conventions opted in, the runner's entry point is a conversation turn.
+        name = str(getattr(sdk_trace, "name", "Agent workflow"))
+        if settings.latest_genai:
+            attributes = {semconv.GEN_AI_OPERATION_NAME: semconv.OP_HANDLE_CONVERSATION_TURN,
+                          semconv.GEN_AI_INVOCATION_IS_NESTED: False, semconv.GEN_AI_WORKFLOW_NAME: name}  # fmt: skip
+            span = self.tracer.start_span(turn_span_name(name), kind=SpanKind.INTERNAL, attributes=attributes)
+        else:
+            span = self.tracer.start_span(name, kind=SpanKind.INTERNAL)
         with self._lock:
             self._mirrors[sdk_trace.trace_id] = _Mirror(span, None)
 
@@ -103,6 +112,8 @@ class AgentsSpanMirror:
         otel = None
         if described is not None:
             name, attributes = described
+            if settings.latest_genai and attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_INVOKE_AGENT:
+                attributes = {**attributes, semconv.GEN_AI_INVOCATION_IS_NESTED: True}  # inside the turn
             otel = self.tracer.start_span(
                 name, context=self._context_of(parent_key), kind=SpanKind.INTERNAL, attributes=attributes
             )

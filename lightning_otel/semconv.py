@@ -43,6 +43,13 @@ OP_CHAT = "chat"
 OP_TEXT_COMPLETION = "text_completion"
 OP_INVOKE_AGENT = "invoke_agent"
 OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+# The latest conventions (`capture.conventions`, opt-in): a framework runner's entry point is a conversation turn.
+OP_HANDLE_CONVERSATION_TURN = "handle_conversation_turn"
+GEN_AI_INVOCATION_IS_NESTED = "gen_ai.invocation.is_nested"
+GEN_AI_WORKFLOW_NAME = "gen_ai.workflow.name"
+GEN_AI_WORKFLOW_NESTED = "gen_ai.workflow.nested"  # ADK's, on a workflow run inside another
+GENERIC_PART = "generic"  # a message part no part type fits: `{"type": "generic", "generic_type": ..., fields}`
 # Operations whose spans are LLM calls (what adapters select on; never a span-name regex).
 LLM_OPERATIONS = frozenset({OP_CHAT, OP_TEXT_COMPLETION})
 

@@ -1,7 +1,8 @@
 """Opt-in message content in the GenAI semantic-convention shape (`gen_ai.input.messages`/`output.messages`).
 
-Messages become `{"role": ..., "parts": [...]}` with `text`, `tool_call` and `tool_call_response` parts, serialized
-as JSON strings. Only called when content capture is on, so it costs nothing otherwise.
+Messages become `{"role": ..., "parts": [...]}` with `text`, `tool_call` and `tool_call_response` parts (and, with the
+latest conventions opted in, `generic` parts for other content blocks: `capture.conventions`), serialized as JSON
+strings. Only called when content capture is on, so it costs nothing otherwise.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from lightning_otel import semconv
+from lightning_otel.capture.settings import settings
 
 
 def _field(obj: Any, key: str) -> Any:
@@ -42,6 +46,8 @@ def _message_parts(message: Any) -> list[dict[str, Any]]:
             elif kind == "tool_result":
                 parts.append({"type": "tool_call_response", "id": _field(block, "tool_use_id"),
                               "response": _text_of(_field(block, "content"))})  # fmt: skip
+            elif _field(block, "text") is None and kind and settings.latest_genai:
+                parts.append(_generic_part(str(kind), block))  # an image, a document...: kept, as the newest ask
     text = _text_of(content)
     if role == "tool":
         parts.append({"type": "tool_call_response", "id": _field(message, "tool_call_id"), "response": text})
@@ -59,6 +65,18 @@ def _message_parts(message: Any) -> list[dict[str, Any]]:
             }
         )
     return parts
+
+
+def _generic_part(kind: str, block: Any) -> dict[str, Any]:
+    """A content block no GenAI part type fits, as the latest conventions record it (`capture.conventions`): type
+    `generic`, the provider's type in `generic_type`, its fields kept."""
+    if isinstance(block, Mapping):
+        fields = dict(block)
+    elif hasattr(block, "model_dump"):
+        fields = block.model_dump(mode="json", exclude_none=True)
+    else:
+        fields = dict(getattr(block, "__dict__", {}))
+    return {"type": semconv.GENERIC_PART, "generic_type": kind, **{k: v for k, v in fields.items() if k != "type"}}
 
 
 def input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:

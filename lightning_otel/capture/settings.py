@@ -4,6 +4,8 @@ Values come from `instrument(...)` arguments first, then environment variables:
 
 - `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`: `true`/`false` or
   `NO_CONTENT` | `SPAN_ONLY` | `EVENT_ONLY` | `SPAN_AND_EVENT`.
+- `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`: the latest GenAI conventions (`capture.conventions`);
+  with it, content `true` records the operation-details event too.
 - `AGL_TOKEN_IDS=1`: request token ids from every endpoint.
 - `AGL_TOKEN_ID_ENDPOINTS=<regex>`: request token ids from endpoints whose URL matches (`re.search`).
 
@@ -64,6 +66,13 @@ def parse_content_capture(value: bool | str | ContentCapture | None) -> ContentC
         raise ValueError(f"{CAPTURE_CONTENT_ENV}={value!r} is not one of true, false, {choices}") from None
 
 
+def _names_a_mode(value: bool | str | ContentCapture | None) -> bool:
+    """Whether the user named a mode (SPAN_ONLY, ...) rather than just turning content on."""
+    return isinstance(value, ContentCapture) or (
+        isinstance(value, str) and value.strip().upper() in ContentCapture.__members__
+    )
+
+
 class CaptureSettings:
     """Process-wide capture settings; reads are lock-free, decisions per endpoint are cached."""
 
@@ -75,6 +84,7 @@ class CaptureSettings:
         self._registered: tuple[str, ...] = ()
         self._decisions: dict[str, bool] = {}
         self.configured = False
+        self.latest_genai = False  # OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (`capture.conventions`)
 
     def configure_from_environment_once(self) -> None:
         """For instrumentors loaded by `opentelemetry-instrument`, where `instrument()` never runs."""
@@ -94,8 +104,14 @@ class CaptureSettings:
             token_ids = os.environ.get(TOKEN_IDS_ENV, "").strip().lower() in _TRUTHY
         if token_id_endpoints is None:
             token_id_endpoints = os.environ.get(TOKEN_ID_ENDPOINTS_ENV) or None
+        from lightning_otel.capture.conventions import latest_genai
+
+        latest = latest_genai()
         with self._lock:
+            self.latest_genai = latest
             self.content = parse_content_capture(capture_content)
+            if latest and self.content is ContentCapture.SPAN_ONLY and not _names_a_mode(capture_content):
+                self.content = ContentCapture.SPAN_AND_EVENT  # the operation-details event is recommended now
             self._all_endpoints = bool(token_ids)
             self._endpoint_pattern = re.compile(token_id_endpoints) if token_id_endpoints else None
             self._decisions = {}

@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from lightning_otel.capture.agent_naming import AgentTrackingProcessor
 from lightning_otel.capture.batch_export import BatchExportProcessor
+from lightning_otel.capture.conventions import ConversationTurnProcessor
 from lightning_otel.capture.instrumentor_registry import load_instrumentor, selected_names
 from lightning_otel.capture.otel_internals import exporter_endpoints
 from lightning_otel.capture.rollout_context import RolloutStampingProcessor
@@ -61,9 +62,7 @@ _lock = threading.RLock()
 _state: Instrumentation | None = None
 # Weakly keyed by the provider itself, not by id(): a provider that is gone may leave its address to a new one (a
 # gateway's per-run provider), which must get processors of its own.
-_processors: weakref.WeakKeyDictionary[TracerProvider, tuple[RolloutStampingProcessor, AgentTrackingProcessor]] = (
-    weakref.WeakKeyDictionary()
-)
+_processors: weakref.WeakKeyDictionary[TracerProvider, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
 def sdk_disabled() -> bool:
@@ -77,7 +76,7 @@ def ensure_span_processors(provider: Any) -> bool:
     with _lock:
         pair = _processors.get(provider)
         if pair is None:
-            pair = (RolloutStampingProcessor(), AgentTrackingProcessor())
+            pair = (RolloutStampingProcessor(), AgentTrackingProcessor(), ConversationTurnProcessor())
             for processor in pair:
                 provider.add_span_processor(processor)
             _processors[provider] = pair

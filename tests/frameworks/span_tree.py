@@ -47,3 +47,13 @@ def uninstrumented() -> Iterator[None]:
         yield
     finally:
         lightning_otel.instrument()
+
+
+def flat_spans(capture: SpanCapture) -> list[dict]:
+    """The captured spans as the collector hands them to the adapter (flat dicts, hex ids)."""
+    return [
+        {"spanId": f"{s.context.span_id:016x}", "parentSpanId": f"{s.parent.span_id:016x}" if s.parent else None,
+         "name": s.name, "startTimeUnixNano": s.start_time, "endTimeUnixNano": s.end_time,
+         "attributes": dict(s.attributes or {})}
+        for s in capture.spans
+    ]  # fmt: skip

@@ -45,3 +45,33 @@ async def test_uninstrumented_runs_give_the_same_outputs(openai_test_server: Ope
     with uninstrumented():
         plain = await run_both()
     assert plain == instrumented == [["It is sunny in Paris."], programs.PIPELINE_REPLIES]
+
+
+async def test_the_latest_genai_conventions_name_the_run_a_conversation_turn_and_train_the_same(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, monkeypatch
+) -> None:
+    from lightning_otel.adapters.triplets import TraceToTriplet
+    from lightning_otel.capture.settings import settings
+    from tests.frameworks.span_tree import flat_spans
+
+    samples = {}
+    for opted_in in (False, True):  # OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, as instrument() reads it
+        monkeypatch.setattr(settings, "latest_genai", opted_in)
+        agl_spans.clear()
+        openai_test_server.set_replies(programs.COORDINATOR_REPLIES)
+        with lightning_otel.rollout_context(f"ro-semconv-{opted_in}", "at-1"):
+            assert await programs.run_coordinator(openai_test_server.base_url) == ["It is sunny in Paris."]
+        lightning_otel.flush()
+        names = {s.name for s in agl_spans.spans}
+        if opted_in:  # ADK's own entry span, renamed as the latest conventions name it
+            (turn,) = agl_spans.named("handle_conversation_turn coordinator")
+            assert turn.attributes["gen_ai.operation.name"] == "handle_conversation_turn"
+            assert turn.attributes["gen_ai.invocation.is_nested"] is False
+            assert "invoke_workflow coordinator" not in names
+        else:
+            assert "invoke_workflow coordinator" in names and not agl_spans.named(
+                "handle_conversation_turn coordinator"
+            )
+        adapted = TraceToTriplet(agent_match="coordinator|weather").adapt(flat_spans(agl_spans))
+        samples[opted_in] = [(t.agent_name, t.prompt_token_ids, t.response_token_ids) for t in adapted.triplets]
+    assert len(samples[True]) == 3 and samples[True] == samples[False]  # the adapter reads both: the same samples

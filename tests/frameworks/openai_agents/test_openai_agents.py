@@ -91,3 +91,33 @@ async def test_a_stream_broken_off_early_leaves_no_context_errors(
     lightning_otel.flush()
     assert "Failed to detach context" not in caplog.text
     assert all(s.attributes.get("agl.rollout.id") == "ro-break" for s in agl_spans.spans)
+
+
+async def test_the_latest_genai_conventions_name_the_run_a_conversation_turn_and_train_the_same(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightning_otel.adapters.triplets import TraceToTriplet
+    from lightning_otel.capture.settings import settings
+    from tests.frameworks.span_tree import flat_spans
+
+    samples = {}
+    turn_operation = "handle_conversation_turn"
+    for opted_in in (False, True):  # OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, as instrument() reads it
+        monkeypatch.setattr(settings, "latest_genai", opted_in)
+        agl_spans.clear()
+        openai_test_server.set_replies(programs.TRIAGE_REPLIES)
+        with lightning_otel.rollout_context(f"ro-semconv-{opted_in}", "at-1"):
+            assert await programs.run_triage(client(openai_test_server)) == "It is sunny in Paris."
+        lightning_otel.flush()
+        turns = agl_spans.where(lambda s: (s.attributes or {}).get("gen_ai.operation.name") == turn_operation)
+        if opted_in:
+            (turn,) = turns
+            assert turn.name == "handle_conversation_turn Agent workflow"
+            assert turn.attributes["gen_ai.invocation.is_nested"] is False
+            agents = agl_spans.where(lambda s: s.name.startswith("invoke_agent "))
+            assert agents and all(s.attributes["gen_ai.invocation.is_nested"] is True for s in agents)
+        else:
+            assert not turns and agl_spans.named("Agent workflow")
+        adapted = TraceToTriplet(agent_match="triage|weather").adapt(flat_spans(agl_spans))
+        samples[opted_in] = [(t.agent_name, t.prompt_token_ids, t.response_token_ids) for t in adapted.triplets]
+    assert len(samples[True]) == 3 and samples[True] == samples[False]  # the adapter reads both: the same samples
