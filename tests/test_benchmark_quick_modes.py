@@ -34,6 +34,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "otlp_export_cost": ("ratio ours / SDK default",),
     "failure_rules": ("drop whole groups: trained", "trained with a failed call: 0"),
     "rollout_reads_with_logs": ("+ attach, no records", "ratio to the plain read"),
+    "sampler_snapshot": ("ratio shared-base / whole",),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
