@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from lightning_otel import semconv
 from lightning_otel.adapters.messages import genai_message
-from lightning_otel.collector.client import Client, otlp_endpoint_for
+from lightning_otel.collector.client import Client, CollectorError, otlp_endpoint_for
 from lightning_otel.export.atif import ImportedCall, ImportedRollout, span_id_for, trace_id_for, trajectory_rollout
 from lightning_otel.export.dataset_export import store_client
 
@@ -110,12 +112,10 @@ def import_atif(
 
 
 def _exists(client: Client, rollout_id: str) -> bool:
-    from lightning_otel.collector.client import CollectorError
-
     try:
         client.rollout(rollout_id)
     except CollectorError as exc:
-        if "404" in str(exc) or "no rollout" in str(exc).lower() or "not found" in str(exc).lower():
+        if ": HTTP 404 " in str(exc):  # the client's error names the status
             return False
         raise
     return True
@@ -134,8 +134,6 @@ def _write(client: Client, rollouts: list[ImportedRollout], report: ImportReport
     headers = {"content-type": "application/json"}
     if client.auth_token:
         headers["authorization"] = f"Bearer {client.auth_token}"
-    import httpx
-
     for rollout in rollouts:
         attempt_id = attempts[rollout.rollout_id]  # type: ignore[index]
         spans = list(_spans(rollout, attempt_id))
