@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from lightning_otel.adapters.policy_match import PolicyMatch
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.query_params import BadQuery, FastJSONResponse
 from lightning_otel.collector.rollout_view import ViewSettings, rollout_view, runs, step_rollouts
 from lightning_otel.collector.store import SpanStore
@@ -44,8 +44,8 @@ def _agent_match(request: Request) -> str | dict[str, str] | EllipsisType | None
     if value.lstrip().startswith("{"):
         try:
             mapping = json.loads(value)
-            PolicyMatch.parse(mapping)
-        except (ValueError, AttributeError) as exc:
+            TraceToTriplet(agent_match=mapping)  # checked as the trainer checks it
+        except (ValueError, TypeError) as exc:
             raise BadQuery(f"agent_match {value!r} is not a mapping of patterns to policy names: {exc}") from None
         return dict(mapping)
     try:

@@ -87,13 +87,19 @@ def test_late_service_spans_are_waited_for_and_every_call_is_a_named_sample(late
 # The SDK exports on its own 5 s cycle, not 5 s after each span: with the default, a tick can land just after the
 # calls and the spans be in before the read. Ten minutes makes "late" certain: they arrive when the service stops.
 @pytest.mark.parametrize("late_service", [600_000], indirect=True)
-def test_without_the_wait_the_late_agent_names_are_missed(late_service) -> None:
+def test_without_the_wait_the_gateways_copies_still_name_their_agent_and_the_rollouts_are_reported_incomplete(
+    late_service,
+) -> None:
     url, otlp_port = late_service
     with OpenAITestServer() as policy:
         batch = _dev(url, otlp_port, policy, span_wait_s=0)
     metrics = batch.metrics()
-    assert metrics["succeeded"] == 3 and metrics["triplets"] == 0, metrics
-    assert metrics["incomplete_rollouts"] == 3, metrics  # reported, not silent
+    # the service's client named its agent on each request (x-agl-agent-name): the gateway's spans carry the name
+    # without the service's late spans, which the ancestry walk needed before
+    assert metrics["succeeded"] == 3 and metrics["triplets"] == 6, metrics
+    for adapted in batch.adapted.values():
+        assert [t.agent_name for t in adapted.triplets] == ["solver", "solver"]
+    assert metrics["incomplete_rollouts"] == 3, metrics  # the late spans: reported, not silent
 
 
 def test_a_dry_run_that_reads_no_call_tells_late_spans_from_an_uninstrumented_client(

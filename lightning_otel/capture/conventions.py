@@ -20,25 +20,17 @@ emitted by our instrumentors at all, so nothing changes there.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-
 from opentelemetry import context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from lightning_otel import semconv
+from lightning_otel.capture.settings import LATEST_GENAI, SEMCONV_OPT_IN_ENV, latest_genai, settings
 
-OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
-LATEST_GENAI = "gen_ai_latest_experimental"
+OPT_IN_ENV = SEMCONV_OPT_IN_ENV
 FOLLOWED = (
     "open-telemetry/semantic-conventions-genai main as of 2026-11 (changelog.d #571 conversation turns, "
     "#579 operation-details event, #584 generic parts)"
 )
-
-
-def latest_genai(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether the user opted in to the latest GenAI conventions (a comma-separated list, as the conventions say)."""
-    return LATEST_GENAI in {value.strip() for value in environ.get(OPT_IN_ENV, "").split(",")}
 
 
 class ConversationTurnProcessor(SpanProcessor):
@@ -50,8 +42,6 @@ class ConversationTurnProcessor(SpanProcessor):
         self.enabled = True
 
     def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
-        from lightning_otel.capture.settings import settings
-
         if not (self.enabled and settings.latest_genai):
             return
         attributes = span.attributes or {}

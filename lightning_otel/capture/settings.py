@@ -18,10 +18,12 @@ import enum
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 TOKEN_IDS_ENV = "AGL_TOKEN_IDS"
+SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+LATEST_GENAI = "gen_ai_latest_experimental"
 TOKEN_ID_ENDPOINTS_ENV = "AGL_TOKEN_ID_ENDPOINTS"
 
 _TRUTHY = {"1", "true", "yes", "on"}
@@ -66,6 +68,12 @@ def parse_content_capture(value: bool | str | ContentCapture | None) -> ContentC
         raise ValueError(f"{CAPTURE_CONTENT_ENV}={value!r} is not one of true, false, {choices}") from None
 
 
+def latest_genai(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the user opted in to the latest GenAI conventions (`capture.conventions`): `LATEST_GENAI` in the
+    comma-separated `OTEL_SEMCONV_STABILITY_OPT_IN`, as the conventions define the switch."""
+    return LATEST_GENAI in {value.strip() for value in environ.get(SEMCONV_OPT_IN_ENV, "").split(",")}
+
+
 def _names_a_mode(value: bool | str | ContentCapture | None) -> bool:
     """Whether the user named a mode (SPAN_ONLY, ...) rather than just turning content on."""
     return isinstance(value, ContentCapture) or (
@@ -104,8 +112,6 @@ class CaptureSettings:
             token_ids = os.environ.get(TOKEN_IDS_ENV, "").strip().lower() in _TRUTHY
         if token_id_endpoints is None:
             token_id_endpoints = os.environ.get(TOKEN_ID_ENDPOINTS_ENV) or None
-        from lightning_otel.capture.conventions import latest_genai
-
         latest = latest_genai()
         with self._lock:
             self.latest_genai = latest
