@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import every_arm, finish, standard_error
+from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
@@ -138,19 +138,7 @@ def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
             f"{head:>19.3f} -> {tail:.3f} {run['anchor_coverage']:>8.2f} {run['seconds']:>6.0f}"
         )
         complete &= run["trained_steps"] == len(rewards) and all(v["rollouts"] for v in val)
-    pooled = {}
-    for advantage in ("grpo", "anchor"):
-        ends = [run["validations"][-1] for run in runs if run["advantage"] == advantage]
-        wins = sum(v["success"] * v["rollouts"] for v in ends)
-        count = sum(v["rollouts"] for v in ends)
-        pooled[advantage] = (wins / count if count else math.nan, count)
-        lines.append(f"pooled {advantage}: final success {pooled[advantage][0]:.3f} +- "
-                     f"{standard_error(*pooled[advantage]):.3f} over {count} rollouts ({len(ends)} seeds)")  # fmt: skip
-    (grpo, n_grpo), (anchor, n_anchor) = pooled["grpo"], pooled["anchor"]
-    se = math.sqrt(standard_error(grpo, n_grpo) ** 2 + standard_error(anchor, n_anchor) ** 2)
-    gain = anchor - grpo
-    lines.append(f"gain anchor - grpo: {gain:+.3f} = {gain / se if se else math.nan:+.1f} x its standard error "
-                 f"({se:.3f}); beyond 2 x: {'yes' if se and gain > 2 * se else 'no'}")  # fmt: skip
+    lines += pooled_comparison(runs, "advantage", "grpo", "anchor")
     return lines, complete
 
 

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import every_arm, finish, standard_error
+from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error
 
 TASKS = 8
 ARMS = {"shared": "^(planner|caller)$", "per_agent": {"^planner$": "planner", "^caller$": "caller"}}
@@ -143,19 +143,7 @@ def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
             f"{end['success']:>8.3f} +-{se:.3f} {head:>19.3f} -> {tail:.3f} {run['seconds']:>6.0f}"
         )
         complete &= run["trained_steps"] == len(rewards) and all(v["rollouts"] for v in val)
-    pooled = {}
-    for arm in ARMS:
-        ends = [run["validations"][-1] for run in runs if run["arm"] == arm]
-        wins = sum(v["success"] * v["rollouts"] for v in ends)
-        count = sum(v["rollouts"] for v in ends)
-        pooled[arm] = (wins / count if count else math.nan, count)
-        lines.append(f"pooled {arm}: final success {pooled[arm][0]:.3f} +- {standard_error(*pooled[arm]):.3f} over "
-                     f"{count} rollouts ({len(ends)} seeds)")  # fmt: skip
-    (shared, n_shared), (per_agent, n_per_agent) = pooled["shared"], pooled["per_agent"]
-    se = math.sqrt(standard_error(shared, n_shared) ** 2 + standard_error(per_agent, n_per_agent) ** 2)
-    gain = per_agent - shared
-    lines.append(f"gain per_agent - shared: {gain:+.3f} = {gain / se if se else math.nan:+.1f} x its standard error "
-                 f"({se:.3f}); beyond 2 x: {'yes' if se and abs(gain) > 2 * se else 'no'}")  # fmt: skip
+    lines += pooled_comparison(runs, "arm", "shared", "per_agent", either_way=True)
     return lines, complete
 
 
