@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,6 +31,40 @@ def every_arm(
 def standard_error(success: float, count: int) -> float:
     """A binomial proportion's standard error (NaN with no trial)."""
     return math.sqrt(success * (1 - success) / count) if count else math.nan
+
+
+def trained_figures(result: Any) -> dict[str, Any]:
+    """What a seeded run keeps of a `TrainingResult`: each step's training reward, how many steps trained, and each
+    validation's success with its rollout count."""
+    return {
+        "train_reward": [record.metrics.get("rollout/reward_mean", math.nan) for record in result.steps],
+        "trained_steps": sum(1 for record in result.steps if not record.skipped_because),
+        "validations": [
+            {"step": record.step, "success": record.metrics["val/reward_mean"],
+             "rollouts": int(record.metrics.get("val/with_samples", 0))}
+            for record in result.validations
+        ],
+    }  # fmt: skip
+
+
+SUCCESS_HEADER = f"{'success start':>14} {'middle':>8} {'end (+-SE)':>16} {'train reward first5 -> last5':>30}"
+
+
+def success_cells(run: dict[str, Any]) -> str:
+    """A run's success at the start, the middle validation and the end (with its standard error), and its training
+    reward over the first and last five steps: the columns under `SUCCESS_HEADER`."""
+    val = run["validations"]
+    end = val[-1]
+    rewards = run["train_reward"]
+    head, tail = statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])
+    se = standard_error(end["success"], end["rollouts"])
+    return (f"{val[0]['success']:>14.3f} {val[len(val) // 2]['success']:>8.3f} {end['success']:>8.3f} +-{se:.3f} "
+            f"{head:>19.3f} -> {tail:.3f}")  # fmt: skip
+
+
+def is_measurement(run: dict[str, Any]) -> bool:
+    """Every step trained and every validation had rollouts."""
+    return run["trained_steps"] == len(run["train_reward"]) and all(v["rollouts"] for v in run["validations"])
 
 
 def pooled_comparison(

@@ -38,7 +38,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error
+from benchmarks._seeded_runs import (
+    SUCCESS_HEADER,
+    every_arm,
+    finish,
+    is_measurement,
+    pooled_comparison,
+    success_cells,
+    trained_figures,
+)
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
@@ -103,41 +111,19 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     started = time.monotonic()
     with agl.quiet(workdir / f"{advantage}-{seed}.log"):
         result = trainer.fit(maze_agent, tasks, tasks)
-    loop = result
-    validations = [
-        {"step": record.step, "success": record.metrics["val/reward_mean"],
-         "rollouts": int(record.metrics.get("val/with_samples", 0))}
-        for record in loop.validations
-    ]  # fmt: skip
-    steps = loop.steps
-    return {
-        "advantage": advantage,
-        "seed": seed,
-        "train_reward": [record.metrics.get("rollout/reward_mean", math.nan) for record in steps],
-        "trained_steps": sum(1 for record in steps if not record.skipped_because),
-        "anchor_coverage": statistics.fmean(record.metrics.get("credit/anchor_coverage", math.nan) for record in steps),
-        "validations": validations,
-        "seconds": time.monotonic() - started,
-    }
+    coverage = statistics.fmean(record.metrics.get("credit/anchor_coverage", math.nan) for record in result.steps)
+    return {"advantage": advantage, "seed": seed, **trained_figures(result), "anchor_coverage": coverage,
+            "seconds": time.monotonic() - started}  # fmt: skip
 
 
 def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
     """Lines to print, and whether every run was a measurement (each step trained, validations complete)."""
     lines, complete = [], True
-    lines.append(f"{'advantage':<9} {'seed':>4} {'success start':>14} {'middle':>8} {'end (+-SE)':>16} "
-                 f"{'train reward first5 -> last5':>30} {'coverage':>8} {'s':>6}")  # fmt: skip
+    lines.append(f"{'advantage':<9} {'seed':>4} {SUCCESS_HEADER} {'coverage':>8} {'s':>6}")
     for run in runs:
-        val = run["validations"]
-        end = val[-1]
-        rewards = run["train_reward"]
-        head, tail = statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])
-        se = standard_error(end["success"], end["rollouts"])
-        lines.append(
-            f"{run['advantage']:<9} {run['seed']:>4} {val[0]['success']:>14.3f} "
-            f"{val[len(val) // 2]['success']:>8.3f} {end['success']:>8.3f} +-{se:.3f} "
-            f"{head:>19.3f} -> {tail:.3f} {run['anchor_coverage']:>8.2f} {run['seconds']:>6.0f}"
-        )
-        complete &= run["trained_steps"] == len(rewards) and all(v["rollouts"] for v in val)
+        lines.append(f"{run['advantage']:<9} {run['seed']:>4} {success_cells(run)} {run['anchor_coverage']:>8.2f} "
+                     f"{run['seconds']:>6.0f}")  # fmt: skip
+        complete &= is_measurement(run)
     lines += pooled_comparison(runs, "advantage", "grpo", "anchor")
     return lines, complete
 

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -41,7 +39,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error
+from benchmarks._seeded_runs import (
+    SUCCESS_HEADER,
+    every_arm,
+    finish,
+    is_measurement,
+    pooled_comparison,
+    success_cells,
+    trained_figures,
+)
 
 TASKS = 8
 ARMS = {"shared": "^(planner|caller)$", "per_agent": {"^planner$": "planner", "^caller$": "caller"}}
@@ -111,38 +117,17 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
     started = time.monotonic()
     with agl.quiet(workdir / f"{arm}-{seed}.log"):
         result = trainer.fit(handoff_agent, tasks, tasks)
-    validations = [
-        {"step": record.step, "success": record.metrics["val/reward_mean"],
-         "rollouts": int(record.metrics.get("val/with_samples", 0))}
-        for record in result.validations
-    ]  # fmt: skip
-    return {
-        "arm": arm,
-        "seed": seed,
-        "model": args.model,
-        "train_reward": [record.metrics.get("rollout/reward_mean", math.nan) for record in result.steps],
-        "trained_steps": sum(1 for record in result.steps if not record.skipped_because),
-        "validations": validations,
-        "seconds": time.monotonic() - started,
-    }
+    return {"arm": arm, "seed": seed, "model": args.model, **trained_figures(result),
+            "seconds": time.monotonic() - started}  # fmt: skip
 
 
 def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
     """Lines to print, and whether every run was a measurement (each step trained, validations complete)."""
     lines, complete = [], True
-    lines.append(f"{'arm':<9} {'seed':>4} {'success start':>14} {'middle':>8} {'end (+-SE)':>16} "
-                 f"{'train reward first5 -> last5':>30} {'s':>6}")  # fmt: skip
+    lines.append(f"{'arm':<9} {'seed':>4} {SUCCESS_HEADER} {'s':>6}")
     for run in runs:
-        val = run["validations"]
-        end = val[-1]
-        rewards = run["train_reward"]
-        head, tail = statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])
-        se = standard_error(end["success"], end["rollouts"])
-        lines.append(
-            f"{run['arm']:<9} {run['seed']:>4} {val[0]['success']:>14.3f} {val[len(val) // 2]['success']:>8.3f} "
-            f"{end['success']:>8.3f} +-{se:.3f} {head:>19.3f} -> {tail:.3f} {run['seconds']:>6.0f}"
-        )
-        complete &= run["trained_steps"] == len(rewards) and all(v["rollouts"] for v in val)
+        lines.append(f"{run['arm']:<9} {run['seed']:>4} {success_cells(run)} {run['seconds']:>6.0f}")
+        complete &= is_measurement(run)
     lines += pooled_comparison(runs, "arm", "shared", "per_agent", either_way=True)
     return lines, complete
 
