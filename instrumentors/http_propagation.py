@@ -16,10 +16,7 @@ from typing import Any
 from opentelemetry import baggage, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from lightning_otel import semconv
-from lightning_otel.capture.agent_naming import resolve_agent_name
-from lightning_otel.capture.propagation import inject_current
-from lightning_otel.capture.rollout_context import current_rollout
+from lightning_otel.capture.propagation import inject_caller
 from lightning_otel.instrumentors.import_hooks import when_imported
 from lightning_otel.instrumentors.patches import Patches
 
@@ -30,9 +27,7 @@ def _headers_to_add(existing: Any) -> dict[str, str]:
     if not baggage.get_all() and not trace.get_current_span().get_span_context().is_valid:
         return {}
     carrier: dict[str, str] = {}
-    inject_current(carrier)
-    if current_rollout() is not None and (agent := resolve_agent_name()):
-        carrier[semconv.AGENT_NAME_HEADER] = agent
+    inject_caller(carrier)
     return {key: value for key, value in carrier.items() if key not in existing}
 
 

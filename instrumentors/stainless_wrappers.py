@@ -25,7 +25,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from lightning_otel import semconv
 from lightning_otel.capture.llm_call import LLMCall, active_llm_call
-from lightning_otel.capture.propagation import inject_current
+from lightning_otel.capture.propagation import inject_caller
 from lightning_otel.capture.settings import settings
 from lightning_otel.capture.setup import instrumentor_tracer
 from lightning_otel.capture.tested_versions import is_tested
@@ -103,7 +103,7 @@ def _prepare_options(
         if params:
             options.extra_json = {**(options.extra_json or {}), **params}
     carrier: dict[str, str] = {}
-    inject_current(carrier)
+    inject_caller(carrier)
     if carrier:
         headers = options.headers if isinstance(options.headers, Mapping) else {}
         added = {key: value for key, value in carrier.items() if key not in headers}

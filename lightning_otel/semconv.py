@@ -62,6 +62,8 @@ AGL_ROLLOUT_AGENT_NAMES = "agl.rollout.agent_names"
 AGL_PROMPT_TOKEN_IDS = "agl.llm.prompt_token_ids"
 AGL_RESPONSE_TOKEN_IDS = "agl.llm.response_token_ids"
 AGL_RESPONSE_LOGPROBS = "agl.llm.response_logprobs"
+# Set only when the ids are not the ones the model sampled: "retokenized:<tokenizer>" (an ATIF import asked for it)
+AGL_TOKEN_IDS_SOURCE = "agl.llm.token_ids_source"
 AGL_TOKEN_IDS_COMPLETE = "agl.llm.token_ids_complete"
 # The version of the policy weights that sampled the response (a replica's weight version, a sampler snapshot).
 AGL_POLICY_VERSION = "agl.llm.policy_version"

@@ -1,7 +1,8 @@
 """ATIF (Harbor's trajectory format) out of a store and back in: `export --shape atif` validates against Harbor's own
 models (the pinned wheel), store -> ATIF -> store -> ATIF is identical (token ids, logprobs, rewards, messages, tool
-calls, the agent tree), a trajectory in the shape another tool writes (Terminus-2's) imports, shows in the rollout
-view, exports as a dataset and round-trips, and bad input is refused before anything is written."""
+calls, the agent tree), trajectories Harbor's own writers produced (Terminus-2 with file-referenced sub-agents and
+reasoning, OpenHands) and one in their shape import, show in the rollout view, export and round-trip, steps without
+token ids are re-tokenized only when asked, and bad input is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -134,6 +135,107 @@ def test_a_trajectory_in_another_tools_shape_imports_shows_in_the_view_and_round
     first = export_atif(tmp_path / "store.sqlite3", tmp_path / "first.jsonl")
     import_atif(tmp_path / "first.jsonl", tmp_path / "again.sqlite3")
     assert export_atif(tmp_path / "again.sqlite3", tmp_path / "second.jsonl") == first
+
+
+HARBOR = FIXTURES / "harbor"  # trajectories Harbor's own writers produced (its test suite's golden files, Apache-2.0)
+
+
+def _view(store: Path, rollout_id: str) -> dict[str, Any]:
+    collector = EmbeddedCollector.on_sqlite_file(store)
+    addresses = collector.start()
+    try:
+        return httpx.get(f"{addresses.query}/v1/ui/rollouts/{rollout_id}", timeout=30).json()
+    finally:
+        collector.stop()
+
+
+def _round_trips(store: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    first = export_atif(store, tmp_path / "first.jsonl")
+    for trajectory in first:
+        validate(trajectory)
+    import_atif(tmp_path / "first.jsonl", tmp_path / "again.sqlite3")
+    assert export_atif(tmp_path / "again.sqlite3", tmp_path / "second.jsonl") == first
+    return first
+
+
+def test_terminus_2s_context_summarization_imports_with_its_sub_agents_token_ids_and_round_trips(
+    tmp_path: Path,
+) -> None:
+    """Harbor's Terminus-2 summarizes its context in three sub-agent trajectories written beside the main one and
+    referenced by `trajectory_path`; each sub-agent starts with steps copied from the parent (`is_copied_context`),
+    which are its history, not calls of its own."""
+    source = HARBOR / "terminus_2" / "context-summarization" / "trajectory.json"
+    original = json.loads(source.read_text())
+    validate(original)
+    report = import_atif(source, tmp_path / "store.sqlite3")
+    assert report.calls == 10 and report.calls_without_token_ids == 0, report.summary()
+    assert not report.notes, report.notes
+    [rollout_id] = report.rollouts
+    view = _view(tmp_path / "store.sqlite3", rollout_id)
+    agents = [c["agent"] for c in view["calls"]]
+    assert agents.count("terminus-2") == 7  # the main agent's steps 2-4 and 7-10
+    for name in ("summary", "questions", "answers"):
+        assert agents.count(f"terminus-2-summarization-{name}") == 1  # one call each: the copied steps are not calls
+    main_steps = [s for s in original["steps"] if s["source"] == "agent"]
+    main_calls = [c for c in view["calls"] if c["agent"] == "terminus-2"]
+    assert [c["response_token_ids"] for c in main_calls] == [s["metrics"]["completion_token_ids"] for s in main_steps]
+    assert [c["prompt_token_ids"] for c in main_calls] == [s["metrics"]["prompt_token_ids"] for s in main_steps]
+    summary = json.loads((source.parent / "trajectory.summarization-1-summary.json").read_text())
+    [summary_call] = [c for c in view["calls"] if c["agent"] == "terminus-2-summarization-summary"]
+    assert summary_call["response_token_ids"] == summary["steps"][-1]["metrics"]["completion_token_ids"]
+    # its prompt: the copied conversation (the task, two replies with their terminal output) and the handoff request
+    assert [m["role"] for m in summary_call["input_messages"]] == ["user", "assistant", "tool", "assistant", "tool",
+                                                                   "user"]  # fmt: skip
+
+    first = _round_trips(tmp_path / "store.sqlite3", tmp_path)
+    [trajectory] = first
+    assert sorted(sub["agent"]["name"] for sub in trajectory["subagent_trajectories"]) == [
+        "terminus-2-summarization-answers",
+        "terminus-2-summarization-questions",
+        "terminus-2-summarization-summary",
+    ]
+
+
+def test_terminus_2s_reasoning_survives_and_steps_without_ids_are_retokenized_only_when_asked(tmp_path: Path) -> None:
+    from lightning_otel.testing import save_tiny_model
+
+    source = HARBOR / "terminus_2" / "hello-world-invalid-json.trajectory.json"
+    original = json.loads(source.read_text())
+    plain = import_atif(source, tmp_path / "plain.sqlite3")
+    assert plain.calls == plain.calls_without_token_ids == 4 and plain.calls_retokenized == 0
+    assert sum("no token ids" in note for note in plain.notes) == 4
+    [trajectory] = _round_trips(tmp_path / "plain.sqlite3", tmp_path)
+    reasoning = [s.get("reasoning_content") for s in trajectory["steps"] if s["source"] == "agent"]
+    assert reasoning == [s["reasoning_content"] for s in original["steps"] if s["source"] == "agent"]
+    assert all("metrics" not in s for s in trajectory["steps"])  # no ids were made up
+
+    model = save_tiny_model(tmp_path / "model")
+    command = [sys.executable, "-m", "lightning_otel.cli", "import", str(source), str(tmp_path / "ids.sqlite3"),
+               "--tokenizer", str(model)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "(0 without token ids, 4 re-tokenized)" in done.stdout
+    exported = export_atif(tmp_path / "ids.sqlite3", tmp_path / "ids.jsonl")
+    steps = [s for s in exported[0]["steps"] if s["source"] == "agent"]
+    assert all(s["extra"]["lightning_otel"]["token_ids_source"] == f"retokenized:{model}" for s in steps)
+    assert all("logprobs" not in s["metrics"] for s in steps)  # nothing sampled them
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    first = steps[0]
+    assert tokenizer.decode(first["metrics"]["completion_token_ids"]) == original["steps"][1]["message"] + "<|im_end|>"
+    assert tokenizer.decode(first["metrics"]["prompt_token_ids"]).endswith("<|im_start|>assistant\n")
+
+
+def test_an_openhands_trajectory_imports_and_round_trips(tmp_path: Path) -> None:
+    source = HARBOR / "openhands" / "hello-world.trajectory.json"
+    report = import_atif(source, tmp_path / "store.sqlite3")
+    assert report.calls == 2 and report.calls_without_token_ids == 2
+    [rollout_id] = report.rollouts
+    view = _view(tmp_path / "store.sqlite3", rollout_id)
+    assert [c["agent"] for c in view["calls"]] == ["openhands", "openhands"]
+    assert view["calls"][0]["input_messages"][0]["role"] == "system"  # OpenHands' system prompt step
+    _round_trips(tmp_path / "store.sqlite3", tmp_path)
 
 
 def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -> None:

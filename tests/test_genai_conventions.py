@@ -6,16 +6,26 @@ content `true` records the operation-details event too; without the switch nothi
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import lightning_otel
 from lightning_otel import semconv
 from lightning_otel.capture.conventions import ConversationTurnProcessor, latest_genai
 from lightning_otel.capture.message_content import input_messages
 from lightning_otel.capture.settings import CaptureSettings, ContentCapture, settings
+from lightning_otel.collector import CollectorConfig, EmbeddedCollector
+from lightning_otel.export.dataset_export import export_dataset
+from lightning_otel.testing import OpenAITestServer
+from tests.programs import runtime_agents
 
 
 def test_the_switch_is_the_conventions_own_comma_separated_list() -> None:
@@ -71,3 +81,72 @@ def test_content_on_records_the_operation_details_event_too_when_opted_in(monkey
     monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN")
     chosen.configure(capture_content=True)
     assert not chosen.latest_genai and chosen.content is ContentCapture.SPAN_ONLY
+
+
+def test_with_the_opt_in_the_operation_details_event_reaches_the_collector_as_a_log_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner with the latest conventions and content as the event only: each LLM call's messages leave as a log
+    record with the call's span ids (none on the span: no attribute, no span event); the collector joins it to
+    the span, so the adapter and the export read the messages as before."""
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "EVENT_ONLY")
+    store = tmp_path / "collector.sqlite3"
+    with OpenAITestServer() as server:
+        trainer = lightning_otel.Trainer(
+            n_runners=1, initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
+            collector=CollectorConfig.embedded(store_url=f"sqlite:///{store}"), progress=False,
+        )  # fmt: skip
+        tasks = [{"id": "t0", "question": "what is 2 + 2?"}, {"id": "t1", "question": "what is 3 + 3?"}]
+        (batch,) = trainer.dev(runtime_agents.flaky_agent, tasks, print_spans=False).train
+    calls = [s for spans in batch.spans.values() for s in spans
+             if (s.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) == "chat"]  # fmt: skip
+    assert len(calls) == 2
+    with sqlite3.connect(store) as db:
+        records = db.execute("SELECT span_id, rollout_id, record FROM agl_logs").fetchall()
+    assert sorted(r[0] for r in records) == sorted(c["spanId"] for c in calls)  # one record per call, its span's
+    assert {r[1] for r in records} == set(batch.spans)  # each names its rollout too
+    for _, _, raw in records:
+        record = json.loads(raw)
+        assert record["eventName"] == semconv.GEN_AI_CONTENT_EVENT
+        assert "what is" in json.dumps(record["attributes"][semconv.GEN_AI_INPUT_MESSAGES])
+    for call in calls:
+        attributes = call["attributes"]
+        assert semconv.GEN_AI_INPUT_MESSAGES not in attributes  # EVENT_ONLY: not on the span
+        events = [e for e in call.get("events") or () if e.get("name") == semconv.GEN_AI_CONTENT_EVENT]
+        assert len(events) == 1 and events[0].get("log"), call  # the record, read among its events; no span event
+    rows = export_dataset(store, tmp_path / "sft.jsonl", agent_match=None, progress=False)
+    assert rows.rows == 2
+    messages = [json.loads(line)["messages"] for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert sorted(m[0]["content"] for m in messages) == ["what is 2 + 2?", "what is 3 + 3?"]
+
+
+AGENT = """
+import openai, sys
+import lightning_otel
+lightning_otel.instrument(endpoint=sys.argv[1])  # the process's own provider, exporting to the collector
+client = openai.OpenAI(base_url=sys.argv[2], api_key="test", max_retries=0)
+client.chat.completions.create(model="agl-tiny", messages=[{"role": "user", "content": "what is 5 + 5?"}])
+lightning_otel.flush()
+"""
+
+
+def test_an_instrumented_program_sends_the_event_record_beside_its_spans(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGL_"))}
+    env |= {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}  # fmt: skip
+    collector = EmbeddedCollector.on_sqlite_file(tmp_path / "store.sqlite3")
+    addresses = collector.start()
+    try:
+        with OpenAITestServer() as server:
+            done = subprocess.run([sys.executable, "-c", AGENT, addresses.otlp_http, server.base_url], env=env,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        collector.stop()
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "store.sqlite3") as db:
+        [(raw,)] = db.execute("SELECT record FROM agl_logs").fetchall()
+        [(span_name,)] = db.execute("SELECT name FROM agl_spans").fetchall()
+    record = json.loads(raw)
+    assert record["eventName"] == semconv.GEN_AI_CONTENT_EVENT and span_name.startswith("chat")
+    assert "what is 5 + 5?" in json.dumps(record["attributes"][semconv.GEN_AI_INPUT_MESSAGES])

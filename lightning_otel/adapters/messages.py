@@ -77,9 +77,12 @@ def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
     texts = [str(p.get("content") or "") for p in parts if p.get("type") == "text"]
     calls = [p for p in parts if p.get("type") == "tool_call"]
     responses = [p for p in parts if p.get("type") == "tool_call_response"]
+    reasoning = [str(p.get("content") or "") for p in parts if p.get("type") == "reasoning"]
     if role == "tool" and responses:
         return {"role": "tool", "tool_call_id": responses[0].get("id"), "content": responses[0].get("response") or ""}
     result: dict[str, Any] = {"role": role, "content": "".join(texts) if texts else None}
+    if reasoning:  # vLLM's field for a reasoning parser's output
+        result["reasoning_content"] = "".join(reasoning)
     if calls:
         result["tool_calls"] = [
             {
@@ -100,6 +103,8 @@ def genai_message(message: Mapping[str, Any], finish_reason: str | None = None) 
         part = {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": message.get("content")}
         return {"role": "tool", "parts": [part]}
     parts: list[dict[str, Any]] = []
+    if message.get("reasoning_content"):
+        parts.append({"type": "reasoning", "content": message["reasoning_content"]})
     if message.get("content"):
         parts.append({"type": "text", "content": message["content"]})
     for call in message.get("tool_calls") or ():

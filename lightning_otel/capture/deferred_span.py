@@ -25,6 +25,7 @@ from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
+from lightning_otel.capture import genai_events
 from lightning_otel.capture.otel_internals import can_defer, replay_tracer, set_numeric_arrays
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,8 @@ class DeferredSpan:
         set_numeric_arrays(span, arrays)
         if event is not None:
             name, event_attributes, timestamp = event
-            span.add_event(name, event_attributes, timestamp=timestamp)
+            if not genai_events.emit(span, name, event_attributes, timestamp):  # a log record where one is sent
+                span.add_event(name, event_attributes, timestamp=timestamp)
         if error is not None:
             span.record_exception(error)
             span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")

@@ -20,7 +20,10 @@ from typing import Any
 from opentelemetry import baggage, context, propagate
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 
+from lightning_otel import semconv
+from lightning_otel.capture.agent_naming import resolve_agent_name
 from lightning_otel.capture.otel_internals import composite_parts
+from lightning_otel.capture.rollout_context import current_rollout
 
 _BAGGAGE = W3CBaggagePropagator()
 # Baggage entries -> `baggage` header. The W3C propagator validates and percent-encodes every entry on every
@@ -49,6 +52,16 @@ def inject_current(carrier: dict[str, str]) -> None:
             _inject_baggage(part, carrier)
         else:
             part.inject(carrier)
+
+
+def inject_caller(carrier: dict[str, str]) -> None:
+    """`inject_current(carrier)`, and inside a rollout the calling agent's name (`x-agl-agent-name`): the policy
+    gateway routes a call to its agent's policy before any span of the caller has reached the collector. Added
+    where the LLM client builds its request, so it does not depend on which HTTP library the client sends with
+    (openai 3.x sends with httpx2, which the `http_propagation` instrumentor does not wrap)."""
+    inject_current(carrier)
+    if current_rollout() is not None and (agent := resolve_agent_name()):
+        carrier[semconv.AGENT_NAME_HEADER] = agent
 
 
 def _inject_baggage(propagator: W3CBaggagePropagator, carrier: dict[str, str]) -> None:

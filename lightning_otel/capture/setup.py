@@ -31,6 +31,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
+from lightning_otel.capture import genai_events
 from lightning_otel.capture.agent_naming import AgentTrackingProcessor
 from lightning_otel.capture.batch_export import BatchExportProcessor
 from lightning_otel.capture.conventions import ConversationTurnProcessor
@@ -253,6 +254,8 @@ def instrument(
             provider, owns = _install_provider(endpoint, protocol, service_name, exporter)
         if provider is not None:
             ensure_span_processors(provider)
+            if _state is None and tracer_provider is None and exporter is None:
+                _start_event_logs(provider, endpoint, protocol, owns)
         state = Instrumentation(tracer_provider=provider, owns_provider=owns)
         if _state is not None:
             state.instrumentors.update(_state.instrumentors)
@@ -268,6 +271,20 @@ def instrument(
         return state
 
 
+def _start_event_logs(provider: TracerProvider, endpoint: str | None, protocol: str | None, owns: bool) -> None:
+    """The operation-details event as log records where our spans go over OTLP to an endpoint we know (ours, or
+    one asked for): `capture.genai_events`."""
+    if not genai_events.wanted() or os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() not in ("", "otlp"):
+        return
+    asked = endpoint or _env_endpoint()
+    if asked is None and not owns:
+        return  # the user's provider exports wherever it does: the event stays on the span
+    if asked is None:
+        grpc = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "").strip() == "grpc"
+        endpoint = DEFAULT_GRPC_ENDPOINT if grpc else DEFAULT_HTTP_ENDPOINT
+    genai_events.start(endpoint, protocol, resource=provider.resource)
+
+
 def uninstrument() -> None:
     """Remove every patch `instrument()` applied and stop stamping spans; the provider stays installed."""
     global _state
@@ -280,13 +297,15 @@ def uninstrument() -> None:
         for pair in _processors.values():
             for processor in pair:
                 processor.enabled = False
+        genai_events.stop()
         _state = Instrumentation(tracer_provider=_state.tracer_provider, owns_provider=_state.owns_provider)
 
 
 def flush(timeout_millis: int = 30_000) -> bool:
     """End the LLM spans still being finished, then force-flush our provider: when this returns, a rollout's
     spans are at the collector (read-your-writes)."""
-    drained = finisher.drain(timeout_millis / 1000)
+    drained = finisher.drain(timeout_millis / 1000)  # ends the last spans (and emits their event records)
+    drained = genai_events.force_flush(timeout_millis) and drained
     provider = current_provider()
     force_flush = getattr(provider, "force_flush", None)
     if force_flush is None:

@@ -139,8 +139,13 @@ def _conversation(calls: Sequence[ExportedCall], by_id: Mapping[str, Span]) -> l
 def _message_step(message: Mapping[str, Any], steps: list[dict[str, Any]]) -> None:
     role = message.get("role")
     if role == "tool":  # a tool's result: the observation of the step whose call it answers
-        result = {"source_call_id": message.get("tool_call_id"), "content": _text(message.get("content"))}
-        owner = next((s for s in reversed(steps) if _calls_tool(s, message.get("tool_call_id"))), None)
+        call_id = message.get("tool_call_id")
+        result = {"source_call_id": call_id, "content": _text(message.get("content"))}
+        if call_id is None:  # a result no call id names (Terminus-2's terminal output): the step just before
+            del result["source_call_id"]
+            owner = steps[-1] if steps and steps[-1].get("source") == "agent" else None
+        else:
+            owner = next((s for s in reversed(steps) if _calls_tool(s, call_id)), None)
         if owner is not None:
             owner.setdefault("observation", {"results": []})["results"].append(result)
             return
@@ -148,6 +153,8 @@ def _message_step(message: Mapping[str, Any], steps: list[dict[str, Any]]) -> No
         return
     if role == "assistant":  # a reply the agent put in the prompt (a few-shot turn): not a call of this trajectory
         step = {"source": "agent", "message": _text(message.get("content")), "llm_call_count": 0}
+        if message.get("reasoning_content"):
+            step["reasoning_content"] = message["reasoning_content"]
         if message.get("tool_calls"):
             step["tool_calls"] = [_tool_call(call) for call in message["tool_calls"]]
         steps.append(step)
@@ -170,6 +177,8 @@ def _call_step(call: ExportedCall, span: Span | None, *, fresh_without_messages:
         step["timestamp"] = _iso(int(span["startTimeUnixNano"]))
     if model := _model(span):
         step["model_name"] = model
+    if reply.get("reasoning_content"):
+        step["reasoning_content"] = reply["reasoning_content"]
     if reply.get("tool_calls"):
         step["tool_calls"] = [_tool_call(tool_call) for tool_call in reply["tool_calls"]]
     metrics: dict[str, Any] = {}
@@ -186,6 +195,8 @@ def _call_step(call: ExportedCall, span: Span | None, *, fresh_without_messages:
                             "policy_version": call.policy_version, "reward": call.reward}  # fmt: skip
     if span is not None and span.get("endTimeUnixNano") and span.get("startTimeUnixNano"):
         ours["duration_ns"] = int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])
+    if span is not None and (source := (span.get("attributes") or {}).get(semconv.AGL_TOKEN_IDS_SOURCE)):
+        ours["token_ids_source"] = source  # not what the model sampled: re-tokenized on import
     if call.output_message is None:
         ours["no_content"] = True  # the span recorded no messages: the step's message is not the reply
     if fresh_without_messages:
@@ -261,6 +272,7 @@ class ImportedCall:
     policy_version: int | None
     reward: float | None
     step: str  # where it was read: "<trajectory id>#<step id>"
+    token_ids_source: str | None = None  # None: the ids the model sampled; else how they were made (re-tokenized)
 
 
 @dataclass(slots=True)
@@ -347,24 +359,19 @@ def _calls(
         if ours.get("context") == "new":
             history = []
         source = step.get("source")
-        is_call = source == "agent" and step.get("llm_call_count") != 0
+        # a step copied from the parent's context (a sub-agent's trajectory starts with it) is history, not a call
+        is_call = source == "agent" and step.get("llm_call_count") != 0 and not step.get("is_copied_context")
         if source in ("system", "user") and (step.get("message") not in ("", None) or not step.get("observation")):
             history.append({"role": ours.get("role", source), "content": _message_text(step.get("message"))})
         elif source == "agent" and not is_call and not _dispatch(step):
-            reply: dict[str, Any] = {"role": "assistant", "content": _message_text(step.get("message")) or None}
-            if step.get("tool_calls"):
-                reply["tool_calls"] = [_openai_tool_call(call) for call in step["tool_calls"]]
-            history.append(reply)
+            history.append(_reply(step))
         if is_call:
             metrics = step.get("metrics") or {}
-            output: dict[str, Any] | None = None
-            if not ours.get("no_content"):
-                output = {"role": "assistant", "content": _message_text(step.get("message")) or None}
-                if step.get("tool_calls"):
-                    output["tool_calls"] = [_openai_tool_call(call) for call in step["tool_calls"]]
+            output = None if ours.get("no_content") else _reply(step)
             where = f"{name}#{step.get('step_id')}"
             if metrics.get("completion_token_ids") is None:
-                notes.append(f"{where}: no token ids (trains by its messages only: SFT, DPO)")
+                notes.append(f"{where}: no token ids (trains by its messages only: SFT, DPO; or import with a "
+                             "tokenizer to re-tokenize it)")  # fmt: skip
             calls.append(ImportedCall(
                 agent=agent, model=step.get("model_name"), input_messages=list(history),
                 output_message=output, prompt_token_ids=metrics.get("prompt_token_ids"),
@@ -372,6 +379,7 @@ def _calls(
                 start_ns=iso_ns(step["timestamp"]) if step.get("timestamp") else None,
                 duration_ns=ours.get("duration_ns"), span_id=ours.get("span_id"), response_id=ours.get("response_id"),
                 policy_version=ours.get("policy_version"), reward=ours.get("reward"), step=where,
+                token_ids_source=ours.get("token_ids_source"),
             ))  # fmt: skip
             if output is not None:
                 history.append(output)
@@ -380,6 +388,16 @@ def _calls(
                 history.append({"role": "tool", "tool_call_id": result.get("source_call_id"),
                                 "content": _message_text(result.get("content"))})  # fmt: skip
     return calls
+
+
+def _reply(step: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent step's reply as an OpenAI chat message (its reasoning as vLLM's `reasoning_content`)."""
+    reply: dict[str, Any] = {"role": "assistant", "content": _message_text(step.get("message")) or None}
+    if step.get("reasoning_content"):
+        reply["reasoning_content"] = _message_text(step["reasoning_content"])
+    if step.get("tool_calls"):
+        reply["tool_calls"] = [_openai_tool_call(call) for call in step["tool_calls"]]
+    return reply
 
 
 def _dispatch(step: Mapping[str, Any]) -> bool:

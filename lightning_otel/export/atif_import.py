@@ -11,6 +11,13 @@ already in the store is refused, never overwritten), claimed, their spans posted
 policy version, and `agl.reward` spans), and completed with the trajectory's status and reward. They then show in
 /ui, export again (`export --shape atif` gives the same trajectories back) and train: by their messages (SFT, DPO)
 always, by their tokens where the steps carry token ids (the report counts the calls without).
+
+Sub-agent trajectories another tool wrote to files of their own (`subagent_trajectory_ref` with a `trajectory_path`,
+as Harbor's Terminus-2 writes its context summarization) are read from beside FILE and imported as the rollout's
+sub-agents; one that is not there is said in the report. Steps without token ids are re-tokenized only when asked
+(`tokenizer=`, `--tokenizer MODEL`): the prompt rendered by the model's chat template, the reply as the template
+closes it, marked `agl.llm.token_ids_source = "retokenized:<model>"` on the span and in the export: these ids are
+what that model would read, not what any model sampled, and they carry no logprobs.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from lightning_otel.adapters.messages import genai_message
 from lightning_otel.collector.client import Client, CollectorError, otlp_endpoint_for
 from lightning_otel.export.atif import ImportedCall, ImportedRollout, span_id_for, trace_id_for, trajectory_rollout
 from lightning_otel.export.dataset_export import store_client
+from lightning_otel.serving.sampler_api import ChatTokenizerLike
 
 RUNNER_ID = "atif-import"
 
@@ -40,6 +48,7 @@ class ImportReport:
     rollouts: list[str] = field(default_factory=list)
     calls: int = 0
     calls_without_token_ids: int = 0
+    calls_retokenized: int = 0
     spans: int = 0
     run_id: str = ""
     notes: list[str] = field(default_factory=list)
@@ -47,7 +56,8 @@ class ImportReport:
     def summary(self) -> str:
         lines = [
             f"imported {len(self.rollouts)} rollouts from {self.trajectories} trajectories: {self.calls} LLM calls "
-            f"({self.calls_without_token_ids} without token ids), {self.spans} spans; run {self.run_id}"
+            f"({self.calls_without_token_ids} without token ids, {self.calls_retokenized} re-tokenized), "
+            f"{self.spans} spans; run {self.run_id}"
         ]
         lines += [f"  {note}" for note in self.notes[:20]]
         if len(self.notes) > 20:
@@ -79,25 +89,34 @@ def read_trajectories(path: str | Path) -> list[dict[str, Any]]:
 
 
 def import_atif(
-    source: str | Path | Sequence[Mapping[str, Any]], store: str | Path | Client, *, auth_token: str | None = None
+    source: str | Path | Sequence[Mapping[str, Any]],
+    store: str | Path | Client,
+    *,
+    auth_token: str | None = None,
+    tokenizer: str | Path | ChatTokenizerLike | None = None,
 ) -> ImportReport:
     """Import ATIF trajectories (a file, or the parsed trajectories) into `store` (a SQLite path, a PostgreSQL URL
-    or a collector's URL). See the module docstring."""
+    or a collector's URL). `tokenizer` (a model name or folder, or a chat tokenizer) re-tokenizes the calls that
+    carry no token ids. See the module docstring."""
     trajectories = read_trajectories(source) if isinstance(source, (str, Path)) else list(source)
+    directory = Path(source).parent if isinstance(source, (str, Path)) else None
     rollouts = []
+    notes: list[str] = []
     for number, trajectory in enumerate(trajectories, start=1):
         if not isinstance(trajectory, Mapping):
             raise ValueError(f"trajectory {number}: not a JSON object")
         try:
-            rollouts.append(trajectory_rollout(trajectory))
+            rollouts.append(trajectory_rollout(_with_referenced_subagents(trajectory, directory, notes)))
         except (ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"trajectory {number}: {exc}") from None
+    retokenized = retokenize(rollouts, tokenizer) if tokenizer is not None else 0
     for number, rollout in enumerate(rollouts, start=1):
         rollout.rollout_id = rollout.rollout_id or f"ro-atif-{span_id_for(json.dumps(trajectories[number - 1]))}"
     ids = [r.rollout_id for r in rollouts]
     if len(set(ids)) != len(ids):
         raise ValueError(f"two trajectories carry the same rollout id: {sorted({i for i in ids if ids.count(i) > 1})}")
-    report = ImportReport(trajectories=len(trajectories), run_id=f"atif-import-{uuid.uuid4().hex[:12]}")
+    report = ImportReport(trajectories=len(trajectories), run_id=f"atif-import-{uuid.uuid4().hex[:12]}", notes=notes,
+                          calls_retokenized=retokenized)  # fmt: skip
     with store_client(store, auth_token, create=True) as client:
         taken = [rollout_id for rollout_id in ids if _exists(client, rollout_id)]  # type: ignore[arg-type]
         if taken:
@@ -109,6 +128,70 @@ def import_atif(
         finally:
             client.end_run(report.run_id)
     return report
+
+
+def _with_referenced_subagents(
+    trajectory: Mapping[str, Any], directory: Path | None, notes: list[str]
+) -> Mapping[str, Any]:
+    """The trajectory with the sub-agent trajectories its steps reference by file (`trajectory_path`, relative to
+    the imported file) embedded, as ATIF v1.7 embeds them; the others are left as they are."""
+    embedded = {str(sub.get("trajectory_id")) for sub in trajectory.get("subagent_trajectories") or ()}
+    found: list[dict[str, Any]] = []
+    for step in trajectory.get("steps") or ():
+        for result in ((step.get("observation") or {}).get("results") or ()) if isinstance(step, Mapping) else ():
+            for ref in result.get("subagent_trajectory_ref") or ():
+                path = ref.get("trajectory_path")
+                key = str(ref.get("trajectory_id") or ref.get("session_id") or path)
+                if not path or key in embedded:
+                    continue
+                where = (directory / path) if directory is not None else None
+                if where is None or not where.is_file():
+                    notes.append(f"sub-agent trajectory {path} (referenced by step {step.get('step_id')}) is not "
+                                 f"beside the imported file: its calls are not imported")  # fmt: skip
+                    continue
+                [sub] = read_trajectories(where)[:1] or [{}]
+                found.append({**sub, "trajectory_id": key})
+                embedded.add(key)
+    if not found:
+        return trajectory
+    return {**trajectory, "subagent_trajectories": [*(trajectory.get("subagent_trajectories") or ()), *found]}
+
+
+def retokenize(rollouts: Sequence[ImportedRollout], tokenizer: str | Path | ChatTokenizerLike) -> int:
+    """Give the calls without token ids the ids `tokenizer`'s chat template makes of their messages (marked as such;
+    see the module docstring). Returns how many calls were re-tokenized."""
+    chat, name = _chat_tokenizer(tokenizer)
+    done = 0
+    for rollout in rollouts:
+        for call in rollout.calls:
+            if call.response_token_ids is not None or call.output_message is None:
+                continue
+            prompt_text = chat.render_chat(call.input_messages, add_generation_prompt=True)
+            whole = chat.render_chat([*call.input_messages, call.output_message], add_generation_prompt=False)
+            if not whole.startswith(prompt_text):
+                rollout.notes.append(f"{call.step}: the chat template does not extend the prompt with the reply: "
+                                     "left without token ids")  # fmt: skip
+                continue
+            response = chat.encode(whole[len(prompt_text) :])
+            if chat.eos_token_id in response:  # what a sampler stops at: the end of the turn, not what follows it
+                response = response[: response.index(chat.eos_token_id) + 1]
+            call.prompt_token_ids, call.response_token_ids = chat.encode(prompt_text), response
+            call.token_ids_source = f"retokenized:{name}"
+            rollout.notes = [note for note in rollout.notes if not note.startswith(f"{call.step}: no token ids")]
+            done += 1
+    return done
+
+
+def _chat_tokenizer(tokenizer: str | Path | ChatTokenizerLike) -> tuple[ChatTokenizerLike, str]:
+    if not isinstance(tokenizer, (str, Path)):
+        return tokenizer, type(tokenizer).__name__
+    from transformers import AutoTokenizer
+
+    from lightning_otel.models.named import model_folder
+    from lightning_otel.serving.sampler_api import HFChatTokenizer
+
+    folder = model_folder(tokenizer)
+    return HFChatTokenizer(AutoTokenizer.from_pretrained(str(folder))), str(tokenizer)
 
 
 def _exists(client: Client, rollout_id: str) -> bool:
@@ -232,6 +315,8 @@ def _call_attributes(call: ImportedCall, response_id: str) -> dict[str, Any]:
         attributes[semconv.AGL_RESPONSE_LOGPROBS] = [float(x) for x in call.response_logprobs]
     if call.policy_version is not None:
         attributes[semconv.AGL_POLICY_VERSION] = int(call.policy_version)
+    if call.token_ids_source is not None:
+        attributes[semconv.AGL_TOKEN_IDS_SOURCE] = call.token_ids_source
     return attributes
 
 
@@ -272,4 +357,4 @@ def _any_value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
-__all__ = ["ImportReport", "import_atif", "read_trajectories"]
+__all__ = ["ImportReport", "import_atif", "read_trajectories", "retokenize"]

@@ -27,6 +27,7 @@ def instrumented_runner(
     one) and build a Runner: the part of a runner process's main that a runner elsewhere (a Ray actor) shares.
     Returns the runner and its span exporter (a stopping runner lowers the exporter's `retry_for_s`)."""
     from lightning_otel.agent_api.harness_env import set_runner_export
+    from lightning_otel.capture import genai_events
     from lightning_otel.capture.otlp_exporters import otlp_http_exporter
     from lightning_otel.capture.setup import instrument
     from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client, otlp_endpoint_for
@@ -38,7 +39,10 @@ def instrumented_runner(
     # An explicit exporter: a runner always reports to its collector, whatever OTEL_TRACES_EXPORTER says.
     # spans ride out a collector restart or store outage as long as the runner's own requests do
     exporter = otlp_http_exporter(endpoint, auth_token=options.auth_token, retry_for_s=DEFAULT_RETRY_FOR_S)
-    instrument(exporter=exporter, capture_content=options.capture_content)
+    state = instrument(exporter=exporter, capture_content=options.capture_content)
+    # with the latest GenAI conventions opted into, the operation-details events go to the collector as log records
+    genai_events.start(endpoint, headers={"authorization": f"Bearer {options.auth_token}"} if options.auth_token
+                       else None, resource=getattr(state.tracer_provider, "resource", None))  # fmt: skip
     set_runner_export(endpoint, options.auth_token)  # harnesses this runner starts send their spans there too
     return Runner(agent, collector_url, options, runner_id=runner_id), exporter
 

@@ -121,3 +121,41 @@ async def test_the_latest_genai_conventions_name_the_run_a_conversation_turn_and
         adapted = TraceToTriplet(agent_match="triage|weather").adapt(flat_spans(agl_spans))
         samples[opted_in] = [(t.agent_name, t.prompt_token_ids, t.response_token_ids) for t in adapted.triplets]
     assert len(samples[True]) == 3 and samples[True] == samples[False]  # the adapter reads both: the same samples
+
+
+async def test_with_the_latest_conventions_an_image_the_agent_sends_is_a_generic_part(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK sends an `input_image` as chat's `image_url` block: no GenAI part type fits it, so the latest
+    conventions record it as a generic part (#584), where the older names leave it out; the text stays a text part."""
+    import json
+
+    from agents import Agent, Runner
+
+    from lightning_otel.capture.settings import ContentCapture, settings
+
+    monkeypatch.setattr(settings, "content", ContentCapture.SPAN_ONLY)  # message content on the spans
+    pixel = "data:image/png;base64,iVBORw0KGgo="  # the server does not look at it
+    picture = {"type": "input_image", "image_url": pixel, "detail": "low"}
+    question = [{"role": "user", "content": [{"type": "input_text", "text": "What is in this picture?"}, picture]}]
+    parts = {}
+    for opted_in in (False, True):
+        monkeypatch.setattr(settings, "latest_genai", opted_in)
+        agl_spans.clear()
+        openai_test_server.set_replies(["A single pixel."])
+        viewer = Agent(
+            name="viewer",
+            instructions="Describe pictures.",
+            model=programs.model(client(openai_test_server), "chat_completions"),
+        )
+        with lightning_otel.rollout_context(f"ro-image-{opted_in}", "at-1"):
+            result = await Runner.run(viewer, question)
+        lightning_otel.flush()
+        assert result.final_output == "A single pixel."
+        (call,) = agl_spans.where(lambda s: (s.attributes or {}).get("gen_ai.operation.name") == "chat")
+        messages = json.loads(call.attributes["gen_ai.input.messages"])
+        parts[opted_in] = next(m["parts"] for m in messages if m["role"] == "user")
+    assert parts[False] == [{"type": "text", "content": "What is in this picture?"}]
+    generic = [p for p in parts[True] if p["type"] == "generic"]
+    assert generic == [{"type": "generic", "generic_type": "image_url", "image_url": {"url": pixel, "detail": "low"}}]
+    assert {"type": "text", "content": "What is in this picture?"} in parts[True]
