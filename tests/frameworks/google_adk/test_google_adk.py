@@ -75,3 +75,42 @@ async def test_the_latest_genai_conventions_name_the_run_a_conversation_turn_and
         adapted = TraceToTriplet(agent_match="coordinator|weather").adapt(flat_spans(agl_spans))
         samples[opted_in] = [(t.agent_name, t.prompt_token_ids, t.response_token_ids) for t in adapted.triplets]
     assert len(samples[True]) == 3 and samples[True] == samples[False]  # the adapter reads both: the same samples
+
+
+async def test_with_the_latest_conventions_an_image_the_agent_sends_is_a_generic_part(
+    openai_test_server: OpenAITestServer, agl_spans: SpanCapture, monkeypatch
+) -> None:
+    """An image part of the user's message reaches the model (through LiteLLM) as chat's `image_url` block: a
+    generic part opted in (#584), left out by default; the text part is a text part either way."""
+    import json
+
+    from google.adk.agents import LlmAgent
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from lightning_otel.capture.settings import ContentCapture, settings
+
+    monkeypatch.setattr(settings, "content", ContentCapture.SPAN_ONLY)  # message content on the spans
+    pixel = bytes.fromhex("89504e470d0a1a0a")  # a PNG's signature: the server does not look at it
+    parts = {}
+    for opted_in in (False, True):
+        monkeypatch.setattr(settings, "latest_genai", opted_in)
+        agl_spans.clear()
+        openai_test_server.set_replies(["A single pixel."])
+        viewer = LlmAgent(name="viewer", model=programs.model(openai_test_server.base_url),
+                          instruction="Describe pictures.")  # fmt: skip
+        runner = InMemoryRunner(agent=viewer, app_name="agl-tests")
+        session = await runner.session_service.create_session(app_name="agl-tests", user_id="user")
+        picture = types.Part.from_bytes(data=pixel, mime_type="image/png")
+        message = types.Content(role="user", parts=[types.Part(text="What is in this picture?"), picture])
+        with lightning_otel.rollout_context(f"ro-image-{opted_in}", "at-1"):
+            async for _ in runner.run_async(user_id="user", session_id=session.id, new_message=message):
+                pass
+        lightning_otel.flush()
+        (call,) = agl_spans.where(lambda s: (s.attributes or {}).get("gen_ai.operation.name") == "chat")
+        messages = json.loads(call.attributes["gen_ai.input.messages"])
+        parts[opted_in] = [part for m in messages if m["role"] == "user" for part in m["parts"]]
+    assert parts[False] == [{"type": "text", "content": "What is in this picture?"}]
+    (generic,) = [p for p in parts[True] if p["type"] == "generic"]
+    assert generic["generic_type"] == "image_url" and generic["image_url"]["url"].startswith("data:image/png;base64,")
+    assert {"type": "text", "content": "What is in this picture?"} in parts[True]
