@@ -64,8 +64,9 @@ ALLOWED: dict[str, set[str]] = {
     "training.apo": {"runtime", "adapters", "agent_api"},
     # DPO: the loop, a CPU replica (serving), pairs by the export's rule, TRL's internals version-gated
     "training.dpo": {"training.loop", "runtime", "serving", "export", "lightning_otel.capture.tested_versions"},
-    # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted
-    "export": {"adapters", "collector"},
+    # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted;
+    # an ATIF import re-tokenizes with a model's chat template when asked (a model by name, the chat tokenizer)
+    "export": {"adapters", "collector", "models", "lightning_otel.serving.sampler_api"},
     "testing": {"capture", "serving"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
