@@ -10,7 +10,8 @@ By default, the names this project has always emitted. With `OTEL_SEMCONV_STABIL
 - a message part no part type fits is `{"type": "generic", "generic_type": <the provider's type>, ...its fields}`
   instead of being left out (#584);
 - with message content on (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`), the
-  `gen_ai.client.inference.operation.details` event is recorded beside the span's attributes (#579, recommended).
+  `gen_ai.client.inference.operation.details` event is recorded beside the span's attributes (#579, recommended):
+  as an OTLP log record where our spans go over OTLP (`capture.genai_events`), else as a span event.
 
 Why the old names stay the default: the conventions ask instrumentations that emitted older names not to change them
 by default (users' dashboards and queries read them), and every reader here (the adapter, the rollout view, the

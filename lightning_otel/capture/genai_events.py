@@ -42,6 +42,7 @@ class _LogPipeline:
         from opentelemetry.sdk._logs import LoggerProvider
         from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
+        LogRecord(event_name="probe")  # type: ignore[call-arg]  # a TypeError on SDKs without event names
         self.record, self.severity = LogRecord, SeverityNumber.INFO
         self.provider = LoggerProvider(resource=resource) if resource is not None else LoggerProvider()
         self.provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
@@ -68,7 +69,6 @@ def start(
         return False
     try:
         pipeline = _LogPipeline(log_exporter(endpoint, protocol, headers=headers), resource)
-        pipeline.record(event_name="probe")  # type: ignore[call-arg]
     except (ImportError, TypeError) as exc:
         logger.warning("lightning-otel: this OpenTelemetry SDK cannot write event log records (%s): the "
                        "operation-details event stays on the span", exc)  # fmt: skip
@@ -114,10 +114,6 @@ def emit(span: trace.Span, name: str, attributes: Mapping[str, Any], timestamp: 
     return True
 
 
-def running() -> bool:
-    return _pipeline is not None
-
-
 def force_flush(timeout_millis: int = 30_000) -> bool:
     pipeline = _pipeline
     return pipeline is None or bool(pipeline.provider.force_flush(timeout_millis))
@@ -132,4 +128,4 @@ def stop() -> None:
         pipeline.provider.shutdown()
 
 
-__all__ = ["emit", "force_flush", "log_exporter", "running", "start", "stop", "wanted"]
+__all__ = ["emit", "force_flush", "log_exporter", "start", "stop", "wanted"]
