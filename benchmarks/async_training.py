@@ -35,14 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import every_arm, finish, standard_error
+from benchmarks._two_choices import choice_of
 
 MODES = {"sync": 0, "k=1": 1, "k=2": 2}
 _draws = threading.local()
-
-
-def door_of(reply: str) -> str:
-    first = reply.strip()[:1].lower()
-    return "left" if "a" <= first <= "m" else "right"
 
 
 @agl.rollout
@@ -59,7 +55,7 @@ def door_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     if task.get("tool_median_s"):
         draw = random.Random(f"{task['seed']}/{time.monotonic_ns()}/{threading.get_ident()}")
         time.sleep(min(draw.lognormvariate(math.log(task["tool_median_s"]), task["tool_sigma"]), 30.0))
-    return 1.0 if door_of(reply.choices[0].message.content or "") == "left" else 0.0
+    return 1.0 if choice_of(reply.choices[0].message.content or "") == "left" else 0.0
 
 
 def door_tasks(count: int, seed: int, median_s: float, sigma: float) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 for the question: the locked-doors maze.
 
     python benchmarks/credit_assignment.py                  # 3 seeds x {grpo, anchor}, 30 steps each
+    python benchmarks/credit_assignment.py --model smollm2  # the same on SmolLM2-135M-Instruct (lr 2e-4)
     python benchmarks/credit_assignment.py --seeds 0 --steps 10 --out runs/credit.json
     python benchmarks/credit_assignment.py --quick          # tiny sizes: that it runs (the tests run it)
 
@@ -15,8 +16,9 @@ The task (fixed before any tuning; the docs' credit page says why it was chosen)
   recovered later, so a winning rollout often holds wrong calls, and the final reward alone cannot tell which.
 - The states recur: every rollout of a maze starts in its room 1 and most visit room 2, so anchor groups (same maze,
   same new input) are large; a wrong door repeats the same state within a rollout too.
-Both estimators train the same tiny Qwen2 (built offline, seed = the run's seed) with the local Tinker engine
-(LoRA rank 32, importance_sampling, learning rate 1e-2, temperature 1), 8 mazes x 8 rollouts a step, 2 runner
+Both estimators train the same model (the tiny Qwen2 built offline with seed = the run's seed, or SmolLM2, read the
+same way) with the local Tinker engine (LoRA rank 32, importance_sampling, learning rate 1e-2 on the tiny model and
+2e-4 on SmolLM2, as the policy-per-agent benchmark, temperature 1), 8 mazes x 8 rollouts a step, 2 runner
 processes; `anchor` uses GiGPO's settings where this task leaves a choice: step weight 1, discount 0.9 (a door
 opened sooner is worth more), the cookbook's mean-only baselines. Success is measured on the sampled policy
 (temperature 1, 16 rollouts per maze = 128) before training, at the middle and at the end; reported with its
@@ -26,7 +28,6 @@ binomial standard error, per run and pooled over the seeds.
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import random
 import statistics
@@ -47,6 +48,7 @@ from benchmarks._seeded_runs import (
     success_cells,
     trained_figures,
 )
+from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
@@ -59,29 +61,17 @@ def doors(maze: int) -> list[str]:
     return [draw.choice(("left", "right")) for _ in range(ROOMS)]
 
 
-def door_of(reply: str) -> str:
-    first = reply.strip()[:1].lower()
-    return "left" if "a" <= first <= "m" else "right"
-
-
-@functools.cache
-def _client(base_url: str, api_key: str) -> Any:
-    from openai import OpenAI
-
-    return OpenAI(base_url=base_url, api_key=api_key, max_retries=5)
-
-
 @agl.rollout
 def maze_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     """Up to TURNS calls, one door each; 1.0 when through every room in time."""
-    client = _client(llm.endpoint, llm.api_key or "unused")
+    client = chat_client(llm.endpoint, llm.api_key or "unused")
     room, code = 0, task["doors"]
     for _ in range(TURNS):
         prompt = f"Maze {task['maze']}, room {room + 1} of {ROOMS}: left or right?"
         reply = client.chat.completions.create(
             model=llm.model, messages=[{"role": "user", "content": prompt}], max_tokens=1
         )
-        if door_of(reply.choices[0].message.content or "") == code[room]:
+        if choice_of(reply.choices[0].message.content or "") == code[room]:
             room += 1
             if room == ROOMS:
                 return 1.0
@@ -93,11 +83,7 @@ def maze_tasks(count: int) -> list[dict[str, Any]]:
 
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from lightning_otel.testing import save_tiny_model
-
-    model = workdir / f"model-{seed}"
-    if not (model / "config.json").exists():
-        save_tiny_model(model, seed=seed)
+    model = base_model(args.model, seed, workdir)
     estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
     tasks = maze_tasks(args.mazes)
     options = agl.TrainingOptions(
@@ -112,7 +98,8 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     with agl.quiet(workdir / f"{advantage}-{seed}.log"):
         result = trainer.fit(maze_agent, tasks, tasks)
     coverage = statistics.fmean(record.metrics.get("credit/anchor_coverage", math.nan) for record in result.steps)
-    return {"advantage": advantage, "seed": seed, **trained_figures(result), "anchor_coverage": coverage,
+    return {"advantage": advantage, "seed": seed, "model": args.model, **trained_figures(result),
+            "anchor_coverage": coverage,
             "seconds": time.monotonic() - started}  # fmt: skip
 
 
@@ -135,11 +122,14 @@ def main() -> int:
     parser.add_argument("--mazes", type=int, default=MAZES)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--val-group-size", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=1e-2)
+    parser.add_argument("--model", choices=MODELS, default="tiny")
+    parser.add_argument("--learning-rate", type=float, help="default: 1e-2 on the tiny model, 2e-4 on SmolLM2")
     parser.add_argument("--advantages", nargs="+", default=["grpo", "anchor"], choices=["grpo", "anchor"])
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds: that it runs (the tests run it)")
     args = parser.parse_args()
+    if args.learning_rate is None:
+        args.learning_rate = 2e-4 if args.model == "smollm2" else 1e-2
     if args.quick:
         args.seeds, args.steps, args.mazes, args.group_size, args.val_group_size = [0], 2, 2, 4, 2
     runs = every_arm(

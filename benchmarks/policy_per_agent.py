@@ -29,7 +29,6 @@ and at the end, with its binomial standard error, per run and pooled over the se
 from __future__ import annotations
 
 import argparse
-import functools
 import random
 import sys
 import time
@@ -48,6 +47,7 @@ from benchmarks._seeded_runs import (
     success_cells,
     trained_figures,
 )
+from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
 
 TASKS = 8
 ARMS = {"shared": "^(planner|caller)$", "per_agent": {"^planner$": "planner", "^caller$": "caller"}}
@@ -58,20 +58,8 @@ def argument_of(task: int) -> str:
     return random.Random(2000 + task).choice(("left", "right"))
 
 
-def side_of(reply: str) -> str:
-    first = reply.strip()[:1].lower()
-    return "left" if "a" <= first <= "m" else "right"
-
-
-@functools.cache
-def _client(base_url: str, api_key: str) -> Any:
-    from openai import OpenAI
-
-    return OpenAI(base_url=base_url, api_key=api_key, max_retries=5)
-
-
 def _ask(llm: agl.LLM, prompt: str) -> str:
-    client = _client(llm.endpoint, llm.api_key or "unused")
+    client = chat_client(llm.endpoint, llm.api_key or "unused")
     reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": prompt}],
                                            max_tokens=1)  # fmt: skip
     return reply.choices[0].message.content or ""
@@ -81,26 +69,15 @@ def _ask(llm: agl.LLM, prompt: str) -> str:
 def handoff_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     """The planner's argument, then the caller's form; 1.0 when both are right."""
     with agl.agent("planner"):
-        argument = side_of(_ask(llm, f"Task {task['number']}: plan the call. Argument: left or right?"))
+        argument = choice_of(_ask(llm, f"Task {task['number']}: plan the call. Argument: left or right?"))
     with agl.agent("caller"):
-        form = side_of(_ask(llm, f"Task {task['number']}: call the tool with argument {argument}. "
+        form = choice_of(_ask(llm, f"Task {task['number']}: call the tool with argument {argument}. "
                                  "Form: left or right?"))  # fmt: skip
     return float(argument == task["argument"] and form != argument)
 
 
 def handoff_tasks(count: int) -> list[dict[str, Any]]:
     return [{"task_id": f"task-{k}", "number": k, "argument": argument_of(k)} for k in range(count)]
-
-
-def base_model(kind: str, seed: int, workdir: Path) -> Path:
-    if kind == "smollm2":
-        return agl.smollm2()
-    from lightning_otel.testing import save_tiny_model
-
-    model = workdir / f"model-{seed}"
-    if not (model / "config.json").exists():
-        save_tiny_model(model, seed=seed)
-    return model
 
 
 def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -139,7 +116,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=TASKS)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--val-group-size", type=int, default=16)
-    parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
+    parser.add_argument("--model", choices=MODELS, default="tiny")
     parser.add_argument("--learning-rate", type=float, help="default: 1e-2 on the tiny model, 2e-4 on SmolLM2")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
