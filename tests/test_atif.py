@@ -75,6 +75,18 @@ def test_a_store_goes_to_atif_and_back_identical(store: tuple[Path, list[BuiltRo
     assert [{k: r[k] for k in keep} for r in sft[0]] == [{k: r[k] for k in keep} for r in sft[1]]
 
 
+HARBOR = FIXTURES / "harbor"  # trajectories Harbor's own writers produced (its test suite's golden files, Apache-2.0)
+
+
+def _view(store: Path, rollout_id: str) -> dict[str, Any]:
+    collector = EmbeddedCollector.on_sqlite_file(store)
+    addresses = collector.start()
+    try:
+        return httpx.get(f"{addresses.query}/v1/ui/rollouts/{rollout_id}", timeout=30).json()
+    finally:
+        collector.stop()
+
+
 def _call(index: int, inputs: list[dict[str, Any]], output: dict[str, Any], agent: str | None) -> ExportedCall:
     return ExportedCall(index, f"{index + 1:016x}", f"resp-{index}", agent, True, [1, 2, index], [7, 8], [-0.5, -0.25],
                         inputs, output, None, 3)  # fmt: skip
@@ -118,12 +130,7 @@ def test_a_trajectory_in_another_tools_shape_imports_shows_in_the_view_and_round
     assert report.calls == 2 and report.calls_without_token_ids == 1  # the second step carries no token ids
     assert any("no token ids" in note for note in report.notes)
     [rollout_id] = report.rollouts
-    collector = EmbeddedCollector.on_sqlite_file(tmp_path / "store.sqlite3")
-    addresses = collector.start()
-    try:
-        view = httpx.get(f"{addresses.query}/v1/ui/rollouts/{rollout_id}", timeout=30).json()
-    finally:
-        collector.stop()
+    view = _view(tmp_path / "store.sqlite3", rollout_id)
     assert [c["agent"] for c in view["calls"]] == ["terminus-2", "terminus-2"]
     assert view["calls"][0]["response_token_ids"] == other["steps"][2]["metrics"]["completion_token_ids"]
     tool_result = {"type": "tool_call_response", "id": "call_0", "response": "hello.txt\n"}
@@ -135,18 +142,6 @@ def test_a_trajectory_in_another_tools_shape_imports_shows_in_the_view_and_round
     first = export_atif(tmp_path / "store.sqlite3", tmp_path / "first.jsonl")
     import_atif(tmp_path / "first.jsonl", tmp_path / "again.sqlite3")
     assert export_atif(tmp_path / "again.sqlite3", tmp_path / "second.jsonl") == first
-
-
-HARBOR = FIXTURES / "harbor"  # trajectories Harbor's own writers produced (its test suite's golden files, Apache-2.0)
-
-
-def _view(store: Path, rollout_id: str) -> dict[str, Any]:
-    collector = EmbeddedCollector.on_sqlite_file(store)
-    addresses = collector.start()
-    try:
-        return httpx.get(f"{addresses.query}/v1/ui/rollouts/{rollout_id}", timeout=30).json()
-    finally:
-        collector.stop()
 
 
 def _round_trips(store: Path, tmp_path: Path) -> list[dict[str, Any]]:
