@@ -55,10 +55,12 @@ class CPUReplica(SamplerReplica):
     MAX_TRACKED_PROMPTS = 100_000  # per weight version: how many distinct prompts' draw counts are kept
 
     def __init__(self, model: torch.nn.Module, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
-                 seed: int = 0, max_batch: int = 64, max_model_len: int | None = None) -> None:  # fmt: skip
+                 seed: int = 0, max_batch: int = 64, max_model_len: int | None = None,
+                 tool_call_parser: str | None = "hermes") -> None:  # fmt: skip
         # the context vLLM would serve: the model's own positions unless told (`max_model_len`)
         positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-        super().__init__(tokenizer, model_name=model_name, max_model_len=max_model_len or positions)
+        super().__init__(tokenizer, model_name=model_name, max_model_len=max_model_len or positions,
+                         tool_call_parser=tool_call_parser)  # fmt: skip
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model.eval()

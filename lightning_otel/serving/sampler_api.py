@@ -3,7 +3,8 @@
 (streaming included), and names the weights' version that sampled each answer (`agl_policy_version`, a top-level
 field like vLLM's `prompt_token_ids`: the agent's instrumented client and the policy gateway record it on their
 spans). Like vLLM, it renders a request's tools with the chat template, refuses a request over the model's context
-with vLLM's 400 (`max_model_len`), and answers `/tokenize`. A subclass only generates (`generate`; `agenerate` too
+with vLLM's 400 (`max_model_len`), reads tool calls out of a reply to a request with tools as vLLM's `hermes` parser
+does (`tool_call_parser`), and answers `/tokenize`. A subclass only generates (`generate`; `agenerate` too
 where it can wait without a thread): `CPUReplica` (an HF model on this machine), the Tinker backend's engine
 samplers. `ReplicaServer` serves one on loopback. Needs no torch.
 """
@@ -27,6 +28,7 @@ from lightning_otel import semconv
 from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
 from lightning_otel.serving.context_limits import vllm_message
+from lightning_otel.serving.tool_parsers import TOOL_CALL_PARSERS, ParsedReply, parse_tool_calls
 from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
 
 
@@ -89,11 +91,20 @@ class SamplerReplica(abc.ABC):
     ids, their logprobs and the weights' version out) and keeps `weight_version`."""
 
     def __init__(
-        self, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy", max_model_len: int | None = None
+        self,
+        tokenizer: ChatTokenizerLike,
+        *,
+        model_name: str = "agl-policy",
+        max_model_len: int | None = None,
+        tool_call_parser: str | None = "hermes",
     ) -> None:
+        if tool_call_parser is not None and tool_call_parser not in TOOL_CALL_PARSERS:
+            raise ValueError(f"unknown tool_call_parser {tool_call_parser!r}: one of {TOOL_CALL_PARSERS} or None")
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.max_model_len = max_model_len  # prompt + new tokens, as vLLM's --max-model-len (None: unbounded)
+        # vLLM's --tool-call-parser: a chat request that offers tools gets the calls read from the reply's text
+        self.tool_call_parser = tool_call_parser
         self.weight_version = 0
 
     @abc.abstractmethod
@@ -189,11 +200,14 @@ class SamplerReplica(abc.ABC):
         stream = bool(body.get("stream"))
         eos = self.tokenizer.eos_token_id
         ids = generation.token_ids
+        text = self.tokenizer.decode([t for t in ids if t != eos])
+        reply = parse_tool_calls(self.tool_call_parser, text, body) if chat else ParsedReply(text)
         sampled = SampledChoice(
             token_ids=ids,
             logprobs=generation.logprobs,
-            text=self.tokenizer.decode([t for t in ids if t != eos]),
-            finish_reason=generation.finish_reason,
+            text=reply.content,
+            finish_reason="tool_calls" if reply.tool_calls else generation.finish_reason,
+            tool_calls=reply.tool_calls,
             token_texts=[self.tokenizer.decode([t]) for t in ids] if with_logprobs else [],
             pieces=stream_pieces(self.tokenizer.decode, ids, eos) if stream else [],
         )

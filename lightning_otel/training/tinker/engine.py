@@ -69,8 +69,8 @@ class EngineSamplerReplica(SamplerReplica):
     (calls no policy claims), and an unknown name is vLLM's 404. Answers name the policy (`agl_policy`)."""
 
     def __init__(self, sampler: Sampler, tokenizer: ChatTokenizerLike, *, model_name: str = "agl-policy",
-                 max_in_flight: int = 256) -> None:  # fmt: skip
-        super().__init__(tokenizer, model_name=model_name)
+                 max_in_flight: int = 256, tool_call_parser: str | None = "hermes") -> None:  # fmt: skip
+        super().__init__(tokenizer, model_name=model_name, tool_call_parser=tool_call_parser)
         # not asyncio's default executor: its min(32, cores + 4) threads would cap a step's requests at 6 on 2 cores
         self._threads = ThreadPoolExecutor(max_in_flight, thread_name_prefix="agl-sampler")
         self._policies: dict[str, tuple[Sampler, int]] = {}  # served name -> (sampler, version), swapped whole
