@@ -35,6 +35,9 @@ HERE: dict[str, tuple[str, ...]] = {
     "failure_rules": ("drop whole groups: trained", "trained with a failed call: 0"),
     "rollout_reads_with_logs": ("+ attach, no records", "ratio to the plain read"),
     "sampler_snapshot": ("ratio shared-base / whole",),
+    "calculator_probe": ("called the calculator in", "answered right"),
+    "frozen_lake": ("grpo: gain after - before", "anchor: gain after - before", "gain anchor - grpo"),
+    "sql_agent_probe": ("execution accuracy", "outcomes"),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")

@@ -1,0 +1,230 @@
+"""A multi-turn task nobody here designed: gymnasium's FrozenLake as text, trained on SmolLM2-135M-Instruct with
+outcome-only GRPO (and, `--advantages grpo anchor`, per-call credit), at equal steps and rollouts.
+
+    python benchmarks/frozen_lake.py --out runs/lake.json    # 3 seeds x {grpo}, SmolLM2, about 8 min a run
+    python benchmarks/frozen_lake.py --advantages grpo anchor --seeds 0
+    python benchmarks/frozen_lake.py --quick                 # tiny sizes: that it runs (the tests run it)
+
+The task (the docs' "A real model" page says why, and what the first version of it measured):
+- FrozenLake-v1 from gymnasium, its default 4x4 map, not slippery (every move does what it says). Each turn the
+  agent shows the policy the map with its own place marked P and asks for one move; the first of the words left,
+  down, right or up in the reply is the move (`gymnasium` steps it). A reply naming none is no move: the turn is
+  spent and the agent stays. 10 turns at most; a hole ends the episode. Reward 1 at the goal, else 0: nothing shaped.
+- An episode starts on any square that is not a hole or the goal (11 of them; gymnasium's start S is one), one task
+  each, a step's tasks drawn in turn from a shuffled order: from a square next to the goal one right word wins, so
+  groups differ in reward from the first step, and what is learnt there is the end of every longer path.
+- The prompt holds the map and the current place only, not the history: every visit of a square is the same state,
+  so states recur within a rollout and across a group, which is what per-call credit groups on.
+- Success, the figure reported: the share of validation episodes that reach the goal, `--val-group-size` from each
+  of the 11 squares, on the sampled policy (temperature 1), before and after training, with its binomial standard
+  error, per run and pooled over the seeds; beside it the share from S alone, and from every episode's own record
+  the share of replies that named no move and the share of episodes ending in a hole.
+Training: the local Tinker engine (LoRA rank 32, importance sampling; learning rate 1.3e-3 on SmolLM2, the Tinker
+cookbook's rule for LoRA, 5e-5 x 10 x (2000 / hidden size 576) ** 0.781 for a Llama, 1e-2 on the tiny model), 16
+steps of `--batch-size` 4 squares x `--group-size` 4 episodes, replies of at most 8 tokens, 2 runner processes.
+`anchor` uses GiGPO's settings where the task leaves a choice (step weight 1, discount 0.9), as the credit benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import lightning_otel as agl
+from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error, trained_figures
+from benchmarks._two_choices import MODELS, base_model, chat_client
+from lightning_otel.training.loop.credit import AnchorAdvantage
+
+MOVES = ("left", "down", "right", "up")  # gymnasium's action numbers, in order
+TURNS = 10
+GAMMA = 0.9
+MOVE_WORD = re.compile(r"\b(left|down|right|up)\b", re.IGNORECASE)
+
+
+def move_of(reply: str) -> int | None:
+    """The first move the reply names (gymnasium's action number), or None."""
+    found = MOVE_WORD.search(reply)
+    return MOVES.index(found.group(1).lower()) if found else None
+
+
+RULES = (
+    "You are playing FrozenLake. Walk on the frozen lake (F) from the start (S) to the goal (G) without falling "
+    "into a hole (H). P marks where you are."
+)
+
+
+def board(rows: list[str], place: int) -> str:
+    """The question: the map with the agent's square marked P (the rules go in the system message)."""
+    width = len(rows[0])
+    marked = [list(row) for row in rows]
+    marked[place // width][place % width] = "P"
+    grid = "\n".join(" ".join(row) for row in marked)
+    return f"{grid}\nWhich way do you move? Answer with one word: left, down, right or up."
+
+
+def start_squares() -> list[int]:
+    """Every square an episode may start on: not a hole, not the goal (gymnasium's numbering, row by row)."""
+    import gymnasium
+
+    desc = "".join(bytes(row).decode() for row in gymnasium.make("FrozenLake-v1").unwrapped.desc)
+    return [square for square, cell in enumerate(desc) if cell in "SF"]
+
+
+@agl.rollout
+def lake_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """Up to TURNS calls, one move each, on gymnasium's FrozenLake from the task's square: 1.0 at the goal."""
+    import gymnasium
+
+    client = chat_client(llm.endpoint, llm.api_key or "unused")
+    env = gymnasium.make("FrozenLake-v1", is_slippery=False)
+    env.reset(seed=0)
+    env.unwrapped.s = place = task["start"]  # the environment's own state: where the next step moves from
+    rows = [bytes(row).decode() for row in env.unwrapped.desc]
+    record = {"task": task["task_id"], "start": place, "replies": 0, "no_move": 0, "end": "out of turns"}
+    for _ in range(TURNS):
+        messages = [{"role": "system", "content": RULES}, {"role": "user", "content": board(rows, place)}]
+        reply = client.chat.completions.create(model=llm.model, messages=messages)
+        record["replies"] += 1
+        record["version"] = (reply.model_extra or {}).get("agl_policy_version")  # which weights sampled it
+        move = move_of(reply.choices[0].message.content or "")
+        if move is None:
+            record["no_move"] += 1
+            continue
+        place, reward, ended, _, _ = env.step(move)
+        if ended:
+            record["end"] = "goal" if reward > 0 else "hole"
+            break
+    record["mode"] = task["mode"]
+    with open(task["record_file"], "a") as out:  # one short line per episode: appends from two runners stay whole
+        out.write(json.dumps(record) + "\n")
+    return float(record["end"] == "goal")
+
+
+def episode_figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    replies = sum(record["replies"] for record in records)
+    share = (lambda count: count / len(records)) if records else (lambda count: float("nan"))
+    return {
+        "episodes": len(records),
+        "goal_share": share(sum(record["end"] == "goal" for record in records)),
+        "from_start_goal_share": statistics.fmean(record["end"] == "goal" for record in records if record["start"] == 0)
+        if any(record["start"] == 0 for record in records)
+        else float("nan"),
+        "no_move_share": sum(record["no_move"] for record in records) / replies if replies else float("nan"),
+        "hole_share": share(sum(record["end"] == "hole" for record in records)),
+    }
+
+
+def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    model = base_model(args.model, seed, workdir)
+    records = (args.records or workdir) / f"{advantage}-{seed}.episodes.jsonl"
+    records.parent.mkdir(parents=True, exist_ok=True)
+    records.unlink(missing_ok=True)
+    squares = args.squares or start_squares()
+    tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records)}
+                    for square in squares] for mode in ("train", "val")}  # fmt: skip
+    estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
+                              shuffle=True, epochs=1000, val_every=args.steps, val_group_size=args.val_group_size,
+                              seed=seed),
+        sampling=agl.Sampling(max_tokens=8), validation_sampling=agl.Sampling(max_tokens=8),
+        advantage=estimator if advantage == "anchor" else "grpo", trackers=agl.Trackers(logger=()),
+    )  # fmt: skip
+    algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
+    trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
+    started = time.monotonic()
+    try:
+        with agl.quiet(workdir / f"{advantage}-{seed}.log"):
+            result = trainer.fit(lake_agent, tasks["train"], tasks["val"])
+    except agl.NothingTrained as nothing:  # every step's groups were all equal: a run, reported, not a crash
+        return {"advantage": advantage, "seed": seed, "model": args.model, "nothing_trained": str(nothing),
+                "seconds": time.monotonic() - started}  # fmt: skip
+    episodes = [json.loads(line) for line in records.read_text().splitlines()]
+    val_episodes = [record for record in episodes if record["mode"] == "val"]
+    train_episodes = [record for record in episodes if record["mode"] == "train"]
+    last = max(record["version"] for record in val_episodes)  # the end's validation: the last weights
+    per_step = args.batch_size * args.group_size
+    return {"advantage": advantage, "seed": seed, "model": args.model, **trained_figures(result),
+            "val_start": episode_figures([record for record in val_episodes if record["version"] == 0]),
+            "val_end": episode_figures([record for record in val_episodes if record["version"] == last]),
+            "train_first": episode_figures(train_episodes[: 5 * per_step]),
+            "train_last": episode_figures(train_episodes[-5 * per_step:]),
+            "zero_variance_groups": sum(record.metrics.get("rollout/zero_variance_groups", 0)
+                                        for record in result.steps),
+            "groups": len(result.steps) * args.batch_size,
+            "seconds": time.monotonic() - started}  # fmt: skip
+
+
+def summary(runs: list[dict[str, Any]], arms: list[str], *, ties_allowed: bool) -> tuple[list[str], bool]:
+    """Lines to print, and whether every run was a measurement (a step trained, validations complete;
+    `ties_allowed`: the quick mode's few episodes may tie in every group, and that run still ran)."""
+    lines, complete = [], True
+    lines.append(f"{'advantage':<9} {'seed':>4} {'success start':>14} {'end (+-SE)':>16} {'from S':>12} "
+                 f"{'no move':>13} {'hole':>12} {'trained':>8} {'equal groups':>12} {'s':>6}")  # fmt: skip
+    for run in runs:
+        if "nothing_trained" in run:
+            lines.append(f"{run['advantage']:<9} {run['seed']:>4} trained nothing: {run['nothing_trained'][:300]}")
+            complete &= ties_allowed
+            continue
+        first, last = run["validations"][0], run["validations"][-1]
+        lines.append(
+            f"{run['advantage']:<9} {run['seed']:>4} {first['success']:>14.3f} {last['success']:>8.3f} "
+            f"+-{standard_error(last['success'], last['rollouts']):.3f} "
+            f"{run['val_start']['from_start_goal_share']:>5.2f} -> {run['val_end']['from_start_goal_share']:.2f} "
+            f"{run['val_start']['no_move_share']:>5.2f} -> {run['val_end']['no_move_share']:.2f} "
+            f"{run['val_start']['hole_share']:>4.2f} -> {run['val_end']['hole_share']:.2f} "
+            f"{run['trained_steps']:>4}/{len(run['train_reward']):<3} "
+            f"{run['zero_variance_groups']:>5.0f}/{run['groups']:<6} {run['seconds']:>6.0f}"
+        )
+        complete &= run["trained_steps"] > 0 and all(v["rollouts"] for v in run["validations"])
+        complete &= run["val_end"]["episodes"] == last["rollouts"]
+    for arm in arms:  # success before against after, pooled over the arm's seeds
+        ends = [run for run in runs if run["advantage"] == arm and "nothing_trained" not in run]
+        before = [{"phase": "before", **run, "validations": run["validations"][:1]} for run in ends]
+        after = [{"phase": "after", **run} for run in ends]
+        lines += [f"{arm}: {line}" for line in pooled_comparison(before + after, "phase", "before", "after")]
+    if set(arms) == {"grpo", "anchor"}:
+        lines += pooled_comparison([run for run in runs if "nothing_trained" not in run], "advantage", "grpo", "anchor")
+    return lines, complete
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=4, help="start squares a step")
+    parser.add_argument("--group-size", type=int, default=4, help="episodes from each")
+    parser.add_argument("--val-group-size", type=int, default=4, help="validation episodes from each square")
+    parser.add_argument("--squares", type=int, nargs="+", help="start squares (default: all 11)")
+    parser.add_argument("--records", type=Path, help="keep every episode's record here (ARM-SEED.episodes.jsonl)")
+    parser.add_argument("--model", choices=MODELS, default="smollm2")
+    parser.add_argument("--learning-rate", type=float, help="default: 1.3e-3 on SmolLM2, 1e-2 on the tiny model")
+    parser.add_argument("--advantages", nargs="+", default=["grpo"], choices=["grpo", "anchor"])
+    parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a minute: that it runs (the tests)")
+    args = parser.parse_args()
+    if args.quick:
+        # the two squares nearest the goal, where the untrained model wins some episodes; with 4 a group can still
+        # tie in every group of the step (the run says "trained nothing"), which the quick mode allows
+        args.seeds, args.steps, args.batch_size, args.group_size, args.val_group_size = [0], 1, 2, 4, 1
+        args.squares = [14, 13]
+        args.advantages = ["grpo", "anchor"]
+    if args.learning_rate is None:
+        args.learning_rate = 1.3e-3 if args.model == "smollm2" else 1e-2
+    runs = every_arm(
+        args.seeds, args.advantages, lambda arm, seed, folder: one_run(arm, seed, args, folder), "agl-lake-"
+    )
+    lines, complete = summary(runs, args.advantages, ties_allowed=args.quick)
+    return finish(runs, lines, complete, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
