@@ -87,6 +87,10 @@ COMMANDS: dict[str, str] = {
     "python prepare_dataset.py --spider-dir ~/spider": NEEDS_SPIDER,
     "python prepare_dataset.py": "tests/examples/test_spider_data.py::test_prepare_writes_the_tutorials_files",
     "python sql_agent.py": NEEDS_SERVICE,
+    # examples/calculator/README.md
+    "cd examples/calculator": "tests/frameworks/langgraph/test_calculator_example.py::test_dryrun_samples_the_agents_calls_with_token_ids",
+    "python train_calculator.py dryrun": "tests/frameworks/langgraph/test_calculator_example.py::test_dryrun_samples_the_agents_calls_with_token_ids",
+    "python benchmarks/calculator_probe.py --model smollm2 --problems 32": "not run here: about 3 minutes of SmolLM2 on 2 cores; its quick mode (the tiny model) runs in tests/test_benchmark_quick_modes.py",
     # examples/tinker/README.md
     'pip install "lightning-otel[tinker,openai]"': SETUP,
     'pip install "lightning-otel[crewai,trainer]"': SETUP,
