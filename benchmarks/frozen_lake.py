@@ -159,7 +159,7 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
             "train_last": episode_figures(train_episodes[-5 * per_step:]),
             "zero_variance_groups": sum(record.metrics.get("rollout/zero_variance_groups", 0)
                                         for record in result.steps),
-            "groups": len(result.steps) * args.batch_size,
+            "groups": sum(record.metrics.get("rollout/groups", 0) for record in result.steps),
             "seconds": time.monotonic() - started}  # fmt: skip
 
 
