@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import lightning_otel as agl
 from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error, trained_figures
 from benchmarks._two_choices import MODELS, base_model, chat_client
+from lightning_otel import semconv
 from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MOVES = ("left", "down", "right", "up")  # gymnasium's action numbers, in order
@@ -93,7 +94,7 @@ def lake_agent(task: dict[str, Any], llm: agl.LLM) -> float:
         messages = [{"role": "system", "content": RULES}, {"role": "user", "content": board(rows, place)}]
         reply = client.chat.completions.create(model=llm.model, messages=messages)
         record["replies"] += 1
-        record["version"] = (reply.model_extra or {}).get("agl_policy_version")  # which weights sampled it
+        record["version"] = (reply.model_extra or {}).get(semconv.POLICY_VERSION_FIELD)  # which weights sampled it
         move = move_of(reply.choices[0].message.content or "")
         if move is None:
             record["no_move"] += 1
