@@ -28,6 +28,17 @@ def every_arm(
     return runs
 
 
+def estimator_of(arm: str) -> Any:
+    """An arm's advantage: "grpo" (each call trained on its rollout's outcome), or per-call credit ("anchor") with
+    GiGPO's settings where a task leaves a choice: step weight 1, discount 0.9 (a step taken sooner is worth more),
+    the cookbook's mean-only baselines, a call alone in its state given no step advantage."""
+    if arm == "grpo":
+        return "grpo"
+    import lightning_otel as agl
+
+    return agl.AnchorAdvantage(step_weight=1.0, gamma=0.9, normalize_by_std=False, lone="zero")
+
+
 def standard_error(success: float, count: int) -> float:
     """A binomial proportion's standard error (NaN with no trial)."""
     return math.sqrt(success * (1 - success) / count) if count else math.nan

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import lightning_otel as agl
 from benchmarks._seeded_runs import (
     SUCCESS_HEADER,
+    estimator_of,
     every_arm,
     finish,
     is_measurement,
@@ -49,10 +50,8 @@ from benchmarks._seeded_runs import (
     trained_figures,
 )
 from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
-from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MAZES, ROOMS, TURNS = 8, 3, 5
-GAMMA = 0.9
 
 
 def doors(maze: int) -> list[str]:
@@ -84,13 +83,12 @@ def maze_tasks(count: int) -> list[dict[str, Any]]:
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     model = base_model(args.model, seed, workdir)
-    estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
     tasks = maze_tasks(args.mazes)
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,
                               val_every=max(1, args.steps // 2), val_group_size=args.val_group_size, seed=seed),
         sampling=agl.Sampling(max_tokens=1), validation_sampling=agl.Sampling(max_tokens=1),
-        advantage=estimator if advantage == "anchor" else "grpo", trackers=agl.Trackers(logger=()),
+        advantage=estimator_of(advantage), trackers=agl.Trackers(logger=()),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)

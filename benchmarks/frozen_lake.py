@@ -39,14 +39,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import every_arm, finish, pooled_comparison, standard_error, trained_figures
+from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error, trained_figures
 from benchmarks._two_choices import MODELS, base_model, chat_client
 from lightning_otel import semconv
-from lightning_otel.training.loop.credit import AnchorAdvantage
 
 MOVES = ("left", "down", "right", "up")  # gymnasium's action numbers, in order
 TURNS = 10
-GAMMA = 0.9
 MOVE_WORD = re.compile(r"\b(left|down|right|up)\b", re.IGNORECASE)
 
 
@@ -131,13 +129,12 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     squares = args.squares or start_squares()
     tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records)}
                     for square in squares] for mode in ("train", "val")}  # fmt: skip
-    estimator = AnchorAdvantage(step_weight=1.0, gamma=GAMMA, normalize_by_std=False, lone="zero")
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
                               shuffle=True, epochs=1000, val_every=args.steps, val_group_size=args.val_group_size,
                               seed=seed),
         sampling=agl.Sampling(max_tokens=8), validation_sampling=agl.Sampling(max_tokens=8),
-        advantage=estimator if advantage == "anchor" else "grpo", trackers=agl.Trackers(logger=()),
+        advantage=estimator_of(advantage), trackers=agl.Trackers(logger=()),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
