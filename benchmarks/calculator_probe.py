@@ -27,15 +27,15 @@ from model_with_tools import with_tools_template  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._served_model import served  # noqa: E402
 from benchmarks._two_choices import MODELS, base_model  # noqa: E402
+from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
 
 
 def probe(model: str, problems: int, seed: int, workdir: Path) -> dict:
     folder = with_tools_template(base_model(model, seed, workdir), workdir)
     records = workdir / "episodes.jsonl"
     tasks = [{**task, "record_file": str(records)} for task in word_problems(problems, seed=seed)]
-    with served(folder, seed) as base_url:
+    with serve_folder(folder, seed=seed) as base_url:
         llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 1.0, "max_tokens": 96})
         trainer = agl.Trainer(n_runners=2, adapter={"agent_match": "agent"}, initial_resources={"main_llm": llm})
         with agl.quiet(workdir / "probe.log"):

@@ -31,8 +31,8 @@ from sql_agent import LitSQLAgent, database_path  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._served_model import served  # noqa: E402
 from benchmarks._two_choices import MODELS, base_model  # noqa: E402
+from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
 
 
 def outcome(query: str, gold: str, db: Path) -> str:
@@ -89,7 +89,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agl-sql-probe-") as folder:
         work = Path(folder)
         records = work / "queries.jsonl"
-        with served(base_model(args.model, args.seed, work), args.seed) as base_url:
+        with serve_folder(base_model(args.model, args.seed, work), seed=args.seed) as base_url:
             llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": 160})
             trainer = agl.Trainer(n_runners=2, adapter={"agent_match": "write"}, initial_resources={"main_llm": llm})
             with agl.quiet(work / "probe.log"):

@@ -29,6 +29,9 @@ GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+# The tools a request offered the model (opt-in, recorded with message content): a JSON list in the conventions'
+# shape, `{"type": "function", "name", "description", "parameters"}` each.
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 # The log/event name the GenAI conventions give to message content when it is recorded as an event.

@@ -16,6 +16,9 @@ from lightning_otel.collector.server import EmbeddedCollector
 from tests.collector.otlp_factory import make_request, make_span
 
 RUN_ID = "run-export"
+# The tools the `write` calls offered, in the conventions' shape (the `check` calls offered none).
+WRITE_TOOLS = [{"type": "function", "name": "lookup", "description": "Look a word up",
+                "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}]  # fmt: skip
 
 
 @dataclass
@@ -107,6 +110,7 @@ def build_store(
                         "gen_ai.response.id": f"resp-{rollout.rollout_id}-{index}",
                         "gen_ai.input.messages": json.dumps(call.input_messages),
                         "gen_ai.output.messages": json.dumps([call.reply]),
+                        **({"gen_ai.tool.definitions": json.dumps(WRITE_TOOLS)} if agent == "write" else {}),
                     }))  # fmt: skip
                 spans.append(make_span(trace, 4, parent=1, name="agl.reward", start_us=5000, **common,
                                        attributes={"agl.reward.value": rollout.reward}))  # fmt: skip

@@ -20,7 +20,7 @@ from datasets import load_from_disk
 import lightning_otel as agl
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.server import EmbeddedCollector
-from tests.export_store import RUN_ID, BuiltRollout, build_store
+from tests.export_store import RUN_ID, WRITE_TOOLS, BuiltRollout, build_store
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,9 @@ def test_sft_rows_hold_each_selected_call_exactly(small_store, tmp_path: Path, f
         assert row["response_logprobs"] == call.response_logprobs  # float64 all the way
         assert [m["role"] for m in row["messages"]] == ["user", "assistant"]
         assert _text(row["messages"][-1]) == call.reply["parts"][0]["content"]
+        # the tools in OpenAI's chat format: a list in JSONL, JSON text in Parquet and datasets (TRL reads both)
+        tools = row["tools"] if format == "jsonl" else json.loads(row["tools"])
+        assert tools == [{"type": "function", "function": {k: v for k, v in WRITE_TOOLS[0].items() if k != "type"}}]
         assert (row["reward"], row["run_id"], row["step"], row["group_id"]) == (
             rollout.reward, RUN_ID, rollout.step, rollout.group_id
         )  # fmt: skip
@@ -83,6 +86,7 @@ def test_pairs_are_best_against_worst_of_each_group_at_the_shared_prompt(small_s
         assert row["rejected_token_ids"] == worst.calls[0].response_token_ids
         assert _text(row["chosen"][0]) == best.calls[0].reply["parts"][0]["content"]
         assert row["prompt"][0]["content"] == f"question {row['task_id']}"
+        assert (row["tools"] if format == "jsonl" else json.loads(row["tools"]))[0]["function"]["name"] == "lookup"
 
 
 def test_all_pairs_above_a_margin_and_the_check_calls_never_pair(small_store, tmp_path) -> None:
@@ -114,6 +118,7 @@ def test_rollout_rows_hold_every_call_and_the_task(small_store, tmp_path, format
         assert json.loads(row["input"])["question"].startswith("q") and row["status"] == "succeeded"
         assert [c["agent"] for c in row["calls"]] == ["write", "check"]
         assert [c["selected"] for c in row["calls"]] == [True, False]
+        assert [c["tools"] is not None for c in row["calls"]] == [True, False]  # only the write call offered tools
         for call, made in zip(row["calls"], rollout.calls, strict=True):
             assert call["prompt_token_ids"] == made.prompt_token_ids
             assert call["response_token_ids"] == made.response_token_ids

@@ -241,9 +241,14 @@ def test_whole_pipeline_gives_the_servers_exact_token_ids() -> None:
                 {"role": "assistant", "content": "SELECT 1;"},
                 {"role": "user", "content": "once more"},
                 {"role": "assistant", "content": "SELECT 2;"},
-            ]
+            ],
+            "tools": [  # as the request offered them: the fields in their order, for the template that renders them
+                {"type": "function", "function": {"name": "run_sql", "description": "Run a query",
+                 "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+            ],
         },
-    ]
+    ]  # fmt: skip
+    assert list(out["messages"][1]["tools"][0]["function"]) == ["name", "description", "parameters"]
 
 
 def test_messages_with_tool_calls_and_missing_content() -> None:
@@ -283,3 +288,31 @@ def test_messages_with_tool_calls_and_missing_content() -> None:
     ]
     assert adapter.calls_without_content == 1
     assert json.loads(TraceToMessages.to_jsonl([example]).splitlines()[0]) == example
+    assert "tools" not in example  # the request offered none
+
+
+def test_tool_definitions_in_every_dialect_read_back_in_openais_chat_format() -> None:
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}}
+    function = {"name": "f", "description": "d", "parameters": parameters}
+    bodies = {
+        "chat": {"tools": [{"type": "function", "function": function}]},
+        "legacy functions": {"functions": [{"name": "f", "description": "d", "parameters": parameters}]},
+        "responses": {"tools": [{"type": "function", "name": "f", "description": "d", "parameters": parameters}]},
+        "anthropic": {"tools": [{"name": "f", "description": "d", "input_schema": parameters}]},
+    }  # fmt: skip
+    for dialect, body in bodies.items():
+        definitions = message_content.tool_definitions(body)
+        # the conventions' shape: flat, the function's own fields after its type
+        assert definitions == [{"type": "function", "name": "f", "description": "d", "parameters": parameters}], dialect
+        span = llm("a", 1, agent="w", prompt=[1], response=[2])
+        reply = message_content.output_message("assistant", "x", [], "stop")
+        span["attributes"].update({
+            semconv.GEN_AI_INPUT_MESSAGES: message_content.to_json([{"role": "user", "parts": []}]),
+            semconv.GEN_AI_OUTPUT_MESSAGES: message_content.to_json([reply]),
+            semconv.GEN_AI_TOOL_DEFINITIONS: message_content.to_json(definitions),
+        })  # fmt: skip
+        (example,) = TraceToMessages().adapt([span])
+        assert example["tools"] == [{"type": "function", "function": function}], dialect
+    hosted = message_content.tool_definitions({"tools": [{"type": "web_search"}]})
+    assert hosted == [{"type": "web_search"}]  # kept as given: a template may know it
+    assert message_content.tool_definitions({"tools": []}) == message_content.tool_definitions({}) == []

@@ -73,6 +73,22 @@ def word_problems(count: int, seed: int) -> list[dict[str, Any]]:
     return problems
 
 
+def arithmetic_drills(count: int, seed: int) -> list[dict[str, Any]]:
+    """`count` bare sums, differences and products ("What is 23 * 17?") of the word problems' sizes: the warm start's
+    questions, which show the tool call's format without the word problems' step from words to an expression."""
+    draw = random.Random(seed)
+    drills = []
+    for index in range(count):
+        sign = draw.choice("*+-")
+        if sign == "*":
+            a, b = draw.randint(12, 49), draw.randint(12, 49)
+        else:
+            a, b = draw.randint(120, 899), draw.randint(101, 119)
+        answer = a * b if sign == "*" else a + b if sign == "+" else a - b
+        drills.append({"task_id": f"drill-{seed}-{index}", "question": f"What is {a} {sign} {b}?", "answer": answer})
+    return drills
+
+
 def final_number(text: str) -> float | None:
     """The last number in the reply (commas in thousands dropped), or None."""
     numbers = _NUMBER.findall(text.replace(",", ""))
@@ -104,8 +120,9 @@ def calculator_rollout(task: dict[str, Any], llm: agl.LLM) -> float:
             "tool_calls": len(calls),
             "reward": reward,
             "reply": reply[:200],
-            "unparsed_call": "<tool_call>" in reply,
-        }  # a call the parser could not read stays in the text
+            "unparsed_call": "<tool_call>" in reply,  # a call the parser could not read stays in the text
+            "no_number": final_number(reply) is None,
+        }
         with open(task["record_file"], "a") as out:
             out.write(json.dumps(record) + "\n")
     return reward

@@ -1,39 +1,45 @@
 """Train the calculator agent (calculator_agent.py, LangGraph) with the Tinker-shaped backend on this machine.
 
-    python train_calculator.py dryrun        # 4 problems against a scripted teacher: spans, samples, rewards
-    python ../../benchmarks/calculator_probe.py --model smollm2   # the untrained policy: tool calls, accuracy
+    python train_calculator.py dryrun                   # 4 problems against a scripted teacher: spans, samples, rewards
+    python train_calculator.py train --seed 0           # SmolLM2: warm start on drills, then GRPO (about 20 min)
+    python train_calculator.py train --quick            # the tiny model, a few problems: that it runs (the tests)
 
 Only the agent's calls are samples (`agent_match="agent"`: LangGraph's node name); the tool runs are the `tools`
-node's. Training SmolLM2 on this task is not in this script yet: the README says what the untrained model does and
-what it lacks.
+node's. `train`:
+
+1. the untrained model's accuracy on held-out word problems (greedy, through the agent);
+2. a warm start that shows the tool call's format and nothing of the task: the agent answers bare arithmetic drills
+   ("What is 23 * 17?") against a scripted teacher that calls the calculator with the question's expression, and
+   `lightning_otel.SFT` fine-tunes the model on those calls, with the tools the requests offered;
+3. GRPO on the word problems (the local Tinker engine: LoRA rank 32, learning rate 1.3e-3, the Tinker cookbook's
+   rule for SmolLM2's width), outcome reward only (1 when the final number is the answer); the held-out problems
+   are validated greedily before and after.
+Reading the question's words into an expression (which numbers, which operation) is what GRPO has to learn: the
+drills never show it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
+import math
 import statistics
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
-from calculator_agent import calculator_rollout, word_problems
+from calculator_agent import arithmetic_drills, calculator_rollout, word_problems
+from model_with_tools import with_tools_template
+from warm_start import AGENT_MATCH, teacher_reply, teacher_warm_start
 
 import lightning_otel as agl
-from lightning_otel.testing import OpenAITestServer, Reply, ToolCall
+from lightning_otel.serving.cpu_replica import serve_folder
+from lightning_otel.testing import OpenAITestServer
 
-AGENT_MATCH = "agent"
-
-
-def teacher_reply(body: dict[str, Any]) -> Reply:
-    """A scripted teacher: the calculator call the question asks for, then the tool's answer as the final reply."""
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        return Reply(content=f"The answer is {last['content']}.")
-    question = last["content"]
-    a, b = (int(n) for n in re.findall(r"\d+", question)[:2])
-    sign = "*" if re.search(r"\b(boxes|rows)\b", question) else "-" if "lost" in question else "+"
-    return Reply(tool_calls=[ToolCall("calculate", json.dumps({"expression": f"{a} {sign} {b}"}))])
+HERE = Path(__file__).resolve().parent
+VAL_SEED = 10_000  # the held-out problems' seed: no training seed draws them
+MAX_TOKENS = 64  # a reply's length: a call or a final answer fits; copying the question into the call does not
 
 
 def dryrun(args: argparse.Namespace) -> int:
@@ -58,14 +64,163 @@ def dryrun(args: argparse.Namespace) -> int:
     return 0
 
 
+def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a set of episodes did: right, called the calculator, a call left unparsed in the text, no final number."""
+    count = len(records)
+    share = (lambda key: sum(bool(r[key]) for r in records) / count) if count else (lambda key: math.nan)
+    return {"episodes": count, "right": share("reward"), "called": share("tool_calls"),
+            "unparsed_call": share("unparsed_call"), "no_number": share("no_number")}  # fmt: skip
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, log: Path, seed: int) -> dict[str, Any]:
+    """The agent on `tasks` against `folder` served as vLLM would serve it, greedy: each episode's record."""
+    records.unlink(missing_ok=True)
+    with agl.quiet(log), serve_folder(folder, seed=seed) as base_url:
+        llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": MAX_TOKENS})
+        trainer = agl.Trainer(n_runners=2, adapter={"agent_match": AGENT_MATCH}, initial_resources={"main_llm": llm})
+        trainer.dev(calculator_rollout, [{**task, "record_file": str(records)} for task in tasks], gateway=True,
+                    print_spans=False)  # fmt: skip
+    return episode_figures(read_records(records))
+
+
+def base_model(model: str, seed: int, work: Path) -> Path:
+    """A model name (smollm2) or folder; "tiny": a tiny random model built offline with the seed (the quick mode)."""
+    if model != "tiny":
+        return agl.model_folder(model)
+    from lightning_otel.testing import save_tiny_model
+
+    folder = work / "model-tiny"
+    if not (folder / "config.json").exists():
+        save_tiny_model(folder, seed=seed)
+    return folder
+
+
+def train_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One seed: the untrained model, the warm start, GRPO; every figure of the run (also written as JSON)."""
+    started = time.monotonic()
+    work = Path(args.workdir).resolve() / f"seed-{args.seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "train.log"
+    with agl.quiet(log):
+        model = with_tools_template(base_model(args.model, args.seed, work), work)  # served with a template for tools
+    val_tasks = word_problems(args.val_problems, seed=VAL_SEED)
+    train_tasks = word_problems(args.train_problems, seed=args.seed)
+    print(f"{args.model} (seed {args.seed}): other libraries' output goes to {log}", flush=True)
+
+    untrained = accuracy(model, val_tasks, work / "untrained.episodes.jsonl", log, args.seed)
+    print(f"untrained, {len(val_tasks)} held-out problems, greedy: right {untrained['right']:.3f}, called the "
+          f"calculator {untrained['called']:.3f}", flush=True)  # fmt: skip
+
+    drills = arithmetic_drills(args.drills, seed=args.seed + 500)
+    warm = work / "model-warm"
+    with agl.quiet(log):
+        sft = teacher_warm_start(model, drills, warm, seed=args.seed, epochs=args.sft_epochs,
+                                 learning_rate=args.sft_learning_rate)  # fmt: skip
+    print(f"warm start: {sft.final['sft/examples']:.0f} examples from {len(drills)} drills against the scripted "
+          f"teacher, SFT in {sft.final['sft/train_seconds']:.0f}s", flush=True)  # fmt: skip
+
+    records = {mode: work / f"{mode}.episodes.jsonl" for mode in ("train", "val")}
+    for path in records.values():
+        path.unlink(missing_ok=True)
+    tasks = {mode: [{**task, "record_file": str(records[mode])} for task in chosen]
+             for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
+
+    def progress(step: int, metrics: dict[str, float]) -> None:
+        trained = metrics.get("training/samples_with_advantage", 0)
+        print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, {trained:.0f} samples with "
+              "an advantage", flush=True)  # fmt: skip
+
+    options = agl.TrainingOptions(
+        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
+                              shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
+        sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
+        validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
+        trackers=agl.Trackers(logger=()), on_step=progress,
+    )  # fmt: skip
+    print(f"GRPO: {args.steps} steps of {args.batch_size} problems x {args.group_size} rollouts, temperature 1; "
+          f"validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
+    grpo_started = time.monotonic()
+    with agl.quiet(log):
+        engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
+        algorithm = agl.Tinker(engine, options, learning_rate=args.learning_rate)
+        trainer = agl.Trainer(n_runners=2, algorithm=algorithm, adapter={"agent_match": AGENT_MATCH}, progress=False)
+        result = trainer.fit(calculator_rollout, tasks["train"], tasks["val"])
+    val_records, train_records = read_records(records["val"]), read_records(records["train"])
+    # the validations ran one after the other: the first len(val) episodes are the start's, the last the end's
+    per_step = args.batch_size * args.group_size
+    run = {
+        "model": args.model, "seed": args.seed, "drills": len(drills), "val_problems": len(val_tasks),
+        "untrained": untrained,
+        "warm": episode_figures(val_records[: len(val_tasks)]),
+        "after": episode_figures(val_records[-len(val_tasks):]),
+        "validations": [{"step": r.step, "success": r.metrics["val/reward_mean"],
+                         "rollouts": int(r.metrics.get("val/with_samples", 0))} for r in result.validations],
+        "train_reward": [r.metrics.get("rollout/reward_mean", math.nan) for r in result.steps],
+        "trained_steps": sum(1 for r in result.steps if not r.skipped_because),
+        "zero_variance_groups": sum(r.metrics.get("rollout/zero_variance_groups", 0) for r in result.steps),
+        "groups": sum(r.metrics.get("rollout/groups", 0) for r in result.steps),
+        "train_first": episode_figures(train_records[: 5 * per_step]),
+        "train_last": episode_figures(train_records[-5 * per_step:]),
+        "sft_seconds": sft.final["sft/train_seconds"], "grpo_seconds": time.monotonic() - grpo_started,
+        "seconds": time.monotonic() - started,
+    }  # fmt: skip
+    run["complete"] = len(val_records) == 2 * len(val_tasks) and all(v["rollouts"] for v in run["validations"])
+    (work / "run.json").write_text(json.dumps(run, indent=1))
+    return run
+
+
+def standard_error(success: float, count: int) -> float:
+    return math.sqrt(success * (1 - success) / count) if count else math.nan
+
+
+def train(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.model, args.drills, args.steps, args.val_problems, args.batch_size, args.group_size = "tiny", 4, 1, 2, 2, 2
+    try:
+        run = train_run(args)
+    except agl.NothingTrained as nothing:  # every group tied at every step: said, and a failed run
+        print(f"trained nothing: {nothing}", file=sys.stderr)
+        return 0 if args.quick else 1
+    n = run["val_problems"]
+    print(f"\nheld-out accuracy ({n} problems, greedy):")
+    for label, key in (("untrained", "untrained"), ("after the warm start", "warm"), ("after GRPO", "after")):
+        figures = run[key]
+        right, called, unparsed = figures["right"], figures["called"], figures["unparsed_call"]
+        print(f"  {label:<21} {right:.3f} +- {standard_error(right, n):.3f}  (called the calculator {called:.2f}, "
+              f"a call left in the text {unparsed:.2f})")  # fmt: skip
+    print(f"GRPO trained {run['trained_steps']} of {len(run['train_reward'])} steps ({run['zero_variance_groups']:.0f} "
+          f"of {run['groups']:.0f} groups with equal rewards); {run['seconds']:.0f}s in all; "
+          f"{Path(args.workdir) / f'seed-{args.seed}' / 'run.json'}")  # fmt: skip
+    if not run["complete"]:
+        print("not a measurement: a validation episode left no record", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["dryrun"])
-    parser.add_argument("--n-tasks", type=int, default=4)
+    parser.add_argument("mode", choices=["dryrun", "train"])
+    parser.add_argument("--n-tasks", type=int, default=4, help="dryrun: problems")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-v", "--verbose", action="store_true", help="dryrun: print every span")
+    parser.add_argument("--model", default="smollm2", help="train: a model name (smollm2, tiny) or folder")
+    parser.add_argument("--workdir", default=str(HERE / "runs"), help="train: each seed's folder goes here")
+    parser.add_argument("--drills", type=int, default=16, help="train: warm-start drills against the teacher")
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--sft-learning-rate", type=float, default=1e-4)
+    parser.add_argument("--steps", type=int, default=16, help="train: GRPO steps")
+    parser.add_argument("--batch-size", type=int, default=4, help="train: problems a step")
+    parser.add_argument("--group-size", type=int, default=8, help="train: rollouts a problem (GRPO's group)")
+    parser.add_argument("--train-problems", type=int, default=256)
+    parser.add_argument("--val-problems", type=int, default=48)
+    parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="train: GRPO's (LoRA rank 32)")
+    parser.add_argument("--quick", action="store_true", help="train: the tiny model, a few problems (the tests)")
     args = parser.parse_args()
-    return dryrun(args)
+    return dryrun(args) if args.mode == "dryrun" else train(args)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ class TraceToMessages:
 
     Needs message content on the spans (`capture_content=True` or
     `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY`): each selected call's `gen_ai.input.messages`
-    followed by its `gen_ai.output.messages` choice 0. Selection is `TraceToTriplet`'s (`agent_match`, dedupe);
+    followed by its `gen_ai.output.messages` choice 0, and the tools the request offered as `"tools"` (OpenAI's
+    fine-tuning format) when it offered any. Selection is `TraceToTriplet`'s (`agent_match`, dedupe);
     calls without content are counted in `calls_without_content`.
     """
 
@@ -43,7 +44,8 @@ class TraceToMessages:
                 self.calls_without_content += 1
                 continue
             inputs, reply = messages
-            examples.append({"messages": [*inputs, reply]})
+            tools = call_tools(call.span)
+            examples.append({"messages": [*inputs, reply], **({"tools": tools} if tools else {})})
         return examples
 
     @staticmethod
@@ -64,6 +66,26 @@ def call_messages(span: Span) -> tuple[list[dict[str, Any]], dict[str, Any]] | N
     if not outputs or not isinstance(inputs, list):
         return None
     return [_openai_message(m) for m in inputs], _openai_message(outputs[0])
+
+
+def call_tools(span: Span) -> list[dict[str, Any]] | None:
+    """The function tools the call offered, in OpenAI's chat format (`{"type": "function", "function": {...}}`, the
+    fields in the order the request gave them: a chat template renders them as the model saw them); None when the
+    span recorded none (no tools, or no content)."""
+    attributes = span_with_messages(span).get("attributes") or {}
+    try:
+        definitions = _structured(attributes[semconv.GEN_AI_TOOL_DEFINITIONS])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(definitions, list):
+        return None
+    tools = []
+    for definition in definitions:
+        if isinstance(definition, dict) and definition.get("type") == "function":
+            tools.append({"type": "function", "function": {k: v for k, v in definition.items() if k != "type"}})
+        elif isinstance(definition, dict):
+            tools.append(definition)  # a hosted tool, as the request gave it
+    return tools or None
 
 
 def _structured(value: Any) -> Any:

@@ -234,6 +234,10 @@ def span_with_messages(span: Span, copies: Sequence[Span] = ()) -> Span:
     return span
 
 
+# What a call's operation-details event may hold: read as if on its span.
+CONTENT_KEYS = (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES, semconv.GEN_AI_TOOL_DEFINITIONS)
+
+
 def _content_attributes(span: Span) -> dict[str, Any]:
     attributes = span.get("attributes") or {}
     if semconv.GEN_AI_OUTPUT_MESSAGES in attributes:
@@ -241,8 +245,7 @@ def _content_attributes(span: Span) -> dict[str, Any]:
     for event in span.get("events") or ():
         found = event.get("attributes") or {}
         if event.get("name") == semconv.GEN_AI_CONTENT_EVENT and semconv.GEN_AI_OUTPUT_MESSAGES in found:
-            messages = (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES)
-            return {**attributes, **{key: found[key] for key in messages if key in found}}
+            return {**attributes, **{key: found[key] for key in CONTENT_KEYS if key in found}}
     return attributes
 
 

@@ -162,10 +162,16 @@ class LLMCall:
         self._content_on_span = content.on_span
         self._content_as_event = content.as_event
         self._input_messages: str | None = None
+        self._tool_definitions: str | None = None  # recorded with the messages: what a template rendered them with
         if self._capture_content:
             self._input_messages = message_content.to_json(message_content.input_messages(body))
+            definitions = message_content.tool_definitions(body)
+            if definitions:
+                self._tool_definitions = message_content.to_json(definitions)
             if self._content_on_span:
                 attributes[semconv.GEN_AI_INPUT_MESSAGES] = self._input_messages
+                if self._tool_definitions:
+                    attributes[semconv.GEN_AI_TOOL_DEFINITIONS] = self._tool_definitions
         self._span = DeferredSpan.start(
             tracer,
             semconv.llm_span_name(operation, str(model) if model else None),
@@ -497,14 +503,13 @@ class LLMCall:
             if self._content_on_span:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output
             if self._content_as_event:
-                event = (
-                    semconv.GEN_AI_CONTENT_EVENT,
-                    {
-                        semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
-                        semconv.GEN_AI_OUTPUT_MESSAGES: output,
-                    },
-                    end_time,
-                )
+                details = {
+                    semconv.GEN_AI_INPUT_MESSAGES: self._input_messages or "[]",
+                    semconv.GEN_AI_OUTPUT_MESSAGES: output,
+                }
+                if self._tool_definitions:
+                    details[semconv.GEN_AI_TOOL_DEFINITIONS] = self._tool_definitions
+                event = (semconv.GEN_AI_CONTENT_EVENT, details, end_time)
         if error is not None:
             attributes[semconv.ERROR_TYPE] = type(error).__qualname__
         self._span.end(attributes, arrays, end_time=end_time, error=error, event=event)

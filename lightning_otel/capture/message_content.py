@@ -102,6 +102,37 @@ def input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return result
 
 
+def tool_definitions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The function tools a request offers, in the conventions' shape (`type`, `name`, `description`,
+    `parameters`, in the order the request gave them): OpenAI chat's `{"type": "function", "function": {...}}` and
+    legacy `functions`, Responses' flat functions, Anthropic's `input_schema`. Hosted tools (web search...) are
+    kept with their own fields."""
+    tools = body.get("tools") or body.get("functions")
+    if not isinstance(tools, (list, tuple)):
+        return []
+    definitions = []
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            tool = _plain(tool)
+        function = tool.get("function")
+        if isinstance(function, Mapping):  # OpenAI chat
+            definitions.append({"type": "function", **function})
+        elif "input_schema" in tool:  # Anthropic: the same function, its schema under another name
+            renamed = {("parameters" if key == "input_schema" else key): value for key, value in tool.items()}
+            definitions.append({"type": "function", **renamed})
+        elif "type" not in tool:  # legacy `functions`
+            definitions.append({"type": "function", **tool})
+        else:  # Responses' flat functions, and hosted tools as given
+            definitions.append(dict(tool))
+    return definitions
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", exclude_none=True)
+    return dict(getattr(value, "__dict__", {}))
+
+
 def output_message(role: str, text: str | None, tool_calls: Iterable[Any], finish_reason: Any) -> dict[str, Any]:
     message = {"role": role, "content": text, "tool_calls": list(tool_calls)}
     return {"role": role, "parts": _message_parts(message), "finish_reason": finish_reason}

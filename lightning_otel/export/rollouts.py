@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.adapters.diagnostics import RolloutDiagnostics
-from lightning_otel.adapters.messages import call_messages
+from lightning_otel.adapters.messages import call_messages, call_tools
 from lightning_otel.adapters.recorded_settings import recorded_adapter
 from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names, span_with_messages
 from lightning_otel.flat_span import Span
@@ -31,6 +31,7 @@ class ExportedCall:
     output_message: dict[str, Any] | None
     reward: float | None  # the primary reward given to this call (agl.emit_reward during the rollout), if any
     policy_version: int | None
+    tools: list[dict[str, Any]] | None = None  # the tools the request offered (OpenAI's chat format), with content
 
     def json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -71,7 +72,8 @@ def exported_rollout(
     calls = []
     for index, call in enumerate(llm_calls(spans, RolloutDiagnostics(None))):
         span_id = str(call.span.get("spanId"))
-        messages = call_messages(span_with_messages(call.span, call.copies))
+        with_content = span_with_messages(call.span, call.copies)
+        messages = call_messages(with_content)
         calls.append(
             ExportedCall(
                 index=index,
@@ -84,6 +86,7 @@ def exported_rollout(
                 response_logprobs=call.logprobs,
                 input_messages=messages[0] if messages else None,
                 output_message=messages[1] if messages else None,
+                tools=call_tools(with_content),
                 reward=reward_of.get(span_id),
                 policy_version=call.policy_version,
             )

@@ -1,7 +1,8 @@
 """The three shapes a store is exported as, each a function from exported rollouts to rows (plain dicts):
 
-- `sft_rows`: one row per selected call of a rollout: its chat messages (input, then the reply) and its exact
-  prompt/response token ids and logprobs: supervised fine-tuning on what the policy (or a teacher) said.
+- `sft_rows`: one row per selected call of a rollout: its chat messages (input, then the reply), the tools its
+  request offered, and its exact prompt/response token ids and logprobs: supervised fine-tuning on what the policy
+  (or a teacher) said.
 - `preference_pairs`: rows for DPO from one group (the same task at the same step: a GRPO group): a higher- and a
   lower-reward rollout, at each selected call where both saw the same prompt (same token ids, else the same input
   messages); `PairRule` says which rollouts are paired.
@@ -101,6 +102,7 @@ def sft_rows(rollout: ExportedRollout) -> Iterator[dict[str, Any]]:
             "call_reward": call.reward,
             "policy_version": call.policy_version,
             "messages": messages,
+            "tools": call.tools,
             "prompt_token_ids": call.prompt_token_ids,
             "response_token_ids": call.response_token_ids,
             "response_logprobs": call.response_logprobs,
@@ -141,6 +143,7 @@ def preference_pairs(
                 "agent": good.agent,
                 "call_index": good.index,
                 "prompt": good.input_messages,
+                "tools": good.tools,  # the same prompt on both sides: the same tools
                 "chosen": [good.output_message] if good.output_message is not None else None,
                 "rejected": [bad.output_message] if bad.output_message is not None else None,
                 "prompt_token_ids": good.prompt_token_ids,

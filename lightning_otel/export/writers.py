@@ -1,6 +1,6 @@
 """Rows to files, streamed: JSONL (one row a line, as made), Parquet (row groups of `BATCH_ROWS`, a fixed schema per
-shape: token ids as int64 lists, messages as structs) and a Hugging Face `datasets` folder (`load_from_disk`),
-made from that Parquet file without holding it in memory.
+shape: token ids as int64 lists, messages as structs, the tools a call offered as JSON text) and a Hugging Face
+`datasets` folder (`load_from_disk`), made from that Parquet file without holding it in memory.
 
 Parquet and datasets need pyarrow and datasets (the `export` extra); JSONL needs nothing more.
 """
@@ -69,13 +69,14 @@ def _schema(shape: str) -> Any:
         return pa.schema(
             [*rollout, ("call_index", pa.int64()), ("span_id", pa.string()), ("response_id", pa.string()),
              ("agent", pa.string()), ("call_reward", pa.float64()), ("policy_version", pa.int64()),
-             ("messages", messages), ("prompt_token_ids", ids), ("response_token_ids", ids),
+             ("messages", messages), ("tools", pa.string()), ("prompt_token_ids", ids), ("response_token_ids", ids),
              ("response_logprobs", logprobs)]
         )  # fmt: skip
     if shape == "pairs":
         return pa.schema(
             [("group_id", pa.string()), ("task_id", pa.string()), ("run_id", pa.string()), ("step", pa.int64()),
-             ("agent", pa.string()), ("call_index", pa.int64()), ("prompt", messages), ("chosen", messages),
+             ("agent", pa.string()), ("call_index", pa.int64()), ("prompt", messages), ("tools", pa.string()),
+             ("chosen", messages),
              ("rejected", messages), ("prompt_token_ids", ids), ("chosen_token_ids", ids),
              ("rejected_token_ids", ids), ("chosen_logprobs", logprobs), ("rejected_logprobs", logprobs),
              ("chosen_reward", pa.float64()), ("rejected_reward", pa.float64()),
@@ -85,7 +86,7 @@ def _schema(shape: str) -> Any:
         [("index", pa.int64()), ("span_id", pa.string()), ("response_id", pa.string()), ("agent", pa.string()),
          ("selected", pa.bool_()), ("prompt_token_ids", ids), ("response_token_ids", ids),
          ("response_logprobs", logprobs), ("input_messages", messages), ("output_message", message),
-         ("reward", pa.float64()), ("policy_version", pa.int64())]
+         ("tools", pa.string()), ("reward", pa.float64()), ("policy_version", pa.int64())]
     )  # fmt: skip
     return pa.schema([*rollout, ("status", pa.string()), ("policy_version", pa.int64()), ("input", pa.string()),
                       ("calls", pa.list_(call))])  # fmt: skip
@@ -112,6 +113,8 @@ def _arrow_row(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = [_arrow_message(m) for m in out[key]]
     if "output_message" in out:
         out["output_message"] = _arrow_message(out["output_message"])
+    if out.get("tools") is not None:  # tools differ in their fields: JSON text, which TRL reads as tools
+        out["tools"] = json.dumps(out["tools"], ensure_ascii=False)
     if "calls" in out:
         out["calls"] = [_arrow_row(call) for call in out["calls"]]
     return out

@@ -24,11 +24,13 @@ shared with the Tinker backend's samplers). Needs torch and transformers (the `[
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -40,7 +42,8 @@ from lightning_otel.serving.sampler_api import (  # the API's names, importable 
     SamplerReplica,
 )
 
-__all__ = ["CPUReplica", "ChatTokenizerLike", "Generation", "HFChatTokenizer", "ReplicaServer", "SamplerReplica"]
+__all__ = ["CPUReplica", "ChatTokenizerLike", "Generation", "HFChatTokenizer", "ReplicaServer", "SamplerReplica",
+           "serve_folder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,3 +237,16 @@ class CPUReplica(SamplerReplica):
             self.weight_version = self.weight_version + 1 if version is None else version
             self._draws.clear()  # the new version's streams are keyed by it
             return self.weight_version
+
+
+@contextlib.contextmanager
+def serve_folder(folder: str | Path, *, seed: int = 0, model_name: str = "agl-policy") -> Iterator[str]:
+    """A Hugging Face model folder served on loopback as vLLM serves it (its chat template, token ids, the hermes
+    tool parser), for a dry run or an evaluation against a real model: the base URL while the block runs."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tokenizer = HFChatTokenizer(AutoTokenizer.from_pretrained(folder))
+    replica = CPUReplica(AutoModelForCausalLM.from_pretrained(folder), tokenizer, model_name=model_name, seed=seed)
+    with ReplicaServer(replica) as server:
+        yield server.base_url

@@ -52,9 +52,12 @@ class NoDemonstrations(NothingTrained):
 
 
 def prompt_completion(example: dict[str, Any]) -> dict[str, Any]:
-    """`{"messages": [..., reply]}` -> TRL's conversational prompt-completion row (loss on the reply only)."""
+    """`{"messages": [..., reply], "tools": [...]}` -> TRL's conversational prompt-completion row (loss on the reply
+    only). The tools go as JSON text, which TRL reads back: the chat template renders them as the rollout's request
+    gave them (a column of dicts would be unified by Arrow, every tool given every other tool's fields)."""
     messages = example["messages"]
-    return {"prompt": messages[:-1], "completion": messages[-1:]}
+    tools = example.get("tools")
+    return {"prompt": messages[:-1], "completion": messages[-1:], "tools": json.dumps(tools) if tools else None}
 
 
 def fine_tune(

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from lightning_otel import semconv
 from lightning_otel.serving.tool_parsers import parse_hermes
+from tests.models.tool_agents import TOOLS as AGENT_TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "calculator"))
@@ -47,3 +49,41 @@ def test_the_template_adds_tools_and_changes_nothing_else(smollm2_dir: Path, tmp
         ("calculate", {"expression": "17 * 24"})
     ]
     assert "<|im_start|>user\n<tool_response>\n408\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in text
+
+
+def test_sft_examples_render_with_their_tools_to_the_ids_the_replica_sampled_from(smollm2_dir: Path,
+                                                                                   tmp_path: Path) -> None:  # fmt: skip
+    """What a warm start on a teacher's tool calls needs: each SFT example, through TRL's own rendering (Arrow rows,
+    the tools as JSON text), is the prompt the model saw, token for token, tools and the call in the history too."""
+    from datasets import Dataset
+
+    import lightning_otel as agl
+    from lightning_otel.adapters.messages import call_messages, call_tools
+    from lightning_otel.serving.cpu_replica import serve_folder
+    from lightning_otel.training.sft import prompt_completion
+
+    folder = with_tools_template(smollm2_dir, tmp_path)
+    tasks = [{"task_id": f"t{i}", "question": f"What is {a} * 3?", "expression": f"{a} * 3", "result": str(3 * a)}
+             for i, a in enumerate((17, 41))]  # fmt: skip
+    with serve_folder(folder) as base_url:
+        trainer = agl.Trainer(n_runners=1, capture_content=True, adapter={"agent_match": None},
+                              initial_resources={"main_llm": agl.LLM(base_url, "agl-policy")})  # fmt: skip
+        result = trainer.dev("tests.models.tool_agents:tool_turns_agent", tasks, gateway=True, print_spans=False)
+    rows, sampled = [], []
+    for batch in result.train:
+        for spans in batch.spans.values():
+            for span in spans:
+                attributes = span["attributes"]
+                if semconv.AGL_PROMPT_TOKEN_IDS not in attributes or semconv.GEN_AI_INPUT_MESSAGES not in attributes:
+                    continue  # the gateway's copy records no content; the client's does
+                inputs, reply = call_messages(span)
+                rows.append(prompt_completion({"messages": [*inputs, reply], "tools": call_tools(span)}))
+                sampled.append(list(attributes[semconv.AGL_PROMPT_TOKEN_IDS]))
+    assert len(rows) == 4 and all(json.loads(row["tools"]) == AGENT_TOOLS for row in rows)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    for row, prompt_ids in zip(Dataset.from_list(rows).to_list(), sampled, strict=True):  # as TRL's dataset has them
+        rendered = tokenizer.apply_chat_template(row["prompt"], tools=json.loads(row["tools"]), return_dict=False,
+                                                 add_generation_prompt=True, tokenize=True)  # TRL's call  # fmt: skip
+        assert list(rendered) == prompt_ids
+    # the second call of each rollout: the call and the tool's answer in the history
+    assert sum("<tool_response>" in tokenizer.decode(ids) for ids in sampled) == 2

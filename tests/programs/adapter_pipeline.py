@@ -15,6 +15,9 @@ from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
 from lightning_otel.testing import OpenAITestServer
 
+TOOL = {"type": "function", "function": {"name": "run_sql", "description": "Run a query",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}  # fmt: skip
+
 
 def main() -> None:
     store = f"sqlite:///{tempfile.mkdtemp()}/collector.sqlite3"
@@ -26,8 +29,8 @@ def main() -> None:
         client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
         served = []
 
-        def chat(messages: list[dict]) -> str:
-            reply = client.chat.completions.create(model="m", messages=messages)
+        def chat(messages: list[dict], **tools: list[dict]) -> str:
+            reply = client.chat.completions.create(model="m", messages=messages, **tools)
             served.append(
                 {"prompt": reply.model_extra["prompt_token_ids"], "response": reply.choices[0].model_extra["token_ids"]}
             )
@@ -37,7 +40,8 @@ def main() -> None:
             with lightning_otel.agent("writer"):
                 messages = [{"role": "user", "content": "write the query"}]
                 first = chat(messages)
-                chat([*messages, {"role": "assistant", "content": first}, {"role": "user", "content": "once more"}])
+                again = [*messages, {"role": "assistant", "content": first}, {"role": "user", "content": "once more"}]
+                chat(again, tools=[TOOL])  # the example carries the tools the request offered
             with lightning_otel.agent("checker"):
                 chat([{"role": "user", "content": "check it"}])
             lightning_otel.emit_reward(1.0)
