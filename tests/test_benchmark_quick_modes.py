@@ -38,6 +38,8 @@ HERE: dict[str, tuple[str, ...]] = {
     "calculator_probe": ("called the calculator in", "answered right"),
     "frozen_lake": ("grpo: gain after - before", "anchor: gain after - before", "gain anchor - grpo"),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
+    "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
+    "apo_room_selector": ("seed prompt", "best prompt (p"),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")

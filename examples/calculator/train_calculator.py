@@ -1,7 +1,8 @@
 """Train the calculator agent (calculator_agent.py, LangGraph) with the Tinker-shaped backend on this machine.
 
     python train_calculator.py dryrun                   # 4 problems against a scripted teacher: spans, samples, rewards
-    python train_calculator.py train --seed 0           # SmolLM2: warm start on drills, then GRPO (about 20 min)
+    python train_calculator.py train --seed 0           # SmolLM2: warm start on drills, then GRPO (about 40 min)
+    python train_calculator.py train --seed 0 --algorithm dpo   # the same, online DPO instead of GRPO
     python train_calculator.py train --quick            # the tiny model, a few problems: that it runs (the tests)
 
 Only the agent's calls are samples (`agent_match="agent"`: LangGraph's node name); the tool runs are the `tools`
@@ -15,7 +16,9 @@ node's. `train`:
    rule for SmolLM2's width), outcome reward only (1 when the final number is the answer); the held-out problems
    are validated greedily before and after.
 Reading the question's words into an expression (which numbers, which operation) is what GRPO has to learn: the
-drills never show it.
+drills never show it. `--algorithm dpo` trains online DPO instead, at equal rollouts: the same schedule, the same
+LoRA shape, every pair of a group's rollouts whose rewards differ at the call where both saw the same prompt (the
+call to the calculator), learning rate 5e-5, beta 0.1; a second run of a seed reuses its warm start.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from model_with_tools import with_tools_template
 from warm_start import AGENT_MATCH, teacher_reply, teacher_warm_start
 
 import lightning_otel as agl
-from lightning_otel.serving.cpu_replica import serve_folder
 from lightning_otel.testing import OpenAITestServer
 
 HERE = Path(__file__).resolve().parent
@@ -78,6 +80,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, log: Path, seed: int) -> dict[str, Any]:
     """The agent on `tasks` against `folder` served as vLLM would serve it, greedy: each episode's record."""
+    from lightning_otel.testing import serve_folder  # torch: `train` needs it, the dry run does not
+
     records.unlink(missing_ok=True)
     with agl.quiet(log), serve_folder(folder, seed=seed) as base_url:
         llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": MAX_TOKENS})
@@ -99,8 +103,38 @@ def base_model(model: str, seed: int, work: Path) -> Path:
     return folder
 
 
+def warm_start(args: argparse.Namespace, model: Path, work: Path, log: Path) -> tuple[Path, float]:
+    """The warm-started policy's folder and the SFT's seconds; a folder the seed's earlier run left is reused (the
+    other algorithm of the same seed starts from the same weights)."""
+    warm = work / "model-warm"
+    done = work / "warm_start.json"
+    if done.exists() and (warm / "config.json").exists():
+        print(f"warm start: reused {warm} (this seed's earlier run)", flush=True)
+        return warm, json.loads(done.read_text())["sft_seconds"]
+    drills = arithmetic_drills(args.drills, seed=args.seed + 500)
+    with agl.quiet(log):
+        sft = teacher_warm_start(model, drills, warm, seed=args.seed, epochs=args.sft_epochs,
+                                 learning_rate=args.sft_learning_rate)  # fmt: skip
+    seconds = sft.final["sft/train_seconds"]
+    print(f"warm start: {sft.final['sft/examples']:.0f} examples from {len(drills)} drills against the scripted "
+          f"teacher, SFT in {seconds:.0f}s", flush=True)  # fmt: skip
+    done.write_text(json.dumps({"drills": len(drills), "examples": sft.final["sft/examples"], "sft_seconds": seconds}))
+    return warm, seconds
+
+
+def algorithm_of(args: argparse.Namespace, warm: Path, options: agl.TrainingOptions, work: Path) -> Any:
+    """GRPO on the local Tinker engine, or online DPO on the same LoRA shape: the run's algorithm."""
+    if args.algorithm == "grpo":
+        engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
+        return agl.Tinker(engine, options, learning_rate=args.learning_rate)
+    # every pair of a group's rollouts whose rewards differ, at the call where both saw the same prompt
+    lora = {"r": 32, "lora_alpha": 32, "target_modules": "all-linear"}
+    return agl.DPO(warm, work / "model-dpo", options, beta=0.1, learning_rate=args.dpo_learning_rate, epochs=2,
+                   batch_size=8, lora=lora, pair_rule=agl.PairRule("all"))  # fmt: skip
+
+
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
-    """One seed: the untrained model, the warm start, GRPO; every figure of the run (also written as JSON)."""
+    """One seed: the untrained model, the warm start, then GRPO (or DPO); every figure of the run (also as JSON)."""
     started = time.monotonic()
     work = Path(args.workdir).resolve() / f"seed-{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
@@ -109,51 +143,49 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         model = with_tools_template(base_model(args.model, args.seed, work), work)  # served with a template for tools
     val_tasks = word_problems(args.val_problems, seed=VAL_SEED)
     train_tasks = word_problems(args.train_problems, seed=args.seed)
-    print(f"{args.model} (seed {args.seed}): other libraries' output goes to {log}", flush=True)
+    print(f"{args.model} (seed {args.seed}, {args.algorithm}): other libraries' output goes to {log}", flush=True)
 
-    untrained = accuracy(model, val_tasks, work / "untrained.episodes.jsonl", log, args.seed)
+    untrained_file = work / "untrained.episodes.jsonl"
+    if len(read_records(untrained_file)) == len(val_tasks):  # greedy: the same episodes whichever run made them
+        untrained = episode_figures(read_records(untrained_file))
+    else:
+        untrained = accuracy(model, val_tasks, untrained_file, log, args.seed)
     print(f"untrained, {len(val_tasks)} held-out problems, greedy: right {untrained['right']:.3f}, called the "
           f"calculator {untrained['called']:.3f}", flush=True)  # fmt: skip
+    warm, sft_seconds = warm_start(args, model, work, log)
 
-    drills = arithmetic_drills(args.drills, seed=args.seed + 500)
-    warm = work / "model-warm"
-    with agl.quiet(log):
-        sft = teacher_warm_start(model, drills, warm, seed=args.seed, epochs=args.sft_epochs,
-                                 learning_rate=args.sft_learning_rate)  # fmt: skip
-    print(f"warm start: {sft.final['sft/examples']:.0f} examples from {len(drills)} drills against the scripted "
-          f"teacher, SFT in {sft.final['sft/train_seconds']:.0f}s", flush=True)  # fmt: skip
-
-    records = {mode: work / f"{mode}.episodes.jsonl" for mode in ("train", "val")}
+    arm = "" if args.algorithm == "grpo" else f"-{args.algorithm}"
+    records = {mode: work / f"{mode}{arm}.episodes.jsonl" for mode in ("train", "val")}
     for path in records.values():
         path.unlink(missing_ok=True)
     tasks = {mode: [{**task, "record_file": str(records[mode])} for task in chosen]
              for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
+    print(f"{args.algorithm.upper()}: {args.steps} steps of {args.batch_size} problems x {args.group_size} rollouts, "
+          f"temperature 1; validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
+    trained_started = time.monotonic()
+    with agl.quiet(log) as terminal:
 
-    def progress(step: int, metrics: dict[str, float]) -> None:
-        trained = metrics.get("training/samples_with_advantage", 0)
-        print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, {trained:.0f} samples with "
-              "an advantage", flush=True)  # fmt: skip
+        def progress(step: int, metrics: dict[str, float]) -> None:
+            trained = metrics.get("training/samples_with_advantage", metrics.get("dpo/pairs", 0))
+            unit = "samples with an advantage" if args.algorithm == "grpo" else "pairs"
+            terminal.print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, {trained:.0f} "
+                           f"{unit}, {time.monotonic() - trained_started:.0f}s")  # fmt: skip
 
-    options = agl.TrainingOptions(
-        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
-                              shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
-        sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
-        validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
-        trackers=agl.Trackers(logger=()), on_step=progress,
-    )  # fmt: skip
-    print(f"GRPO: {args.steps} steps of {args.batch_size} problems x {args.group_size} rollouts, temperature 1; "
-          f"validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
-    grpo_started = time.monotonic()
-    with agl.quiet(log):
-        engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
-        algorithm = agl.Tinker(engine, options, learning_rate=args.learning_rate)
+        options = agl.TrainingOptions(
+            schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
+                                  shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
+            sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
+            validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
+            trackers=agl.Trackers(logger=()), on_step=progress,
+        )  # fmt: skip
+        algorithm = algorithm_of(args, warm, options, work)
         trainer = agl.Trainer(n_runners=2, algorithm=algorithm, adapter={"agent_match": AGENT_MATCH}, progress=False)
         result = trainer.fit(calculator_rollout, tasks["train"], tasks["val"])
     val_records, train_records = read_records(records["val"]), read_records(records["train"])
     # the validations ran one after the other: the first len(val) episodes are the start's, the last the end's
     per_step = args.batch_size * args.group_size
     run = {
-        "model": args.model, "seed": args.seed, "drills": len(drills), "val_problems": len(val_tasks),
+        "model": args.model, "seed": args.seed, "algorithm": args.algorithm, "val_problems": len(val_tasks),
         "untrained": untrained,
         "warm": episode_figures(val_records[: len(val_tasks)]),
         "after": episode_figures(val_records[-len(val_tasks):]),
@@ -163,13 +195,14 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "trained_steps": sum(1 for r in result.steps if not r.skipped_because),
         "zero_variance_groups": sum(r.metrics.get("rollout/zero_variance_groups", 0) for r in result.steps),
         "groups": sum(r.metrics.get("rollout/groups", 0) for r in result.steps),
+        "pairs": sum(r.metrics.get("dpo/pairs", 0) for r in result.steps),
         "train_first": episode_figures(train_records[: 5 * per_step]),
         "train_last": episode_figures(train_records[-5 * per_step:]),
-        "sft_seconds": sft.final["sft/train_seconds"], "grpo_seconds": time.monotonic() - grpo_started,
+        "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
         "seconds": time.monotonic() - started,
     }  # fmt: skip
     run["complete"] = len(val_records) == 2 * len(val_tasks) and all(v["rollouts"] for v in run["validations"])
-    (work / "run.json").write_text(json.dumps(run, indent=1))
+    (work / f"run{arm}.json").write_text(json.dumps(run, indent=1))
     return run
 
 
@@ -177,9 +210,14 @@ def standard_error(success: float, count: int) -> float:
     return math.sqrt(success * (1 - success) / count) if count else math.nan
 
 
+def quick_sizes(args: argparse.Namespace) -> None:
+    """The quick mode's sizes: the tiny model, 4 drills, one step of 2 problems x 2 rollouts, 2 held-out problems."""
+    args.model, args.drills, args.steps, args.val_problems, args.batch_size, args.group_size = "tiny", 4, 1, 2, 2, 2
+
+
 def train(args: argparse.Namespace) -> int:
     if args.quick:
-        args.model, args.drills, args.steps, args.val_problems, args.batch_size, args.group_size = "tiny", 4, 1, 2, 2, 2
+        quick_sizes(args)
     try:
         run = train_run(args)
     except agl.NothingTrained as nothing:  # every group tied at every step: said, and a failed run
@@ -187,21 +225,25 @@ def train(args: argparse.Namespace) -> int:
         return 0 if args.quick else 1
     n = run["val_problems"]
     print(f"\nheld-out accuracy ({n} problems, greedy):")
-    for label, key in (("untrained", "untrained"), ("after the warm start", "warm"), ("after GRPO", "after")):
+    for label, key in (
+        ("untrained", "untrained"),
+        ("after the warm start", "warm"),
+        (f"after {args.algorithm.upper()}", "after"),
+    ):
         figures = run[key]
         right, called, unparsed = figures["right"], figures["called"], figures["unparsed_call"]
         print(f"  {label:<21} {right:.3f} +- {standard_error(right, n):.3f}  (called the calculator {called:.2f}, "
               f"a call left in the text {unparsed:.2f})")  # fmt: skip
-    print(f"GRPO trained {run['trained_steps']} of {len(run['train_reward'])} steps ({run['zero_variance_groups']:.0f} "
-          f"of {run['groups']:.0f} groups with equal rewards); {run['seconds']:.0f}s in all; "
-          f"{Path(args.workdir) / f'seed-{args.seed}' / 'run.json'}")  # fmt: skip
+    print(f"{args.algorithm.upper()} trained {run['trained_steps']} of {len(run['train_reward'])} steps "
+          f"({run['zero_variance_groups']:.0f} of {run['groups']:.0f} groups with equal rewards); "
+          f"{run['seconds']:.0f}s in all; {Path(args.workdir) / f'seed-{args.seed}'}")  # fmt: skip
     if not run["complete"]:
         print("not a measurement: a validation episode left no record", file=sys.stderr)
         return 1
     return 0
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["dryrun", "train"])
     parser.add_argument("--n-tasks", type=int, default=4, help="dryrun: problems")
@@ -218,8 +260,19 @@ def main() -> int:
     parser.add_argument("--train-problems", type=int, default=256)
     parser.add_argument("--val-problems", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="train: GRPO's (LoRA rank 32)")
+    parser.add_argument(
+        "--algorithm",
+        choices=("grpo", "dpo"),
+        default="grpo",
+        help="train: GRPO (the local Tinker engine) or online DPO (TRL), the same LoRA shape",
+    )
+    parser.add_argument("--dpo-learning-rate", type=float, default=5e-5, help="train: DPO's (LoRA rank 32)")
     parser.add_argument("--quick", action="store_true", help="train: the tiny model, a few problems (the tests)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     return dryrun(args) if args.mode == "dryrun" else train(args)
 
 

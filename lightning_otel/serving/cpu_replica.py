@@ -42,8 +42,15 @@ from lightning_otel.serving.sampler_api import (  # the API's names, importable 
     SamplerReplica,
 )
 
-__all__ = ["CPUReplica", "ChatTokenizerLike", "Generation", "HFChatTokenizer", "ReplicaServer", "SamplerReplica",
-           "serve_folder"]
+__all__ = [
+    "CPUReplica",
+    "ChatTokenizerLike",
+    "Generation",
+    "HFChatTokenizer",
+    "ReplicaServer",
+    "SamplerReplica",
+    "serve_folder",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ examples import only from here, `lightning_otel` and `lightning_otel.collector`)
   trained on your own prompts); `ChatTokenizer` wraps one.
 - `save_tiny_model(path, ...)`: a tiny random Qwen2 (or Llama) with that tokenizer, saved as a Hugging Face model
   folder any trainer here loads (needs torch and transformers, imported on first use).
+- `serve_folder(folder)`: a Hugging Face model folder served on loopback as vLLM serves it (a CPU replica: its chat
+  template, token ids, the hermes tool parser), for a dry run or an evaluation against a real model (torch).
 - pytest fixtures `openai_test_server` and `agl_spans` (plugin registered automatically).
 """
 
@@ -25,6 +27,7 @@ __all__ = [
     "ToolCall",
     "build_tokenizer",
     "save_tiny_model",
+    "serve_folder",
     "train_tokenizer",
 ]
 
@@ -34,4 +37,8 @@ def __getattr__(name: str) -> Any:
         from lightning_otel.testing.tiny_model import save_tiny_model
 
         return save_tiny_model
+    if name == "serve_folder":  # torch too
+        from lightning_otel.serving.cpu_replica import serve_folder
+
+        return serve_folder
     raise AttributeError(f"module 'lightning_otel.testing' has no attribute {name!r}")

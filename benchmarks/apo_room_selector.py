@@ -1,0 +1,151 @@
+"""APO on Agent Lightning's room-selector tutorial (examples/apo, run unchanged) with SmolLM2-135M-Instruct as the
+agent's model, and as APO's critique and edit models: does prompt optimisation find a better prompt for a 135M
+model, as a user with no hosted model would run it?
+
+    python benchmarks/apo_room_selector.py --seeds 0 1 2 --out runs/apo.json   # SmolLM2, about 15 min a seed
+    python benchmarks/apo_room_selector.py --quick                            # the tiny model (tests)
+
+The tutorial's script (`room_selector_apo.py`: APO with the tutorial's arguments, 8 train and 8 validation tasks)
+talks to one OpenAI-compatible endpoint, as the tutorial's reader's does. Here that endpoint routes by model name:
+the judge's model (`ROOM_SELECTOR_JUDGE_MODEL`) is a scripted strict grader, since SmolLM2 cannot fill the
+judge's JSON schema (our replicas have no guided decoding): 1 when the final answer names the expected room and no
+other (for "No Room": names none and says no room), else 0; every other model name (the agent's, APO's critique
+and edit models) is SmolLM2, served as vLLM would serve it (its ChatML template with tools, the hermes tool-call
+parser; replies of at most `--max-tokens`), sampled with each request's own temperature (the agent's 0, APO's
+edits at its diversity temperature 1) from the replica's seed. Reported per seed: the seed prompt's validation
+score, the best prompt's (chosen on those same 8 validation tasks, so it is an optimistic estimate), how many
+candidates were proposed and tried, rollouts, wall time, and the best prompt itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
+
+from model_with_tools import with_tools_template  # noqa: E402
+from room_selector import ROOMS  # noqa: E402
+
+from benchmarks._seeded_runs import finish  # noqa: E402
+from benchmarks._two_choices import base_model  # noqa: E402
+from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
+from lightning_otel.testing import OpenAITestServer, Reply, ToolCall  # noqa: E402
+
+JUDGE = "strict-exact-judge"
+AGENT = "smollm2"
+_JUDGE_PROMPT = re.compile(r"Task output:\n(.*?)\n\nExpected room:\n(.*?)\n", re.S)
+
+
+def strict_score(output: str, expected: str) -> float:
+    """1.0 when the output names the expected room and no other; for "No Room", when it names none and says so."""
+    named = {room["id"] for room in ROOMS if re.search(rf"\b{room['id']}\b", output, re.IGNORECASE)}
+    if expected == "No Room":
+        return float(not named and bool(re.search(r"\bno (suitable )?room", output, re.IGNORECASE)))
+    return float(named == {expected})
+
+
+def router(replica_url: str, max_tokens: int) -> Any:
+    """The endpoint's replies: the scripted judge for its model, SmolLM2's own answer (text or tool calls) for the
+    rest."""
+    import httpx
+
+    client = httpx.Client(base_url=replica_url, timeout=900)
+
+    def reply(body: dict[str, Any]) -> str | Reply:
+        if body.get("model") == JUDGE:
+            found = _JUDGE_PROMPT.search(str(body["messages"][-1]["content"]))
+            output, expected = (found.group(1), found.group(2).strip()) if found else ("", "?")
+            score = strict_score(output, expected)
+            return json.dumps({"reason": "names the expected room only" if score else "does not", "score": score})
+        forwarded = {key: value for key, value in body.items() if key not in ("response_format", "stream")}
+        forwarded.update(model="agl-policy", max_tokens=min(int(body.get("max_tokens") or max_tokens), max_tokens))
+        answer = client.post("/chat/completions", json=forwarded).raise_for_status().json()["choices"][0]["message"]
+        calls = [ToolCall(call["function"]["name"], call["function"]["arguments"], call["id"])
+                 for call in answer.get("tool_calls") or []]  # fmt: skip
+        return Reply(content=answer.get("content"), tool_calls=calls)
+
+    return reply
+
+
+def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    folder = with_tools_template(base_model(args.model, seed, workdir), workdir)
+    work = workdir / f"apo-{seed}"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))
+    started = time.monotonic()
+    with serve_folder(folder, seed=seed) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
+        env = {**os.environ, "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "unused", "PYTHONPATH": str(ROOT),
+               "ROOM_SELECTOR_MODEL": AGENT, "ROOM_SELECTOR_JUDGE_MODEL": JUDGE}  # fmt: skip
+        done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=args.timeout)  # fmt: skip
+        requests = len(api.requests)
+    (work / "apo.log").write_text(done.stdout + done.stderr)
+    run: dict[str, Any] = {"seed": seed, "model": args.model, "returncode": done.returncode, "requests": requests,
+                           "seconds": time.monotonic() - started}  # fmt: skip
+    history_file = work / "apo-out" / "history.json"
+    if done.returncode != 0 or not history_file.exists():
+        run["error"] = (done.stderr or done.stdout)[-2000:]
+        return run
+    history = json.loads(history_file.read_text())
+    candidates = {candidate["label"]: candidate for candidate in history["candidates"]}
+    summary = re.search(r"\((\S+), validation ([\d.]+), seed ([\d.]+); (\d+) rollouts", done.stdout)
+    run.update(
+        best=history["best"], best_val=float(summary.group(2)) if summary else None,
+        seed_val=float(summary.group(3)) if summary else None, rollouts=int(summary.group(4)) if summary else None,
+        proposed=len(candidates) - 1,
+        scored=sum(1 for c in candidates.values() if c.get("val_score") is not None) - 1,
+        best_prompt=(work / "apo-out" / "best_prompt.txt").read_text(),
+        candidates=[{key: c.get(key) for key in ("label", "parent", "val_score", "minibatch_scores",
+                                                 "rejected_because", "template")} for c in candidates.values()],
+    )  # fmt: skip
+    return run
+
+
+def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    lines = [f"{'seed':>4} {'seed prompt':>12} {'best prompt':>12} {'proposed':>9} {'scored':>7} {'rollouts':>9} "
+             f"{'s':>6}"]  # fmt: skip
+    complete = True
+    for run in runs:
+        if "error" in run or run.get("best_val") is None:
+            lines.append(f"{run['seed']:>4} failed (exit {run['returncode']}): {run.get('error', '')[-300:]}")
+            complete = False
+            continue
+        lines.append(f"{run['seed']:>4} {run['seed_val']:>12.3f} {run['best_val']:>12.3f} {run['proposed']:>9} "
+                     f"{run['scored']:>7} {run['rollouts']:>9} {run['seconds']:>6.0f}")  # fmt: skip
+        lines.append(f"     best prompt ({run['best']}): {run['best_prompt'][:400]!r}")
+    return lines, complete
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--model", choices=("tiny", "smollm2"), default="smollm2")
+    parser.add_argument("--max-tokens", type=int, default=256, help="the longest reply SmolLM2 gives any request")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds a seed's run may take")
+    parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="the tiny model, one seed: that it runs (the tests)")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.model, args.max_tokens = [0], "tiny", 16
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="agl-apo-") as folder:
+        for seed in args.seeds:
+            runs.append(one_run(seed, args, Path(folder)))
+            print(json.dumps({key: value for key, value in runs[-1].items() if key != "candidates"}), flush=True)
+    lines, complete = summary(runs)
+    return finish(runs, lines, complete, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The tool-calling row of the SmolLM2 learning table: the calculator agent (examples/calculator, LangGraph's ReAct
+agent) trained by GRPO after a warm start on arithmetic drills, over seeds, with every run reported.
+
+    python benchmarks/calculator_learning.py --seeds 0 1 2 --out runs/calculator.json   # about 40 min a seed
+    python benchmarks/calculator_learning.py --algorithms grpo dpo --seeds 0            # DPO at equal rollouts
+    python benchmarks/calculator_learning.py --reuse --algorithms grpo dpo               # the table from kept runs
+    python benchmarks/calculator_learning.py --quick                                     # the tiny model (tests)
+
+Each seed is `python examples/calculator/train_calculator.py train --seed S` (that script's docstring has the
+design): the untrained model, a warm start on 16 drills against a scripted teacher (the tool call's format, not the
+word problems), then 16 GRPO steps of 4 problems x 8 rollouts on the word problems; 48 held-out problems, greedy,
+before and after (`--algorithms grpo dpo`: online DPO too, from the same warm start at equal rollouts). Printed:
+each run, then pooled over the seeds the accuracy after the warm start against after training (the gain and its
+standard error) for each algorithm, DPO against GRPO at the end, and the untrained model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "calculator")]
+
+import train_calculator  # noqa: E402
+
+import lightning_otel as agl  # noqa: E402
+from benchmarks._seeded_runs import finish, pooled_comparison, standard_error  # noqa: E402
+
+
+def one_run(algorithm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    kept = workdir / f"seed-{seed}" / ("run.json" if algorithm == "grpo" else f"run-{algorithm}.json")
+    if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
+        run = {"algorithm": algorithm, **json.loads(kept.read_text())}
+        if run.get("model") == args.model:
+            return run
+    settings = train_calculator.parser().parse_args(
+        ["train", "--seed", str(seed), "--workdir", str(workdir), "--algorithm", algorithm]
+    )
+    settings.model, settings.quick = args.model, args.quick
+    if args.quick:
+        train_calculator.quick_sizes(settings)
+    try:
+        return train_calculator.train_run(settings)
+    except agl.NothingTrained as nothing:  # every group tied at every step: a run, reported, not a crash
+        return {"seed": seed, "algorithm": algorithm, "model": settings.model, "nothing_trained": str(nothing)}
+
+
+def summary(runs: list[dict[str, Any]], algorithms: list[str], *, ties_allowed: bool) -> tuple[list[str], bool]:
+    lines = [f"{'algorithm':<9} {'seed':>4} {'untrained':>10} {'warm start (+-SE)':>18} {'after (+-SE)':>18} "
+             f"{'called':>13} {'trained':>8} {'equal groups':>12} {'s':>6}"]  # fmt: skip
+    complete, measured = True, []
+    for run in runs:
+        if "nothing_trained" in run:
+            lines.append(f"{run['algorithm']:<9} {run['seed']:>4} trained nothing: {run['nothing_trained'][:300]}")
+            complete &= ties_allowed
+            continue
+        n, untrained = run["val_problems"], run["untrained"]["right"]
+        warm, after = run["warm"]["right"], run["after"]["right"]
+        lines.append(f"{run['algorithm']:<9} {run['seed']:>4} {untrained:>10.3f} {warm:>9.3f} "
+                     f"+-{standard_error(warm, n):.3f} {after:>9.3f} +-{standard_error(after, n):.3f} "
+                     f"{run['warm']['called']:>5.2f} -> {run['after']['called']:.2f} "
+                     f"{run['trained_steps']:>4}/{len(run['train_reward']):<3} "
+                     f"{run['zero_variance_groups']:>5.0f}/{run['groups']:<6.0f} {run['seconds']:>6.0f}")  # fmt: skip
+        complete &= run["complete"] and run["trained_steps"] > 0
+        measured.append(run)
+    for algorithm in algorithms:  # after the warm start against after training, pooled over the seeds
+        arm = [run for run in measured if run["algorithm"] == algorithm]
+        phases = [{"phase": "warm start", **run, "validations": run["validations"][:1]} for run in arm]
+        phases += [{"phase": f"after {algorithm}", **run} for run in arm]
+        lines += [
+            f"{algorithm}: {line}" for line in pooled_comparison(phases, "phase", "warm start", f"after {algorithm}")
+        ]
+    if set(algorithms) == {"grpo", "dpo"}:
+        lines += pooled_comparison(measured, "algorithm", "grpo", "dpo", either_way=True)
+    firsts = {run["seed"]: run for run in measured}.values()  # greedy: one seed's untrained episodes are all seeds'
+    count = sum(run["val_problems"] for run in firsts)
+    right = sum(run["untrained"]["right"] * run["val_problems"] for run in firsts) / count if count else math.nan
+    lines.append(f"untrained: {right:.3f} +- {standard_error(right, count):.3f} over {count} problems")
+    return lines, complete
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--algorithms", nargs="+", choices=("grpo", "dpo"), default=["grpo"])
+    parser.add_argument("--workdir", type=Path, default=ROOT / "examples" / "calculator" / "runs",
+                        help="each seed's folder (its episodes, its log, run.json) goes here")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument("--reuse", action="store_true", help="read a seed's finished run from --workdir, not rerun it")
+    parser.add_argument("--quick", action="store_true", help="the tiny model, a few problems: that it runs (tests)")
+    args = parser.parse_args()
+    if args.quick:  # a scratch folder, not the example's runs
+        args.seeds, args.workdir = [0], Path(tempfile.mkdtemp(prefix="agl-calculator-"))
+    runs = []
+    for seed in args.seeds:
+        for algorithm in args.algorithms:  # the second algorithm of a seed reuses its warm start
+            runs.append(one_run(algorithm, seed, args, args.workdir))
+            shown = ("algorithm", "seed", "untrained", "warm", "after", "seconds")
+            print(json.dumps({key: runs[-1].get(key) for key in shown}), flush=True)
+    if args.quick:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    lines, complete = summary(runs, args.algorithms, ties_allowed=args.quick)
+    return finish(runs, lines, complete, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
