@@ -21,7 +21,7 @@ from lightning_otel.export.atif_import import import_atif
 from lightning_otel.export.dataset_export import export_dataset
 from lightning_otel.export.rollouts import ExportedCall, ExportedRollout
 from tests.atif_models import validate
-from tests.export_store import BuiltRollout, build_store
+from tests.export_store import WRITE_TOOLS, BuiltRollout, build_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -55,6 +55,9 @@ def test_a_store_goes_to_atif_and_back_identical(store: tuple[Path, list[BuiltRo
         assert trajectory["extra"]["lightning_otel"]["reward"] == rollout.reward
         subs = {sub["agent"]["name"]: sub for sub in trajectory["subagent_trajectories"]}
         assert sorted(subs) == ["check", "write"]  # the agent tree: each agent an embedded trajectory
+        # the tools the write calls' requests offered (OpenAI's format, as ATIF holds them); check's offered none
+        assert subs["write"]["agent"]["tool_definitions"][0]["function"]["name"] == WRITE_TOOLS[0]["name"]
+        assert "tool_definitions" not in subs["check"]["agent"]
         for call in rollout.calls:
             [step] = [s for s in subs[call.agent]["steps"] if s["source"] == "agent"]
             assert step["metrics"]["prompt_token_ids"] == call.prompt_token_ids
@@ -71,8 +74,9 @@ def test_a_store_goes_to_atif_and_back_identical(store: tuple[Path, list[BuiltRo
             enumerate((path, tmp_path / "imported.sqlite3"))]  # fmt: skip
     sft = [sorted(read(tmp_path / f"sft-{n}.jsonl"), key=lambda r: r["rollout_id"]) for n in range(2)]
     assert rows[0].rows == rows[1].rows == len(built)
-    keep = ("rollout_id", "messages", "prompt_token_ids", "response_token_ids", "response_logprobs", "reward")
+    keep = ("rollout_id", "messages", "tools", "prompt_token_ids", "response_token_ids", "response_logprobs", "reward")
     assert [{k: r[k] for k in keep} for r in sft[0]] == [{k: r[k] for k in keep} for r in sft[1]]
+    assert all(row["tools"][0]["function"]["name"] == "lookup" for row in sft[1])  # the write calls' tools, back
 
 
 HARBOR = FIXTURES / "harbor"  # trajectories Harbor's own writers produced (its test suite's golden files, Apache-2.0)

@@ -137,3 +137,13 @@ def genai_message(message: Mapping[str, Any], finish_reason: str | None = None) 
     if finish_reason is not None:
         result["finish_reason"] = finish_reason
     return result
+
+
+def genai_tool_definitions(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat tools in the conventions' shape (`gen_ai.tool.definitions`): the inverse of `call_tools`, for
+    spans written from another format (an imported ATIF trajectory's `agent.tool_definitions`)."""
+    definitions = []
+    for tool in tools:
+        function = tool.get("function")
+        definitions.append({"type": "function", **function} if isinstance(function, Mapping) else dict(tool))
+    return definitions

@@ -108,6 +108,8 @@ def _agent(name: str, calls: Sequence[ExportedCall], by_id: Mapping[str, Span]) 
     agent: dict[str, Any] = {"name": name, "version": __version__}
     if model := next(filter(None, models), None):
         agent["model_name"] = model
+    if tools := next((call.tools for call in calls if call.tools), None):  # what its requests offered (content on)
+        agent["tool_definitions"] = tools
     return agent
 
 
@@ -273,6 +275,7 @@ class ImportedCall:
     reward: float | None
     step: str  # where it was read: "<trajectory id>#<step id>"
     token_ids_source: str | None = None  # None: the ids the model sampled; else how they were made (re-tokenized)
+    tools: list[dict[str, Any]] | None = None  # its agent's tool_definitions (OpenAI's chat format)
 
 
 @dataclass(slots=True)
@@ -354,6 +357,7 @@ def _calls(
     history: list[dict[str, Any]] = []
     calls: list[ImportedCall] = []
     name = trajectory.get("trajectory_id") or trajectory.get("session_id") or agent
+    tools = (trajectory.get("agent") or {}).get("tool_definitions") or None
     for step in steps:
         ours = _ours(step)
         if ours.get("context") == "new":
@@ -379,7 +383,7 @@ def _calls(
                 start_ns=iso_ns(step["timestamp"]) if step.get("timestamp") else None,
                 duration_ns=ours.get("duration_ns"), span_id=ours.get("span_id"), response_id=ours.get("response_id"),
                 policy_version=ours.get("policy_version"), reward=ours.get("reward"), step=where,
-                token_ids_source=ours.get("token_ids_source"),
+                token_ids_source=ours.get("token_ids_source"), tools=tools,
             ))  # fmt: skip
             if output is not None:
                 history.append(output)

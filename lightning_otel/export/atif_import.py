@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 from lightning_otel import semconv
-from lightning_otel.adapters.messages import genai_message
+from lightning_otel.adapters.messages import genai_message, genai_tool_definitions
 from lightning_otel.collector.client import Client, CollectorError, otlp_endpoint_for
 from lightning_otel.export.atif import ImportedCall, ImportedRollout, span_id_for, trace_id_for, trajectory_rollout
 from lightning_otel.export.dataset_export import store_client
@@ -317,6 +317,8 @@ def _call_attributes(call: ImportedCall, response_id: str) -> dict[str, Any]:
         attributes[semconv.AGL_POLICY_VERSION] = int(call.policy_version)
     if call.token_ids_source is not None:
         attributes[semconv.AGL_TOKEN_IDS_SOURCE] = call.token_ids_source
+    if call.tools:
+        attributes[semconv.GEN_AI_TOOL_DEFINITIONS] = json.dumps(genai_tool_definitions(call.tools), ensure_ascii=False)
     return attributes
 
 
