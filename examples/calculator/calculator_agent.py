@@ -118,6 +118,7 @@ def calculator_rollout(task: dict[str, Any], llm: agl.LLM) -> float:
         record = {
             "task": task["task_id"],
             "tool_calls": len(calls),
+            "expressions": [str((call.get("args") or {}).get("expression"))[:80] for call in calls],
             "reward": reward,
             "reply": reply[:200],
             "unparsed_call": "<tool_call>" in reply,  # a call the parser could not read stays in the text

@@ -61,3 +61,20 @@ def test_a_reward_model_trains_on_smollm2s_base(smollm2_dir: Path, tmp_path: Pat
                                 lora_rank=4, max_length=64, heldout_fraction=0.25)  # fmt: skip
     assert result.train_pairs == 6 and result.heldout_pairs == 2 and result.losses
     assert all(loss == loss for loss in result.losses)  # finite, not NaN
+
+
+def test_dpo_refuses_lora_on_smollm2s_tied_output_layer(smollm2_dir: Path) -> None:
+    """DPO serves its policy merged; merging an adapter on SmolLM2's lm_head (tied to its embeddings) would move the
+    embeddings too, so the replica would sample from weights no step trained: refused, with what to do."""
+    import pytest
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lightning_otel.training.dpo.backend import TiedOutputLayer, lora_model, plain_weights
+
+    with pytest.raises(TiedOutputLayer, match="Leave lm_head out of target_modules"):
+        lora_model(AutoModelForCausalLM.from_pretrained(smollm2_dir), {"r": 4, "target_modules": ["q_proj", "lm_head"]})
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir)
+    embeddings = model.get_input_embeddings().weight.detach().clone()
+    adapted = lora_model(model, {"r": 4, "target_modules": ["q_proj", "v_proj"], "init_lora_weights": False})
+    assert torch.equal(plain_weights(adapted)["model.embed_tokens.weight"], embeddings)  # served as trained

@@ -19,12 +19,27 @@ from lightning_otel.training.loop.backend import Backend, NothingToUpdate, Polic
 from lightning_otel.training.loop.samples import Sample
 
 
+class TiedOutputLayer(ValueError):
+    """LoRA on an output layer its model ties to the input embeddings: merged for serving, it moves them too."""
+
+
 def lora_model(model: Any, lora: Any) -> Any:
-    """`model` with LoRA adapters (`lora`: a peft `LoraConfig` or its fields as a dict)."""
+    """`model` with LoRA adapters (`lora`: a peft `LoraConfig` or its fields as a dict). An adapter on an output
+    layer that is tied to the embeddings (SmolLM2's) is refused: the replica is served the merged weights, and
+    merging it would change the embeddings too, so the policy served would not be the policy trained."""
     from peft import LoraConfig, get_peft_model
 
     config = lora if isinstance(lora, LoraConfig) else LoraConfig(task_type="CAUSAL_LM", **dict(lora))
-    return get_peft_model(model, config)
+    output = model.get_output_embeddings()
+    tied = output is not None and output.weight is model.get_input_embeddings().weight
+    peft_model = get_peft_model(model, config)
+    if tied and any("lora_" in name and ".lm_head." in f".{name}" for name, _ in peft_model.named_parameters()):
+        raise TiedOutputLayer(
+            "LoRA on the output layer (lm_head) of a model that ties it to its input embeddings: the merged policy "
+            "the replica serves would move the embeddings too. Leave lm_head out of target_modules (or load the "
+            "model untied)"
+        )
+    return peft_model
 
 
 def plain_weights(model: Any) -> dict[str, Any]:
