@@ -275,18 +275,23 @@ def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
-            time.sleep(3)  # the runner is up and long-polling
+            # the runner is up: it ran a first rollout, and its next claim is long-polling when the collector stops
+            # (a fixed sleep was not enough on a 2-core CI machine: the runner had not started polling yet)
+            first_client = Client(addresses.query)
+            warm = first_client.enqueue([{"input": {"question": "q0"}}])
+            assert first_client.wait_rollouts([warm[0]["rollout_id"]], timeout=60)["done"]
+            first_client.close()
             first.stop()
             time.sleep(2)  # its claims fail meanwhile
             with EmbeddedCollector(config(query_port, http_port)) as again:
                 client = Client(again.query)
-                queued = client.enqueue([{"input": {"question": "q1"}}, {"input": {"question": "q2"}}])
+                queued = client.enqueue([{"input": {"question": "q1"}}])
                 done = client.wait_rollouts([r["rollout_id"] for r in queued], timeout=60)
                 output, _ = runner.communicate(timeout=60)
         finally:
             runner.kill()
     assert done["done"] and {r["status"] for r in done["rollouts"]} == {"succeeded"}, output
-    assert "unreachable" in output and "answers again after" in output  # the client rode it out, and said so
+    assert "unreachable" in output and "answers again after" in output, output  # the client rode it out, said so
     assert runner.returncode == 0
 
 
