@@ -102,5 +102,4 @@ def test_slots_freeing_close_together_are_claimed_in_one_request(
     _, records = _run(agent, [{"n": n} for n in range(16)], tmp_path, max_concurrency=8)
     assert [r["status"] for r in records] == ["succeeded"] * 16
     # after the first claim, each asks for half the slots at least, or for every rollout left (max_rollouts is 16)
-    left = [16 - sum(asked[:i]) for i in range(len(asked))]
-    assert asked[0] == 8 and all(size >= min(4, n) for size, n in zip(asked[1:], left[1:])), asked
+    assert asked[0] == 8 and all(size >= min(4, 16 - sum(asked[:i])) for i, size in enumerate(asked) if i), asked
