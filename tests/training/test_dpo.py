@@ -5,6 +5,7 @@ likelihood over the rejected one's, a run without a pair says so, and another TR
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,6 +112,29 @@ def test_offline_dpo_from_exported_pairs_prefers_the_chosen_replies(tiny_model_d
              for p in pairs[:8]]  # fmt: skip
     assert min(gains) > 0, gains
     assert stats.losses[-1] < stats.losses[0]
+
+
+def test_lora_dpo_trains_step_after_step_against_the_base_model(tiny_model_dir) -> None:
+    """The loop calls DPO once a step on the same LoRA model: the second call trains (TRL's copied "ref" adapter
+    made it fail), and its reference is still the base model, not the policy the first call left (against that, the
+    second call's first loss would be ln 2 exactly: the policy equals its reference)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lightning_otel.training.dpo.backend import lora_model
+    from lightning_otel.training.dpo.trl_dpo import train_dpo
+
+    model = lora_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    pairs = [{"prompt_token_ids": [5, 6, 7, 8 + k], "chosen_token_ids": [20 + k, 21, 22],
+              "rejected_token_ids": [40 + k, 41]} for k in range(8)]  # fmt: skip
+    first = train_dpo(model, tokenizer, pairs, learning_rate=5e-3, epochs=3, batch_size=8)
+    second = train_dpo(model, tokenizer, pairs, learning_rate=5e-3, epochs=1, batch_size=8)
+    assert first.losses[0] == pytest.approx(math.log(2), abs=1e-4)  # a fresh adapter: the policy is its reference
+    assert second.losses[0] < first.losses[-1] + 1e-6 and abs(second.losses[0] - math.log(2)) > 1e-3, (first, second)
+    assert list(model.peft_config) == ["default"]
 
 
 def test_another_trl_release_is_refused_with_the_install_line(monkeypatch, tiny_model_dir, tmp_path) -> None:

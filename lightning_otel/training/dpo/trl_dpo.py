@@ -67,6 +67,16 @@ def _token_id_trainer() -> Any:
         )
 
     class TokenIdDPOTrainer(DPOTrainer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Given a PeftModel and no ref_model, TRL copies its adapter as the reference ("ref", for an adapter
+            # trained before). Ours start at zero, so the reference is the base model: adapters disabled, TRL's path
+            # when there is no "ref", the same at every step as full fine-tuning's frozen copy; left in place, the
+            # copy made the next step's trainer fail ("Adapter with name 'ref' already exists").
+            model = self.accelerator.unwrap_model(self.model)
+            if "ref" in (getattr(model, "peft_config", None) or {}) and kwargs.get("ref_model") is None:
+                model.delete_adapter("ref")
+
         def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
             return dataset  # prompt_ids/chosen_ids/rejected_ids already: the tokens as sampled
 
