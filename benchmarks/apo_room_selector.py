@@ -2,7 +2,7 @@
 agent's model, and as APO's critique and edit models: does prompt optimisation find a better prompt for a 135M
 model, as a user with no hosted model would run it?
 
-    python benchmarks/apo_room_selector.py --seeds 0 1 2 --out runs/apo.json   # SmolLM2, about 15 min a seed
+    python benchmarks/apo_room_selector.py --seeds 0 --workdir runs/apo --out runs/apo.json   # SmolLM2, ~1 h a seed
     python benchmarks/apo_room_selector.py --quick                            # the tiny model (tests)
 
 The tutorial's script (`room_selector_apo.py`: APO with the tutorial's arguments, 8 train and 8 validation tasks)
@@ -87,12 +87,18 @@ def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     with serve_folder(folder, seed=seed) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
         env = {**os.environ, "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "unused", "PYTHONPATH": str(ROOT),
                "ROOM_SELECTOR_MODEL": AGENT, "ROOM_SELECTOR_JUDGE_MODEL": JUDGE}  # fmt: skip
-        done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=args.timeout)  # fmt: skip
+        try:
+            done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=args.timeout)  # fmt: skip
+        except subprocess.TimeoutExpired as exc:  # a failed run, reported with its log (the store stays in --workdir)
+            output = [part.decode() if isinstance(part, bytes) else part or "" for part in (exc.stdout, exc.stderr)]
+            done = subprocess.CompletedProcess(
+                exc.cmd, -1, output[0], output[1] + f"\ntimed out after {exc.timeout:g} s"
+            )
         requests = len(api.requests)
     (work / "apo.log").write_text(done.stdout + done.stderr)
     run: dict[str, Any] = {"seed": seed, "model": args.model, "returncode": done.returncode, "requests": requests,
-                           "seconds": time.monotonic() - started}  # fmt: skip
+                           "seconds": time.monotonic() - started, "workdir": str(work)}  # fmt: skip
     history_file = work / "apo-out" / "history.json"
     if done.returncode != 0 or not history_file.exists():
         run["error"] = (done.stderr or done.stdout)[-2000:]
@@ -132,16 +138,20 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--model", choices=("tiny", "smollm2"), default="smollm2")
     parser.add_argument("--max-tokens", type=int, default=256, help="the longest reply SmolLM2 gives any request")
-    parser.add_argument("--timeout", type=float, default=3600, help="seconds a seed's run may take")
+    parser.add_argument("--timeout", type=float, default=5400, help="seconds a seed's run may take")
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep each seed's run (store, log, history) here; default a temp dir"
+    )
     parser.add_argument("--quick", action="store_true", help="the tiny model, one seed: that it runs (the tests)")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.model, args.max_tokens = [0], "tiny", 16
     runs = []
-    with tempfile.TemporaryDirectory(prefix="agl-apo-") as folder:
+    with tempfile.TemporaryDirectory(prefix="agl-apo-") as scratch:
+        folder = args.workdir or Path(scratch)  # each seed's copy of the tutorial, its store and log, kept there
         for seed in args.seeds:
-            runs.append(one_run(seed, args, Path(folder)))
+            runs.append(one_run(seed, args, folder))
             print(json.dumps({key: value for key, value in runs[-1].items() if key != "candidates"}), flush=True)
     lines, complete = summary(runs)
     return finish(runs, lines, complete, args.out)

@@ -1,6 +1,7 @@
 """APO's parts against the project's OpenAI-compatible test server: the critique/edit model through an OpenAI
-client, an AsyncOpenAI client and LiteLLM names; an edit that breaks the template's placeholders is not tried;
-templates come back without the fences a model adds; a run without a PromptTemplate says what to set."""
+client, an AsyncOpenAI client and LiteLLM names; an edit that breaks the template's placeholders is not tried (nor
+its stand-in, the parent, run again on the same minibatch); templates come back without the fences a model adds; a
+run without a PromptTemplate says what to set."""
 
 from __future__ import annotations
 
@@ -52,6 +53,30 @@ def test_an_edit_that_breaks_the_placeholders_is_not_tried() -> None:
         assert "people" in (rejected.rejected_because or "") and rejected.parent == "p0"
         child = adapter.propose_new_texts({"prompt": seed}, dataset, ["prompt"])["prompt"]
         assert child == "Book {date} for {attendees}, name the room." and adapter.candidate(child).parent == "p0"
+
+    class CountingEvaluator:  # the runners' side: how many rollouts each evaluation ran
+        runs: list[tuple[str, int]] = []
+
+        def evaluate(self, template, batch, *, mode, note):
+            self.runs.append((template, len(batch)))
+            return [RolloutReport(task=task, rollout_id=f"r{n}", status="succeeded", reward=0.0)
+                    for n, task in enumerate(batch)]  # fmt: skip
+
+    edits = iter(["Book a room for {people} people."])
+    with OpenAITestServer(replies=reply) as server:
+        chat = ChatModel(openai.OpenAI(base_url=server.base_url, api_key="t"))
+        evaluator = CountingEvaluator()
+        adapter = TraceGEPAAdapter(evaluator=evaluator, chat=chat, settings=SearchSettings("g", "e", 1.0),  # type: ignore[arg-type]
+                                   valset=[], seed_template=seed)  # fmt: skip
+        minibatch = [{"n": 1}, {"n": 2}]
+        parent_run = adapter.evaluate(minibatch, {"prompt": seed}, capture_traces=True)
+        kept = adapter.propose_new_texts({"prompt": seed}, adapter.make_reflective_dataset({"prompt": seed}, parent_run,
+                                         ["prompt"]), ["prompt"])  # fmt: skip
+        assert kept == {"prompt": seed}  # the edit broke a placeholder: the parent stands in for its child
+        child_run = adapter.evaluate(minibatch, {"prompt": seed})
+        assert child_run.scores == parent_run.scores and evaluator.runs == [(seed, 2)]  # not run twice
+        adapter.evaluate([{"n": 3}, {"n": 4}], {"prompt": seed})  # another minibatch runs
+        assert evaluator.runs == [(seed, 2), (seed, 2)]
     assert placeholders("{a} {b[0]} {c.d} {{literal}}") == {"a", "b", "c"}
     assert strip_fences("<template>\nHi {x}\n</template>") == "Hi {x}"
 

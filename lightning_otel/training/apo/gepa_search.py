@@ -62,6 +62,7 @@ class TraceGEPAAdapter:
         self.candidates: dict[str, Candidate] = {seed_template: Candidate("p0", seed_template, None, 0)}
         self.rejected: list[Candidate] = []  # edits not tried (a broken template), kept for the history
         self.round = 0
+        self._last_minibatch: tuple[str, list[int], Any] | None = None  # template, task ids, its EvaluationBatch
         self.on_validation: Any = None  # (candidate) -> None, after a candidate's score on the validation tasks
 
     def candidate(self, template: str) -> Candidate:
@@ -71,6 +72,12 @@ class TraceGEPAAdapter:
         from gepa import EvaluationBatch
 
         (template,) = candidate.values()
+        ids = [id(task) for task in batch]
+        if self._last_minibatch is not None and self._last_minibatch[:2] == (template, ids):
+            # a rejected edit kept its parent: the same template on the minibatch it just ran scores as it did
+            # (GEPA keeps a child only if it beats its parent there), so its rollouts are not run again
+            log.info("APO round %d: the unchanged template's minibatch scores reused", self.round)
+            return self._last_minibatch[2]
         known = self.candidates.setdefault(template, Candidate(f"p{len(self.candidates)}", template, None, self.round))
         on_valset = sorted(id(task) for task in batch) == self.valset_ids
         if on_valset:
@@ -87,9 +94,11 @@ class TraceGEPAAdapter:
             log.info("%s: %.3f on %d validation tasks", known.label, known.val_score, len(scores))
             if self.on_validation is not None:
                 self.on_validation(known)
-        else:
-            known.minibatch_scores.append(sum(scores) / len(scores) if scores else 0.0)
-        return EvaluationBatch(outputs=reports, scores=scores, trajectories=reports if capture_traces else None)
+            return EvaluationBatch(outputs=reports, scores=scores, trajectories=reports if capture_traces else None)
+        known.minibatch_scores.append(sum(scores) / len(scores) if scores else 0.0)
+        evaluated = EvaluationBatch(outputs=reports, scores=scores, trajectories=reports)
+        self._last_minibatch = (template, ids, evaluated)
+        return evaluated
 
     def make_reflective_dataset(
         self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
