@@ -277,10 +277,9 @@ def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
         try:
             # the runner is up: it ran a first rollout, and its next claim is long-polling when the collector stops
             # (a fixed sleep was not enough on a 2-core CI machine: the runner had not started polling yet)
-            first_client = Client(addresses.query)
-            warm = first_client.enqueue([{"input": {"question": "q0"}}])
-            assert first_client.wait_rollouts([warm[0]["rollout_id"]], timeout=60)["done"]
-            first_client.close()
+            with Client(addresses.query) as first_client:
+                warm = first_client.enqueue([{"input": {"question": "q0"}}])
+                assert first_client.wait_rollouts([warm[0]["rollout_id"]], timeout=60)["done"]
             first.stop()
             time.sleep(2)  # its claims fail meanwhile
             with EmbeddedCollector(config(query_port, http_port)) as again:

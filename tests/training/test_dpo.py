@@ -19,6 +19,8 @@ from lightning_otel.runtime.sample_diagnosis import NothingTrained
 from tests.helpers import assert_staleness_by_the_spans
 
 TASKS = [{"task_id": f"t{i}", "question": f"Question number {i}?"} for i in range(4)]
+TOKEN_PAIRS = [{"prompt_token_ids": [5, 6, 7, 8 + k], "chosen_token_ids": [20 + k, 21, 22],
+                "rejected_token_ids": [40 + k, 41]} for k in range(8)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +101,7 @@ def _log_ratio(model, prompt: list[int], chosen: list[int], rejected: list[int])
 def test_offline_dpo_from_exported_pairs_prefers_the_chosen_replies(tiny_model_dir, tmp_path, lora) -> None:
     from transformers import AutoModelForCausalLM
 
-    pairs = [{"prompt_token_ids": [5, 6, 7, 8 + k], "chosen_token_ids": [20 + k, 21, 22],
-              "rejected_token_ids": [40 + k, 41]} for k in range(8)]  # fmt: skip
+    pairs = [dict(pair) for pair in TOKEN_PAIRS]
     pairs.append({"prompt_token_ids": None, "chosen_token_ids": [1], "rejected_token_ids": [2]})  # no ids: left out
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     stats = agl.dpo_from_pairs(pairs, tiny_model_dir, tmp_path / "out", lora=lora, learning_rate=5e-3, epochs=5,
@@ -128,8 +129,7 @@ def test_lora_dpo_trains_step_after_step_against_the_base_model(tiny_model_dir) 
         {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
     )
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    pairs = [{"prompt_token_ids": [5, 6, 7, 8 + k], "chosen_token_ids": [20 + k, 21, 22],
-              "rejected_token_ids": [40 + k, 41]} for k in range(8)]  # fmt: skip
+    pairs = [dict(pair) for pair in TOKEN_PAIRS]
     first = train_dpo(model, tokenizer, pairs, learning_rate=5e-3, epochs=3, batch_size=8)
     second = train_dpo(model, tokenizer, pairs, learning_rate=5e-3, epochs=1, batch_size=8)
     assert first.losses[0] == pytest.approx(math.log(2), abs=1e-4)  # a fresh adapter: the policy is its reference
