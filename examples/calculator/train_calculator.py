@@ -17,7 +17,7 @@ node's. `train`:
    are validated greedily before and after.
 Reading the question's words into an expression (which numbers, which operation) is what GRPO has to learn: the
 drills never show it. `--algorithm dpo` trains online DPO instead, at equal rollouts: the same schedule, the same
-LoRA but on the output layer (which SmolLM2 ties to its embeddings), a group's best and worst rollouts as the pair
+LoRA except on the output layer (which SmolLM2 ties to its embeddings), a group's best and worst rollouts as the pair
 when their rewards differ, at the call where both saw the same prompt (the call to the calculator), learning rate
 2e-4, beta 0.1, two passes; a second run of a seed reuses its warm start.
 """

@@ -79,7 +79,7 @@ class TraceGEPAAdapter:
             log.info("APO round %d: the unchanged template's minibatch scores reused", self.round)
             return self._last_minibatch[2]
         known = self.candidates.setdefault(template, Candidate(f"p{len(self.candidates)}", template, None, self.round))
-        on_valset = sorted(id(task) for task in batch) == self.valset_ids
+        on_valset = sorted(ids) == self.valset_ids
         if on_valset:
             note, mode = f"APO round {self.round} · {known.label} · validation", "val"
         else:
