@@ -14,7 +14,9 @@ and edit models) is SmolLM2, served as vLLM would serve it (its ChatML template 
 parser; replies of at most `--max-tokens`), sampled with each request's own temperature (the agent's 0, APO's
 edits at its diversity temperature 1) from the replica's seed. Reported per seed: the seed prompt's validation
 score, the best prompt's (chosen on those same 8 validation tasks, so it is an optimistic estimate), how many
-candidates were proposed and tried, rollouts, wall time, and the best prompt itself.
+candidates were proposed and tried, rollouts, wall time, and the best prompt itself. A run in which every edit was
+refused (APO's `NothingTrained`: no candidate but the seed ran) is reported as "searched nothing", with the seed's
+score, and is not a measurement (exit 1; `--quick` allows it, the tiny model's edits are gibberish).
 """
 
 from __future__ import annotations
@@ -100,6 +102,16 @@ def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     run: dict[str, Any] = {"seed": seed, "model": args.model, "returncode": done.returncode, "requests": requests,
                            "seconds": time.monotonic() - started, "workdir": str(work)}  # fmt: skip
     history_file = work / "apo-out" / "history.json"
+    searched_nothing = re.search(r"APO tried no prompt but the seed.*", done.stderr)
+    if searched_nothing and history_file.exists():  # every edit refused: the seed's score and the edits, reported
+        history = json.loads(history_file.read_text())
+        seed_prompt = history["candidates"][0]
+        run.update(
+            searched_nothing=searched_nothing.group(0),
+            seed_val=seed_prompt.get("val_score"),
+            refused=[c.get("rejected_because") for c in history["candidates"] if c.get("rejected_because")],
+        )
+        return run
     if done.returncode != 0 or not history_file.exists():
         run["error"] = (done.stderr or done.stdout)[-2000:]
         return run
@@ -118,11 +130,16 @@ def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     return run
 
 
-def summary(runs: list[dict[str, Any]]) -> tuple[list[str], bool]:
+def summary(runs: list[dict[str, Any]], *, nothing_searched_allowed: bool) -> tuple[list[str], bool]:
     lines = [f"{'seed':>4} {'seed prompt':>12} {'best prompt':>12} {'proposed':>9} {'scored':>7} {'rollouts':>9} "
              f"{'s':>6}"]  # fmt: skip
     complete = True
     for run in runs:
+        if "searched_nothing" in run:  # not a measurement of APO: no candidate but the seed ran
+            lines.append(f"{run['seed']:>4} seed prompt {run['seed_val']:.3f}, searched nothing in "
+                         f"{run['seconds']:.0f} s: {run['searched_nothing'][:400]}")  # fmt: skip
+            complete &= nothing_searched_allowed
+            continue
         if "error" in run or run.get("best_val") is None:
             lines.append(f"{run['seed']:>4} failed (exit {run['returncode']}): {run.get('error', '')[-300:]}")
             complete = False
@@ -152,8 +169,9 @@ def main() -> int:
         folder = args.workdir or Path(scratch)  # each seed's copy of the tutorial, its store and log, kept there
         for seed in args.seeds:
             runs.append(one_run(seed, args, folder))
-            print(json.dumps({key: value for key, value in runs[-1].items() if key != "candidates"}), flush=True)
-    lines, complete = summary(runs)
+            shown = {key: value for key, value in runs[-1].items() if key not in ("candidates", "refused")}
+            print(json.dumps(shown), flush=True)
+    lines, complete = summary(runs, nothing_searched_allowed=args.quick)  # the tiny model's edits are gibberish
     return finish(runs, lines, complete, args.out)
 
 

@@ -15,62 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "spider")]
 
 from prepare_dataset import data_ready, default_data_dir, prepare  # noqa: E402
-from spider_eval import evaluate_query  # noqa: E402
-from sql_agent import LitSQLAgent, database_path  # noqa: E402
+from recorded_sql_agent import RecordingSQLAgent  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
 from benchmarks._two_choices import MODELS, base_model  # noqa: E402
 from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
-
-
-def outcome(query: str, gold: str, db: Path) -> str:
-    """right, no query, refused (SQLite raised) or other rows."""
-    if not query.strip():
-        return "no query"
-    if evaluate_query(query, gold, db, raise_on_error=False):
-        return "right"
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-            connection.execute(query).fetchmany(1)
-    except sqlite3.Error:
-        return "refused"
-    return "other rows"
-
-
-class RecordingSQLAgent(LitSQLAgent):
-    """The example's agent, each final query and its outcome appended to `record_file` (one line a question)."""
-
-    def __init__(self, record_file: Path, data_dir: Path) -> None:
-        super().__init__(max_turns=1, truncate_length=256, data_dir=data_dir, check_last_turn=False)
-        self.record_file = record_file
-
-    def rollout(self, task: dict[str, Any], resources: agl.NamedResources, rollout: agl.Rollout) -> float:
-        from sql_graph import build_langgraph_sql_agent
-
-        llm: agl.LLM = resources["main_llm"]
-        db = database_path(self.data_dir, task["db_id"])
-        agent = build_langgraph_sql_agent(
-            database_path=f"sqlite:///{db}", max_turns=1, truncate_length=256, check_last_turn=False,
-            openai_base_url=llm.get_base_url(rollout.rollout_id, rollout.attempt.attempt_id), model=llm.model,
-            sampling_parameters=llm.sampling_parameters, api_key=llm.api_key,
-        )  # fmt: skip
-        query = str(agent.invoke({"question": task["question"]}, {"recursion_limit": 20}).get("query") or "")
-        result = outcome(query, task["query"], db)
-        with open(self.record_file, "a") as out:
-            out.write(json.dumps({"question": task["question"], "query": query[:300], "outcome": result}) + "\n")
-        return float(result == "right")
 
 
 def main() -> int:
@@ -93,7 +52,7 @@ def main() -> int:
             llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": 160})
             trainer = agl.Trainer(n_runners=2, adapter={"agent_match": "write"}, initial_resources={"main_llm": llm})
             with agl.quiet(work / "probe.log"):
-                trainer.dev(RecordingSQLAgent(records, data_dir), val_dataset=tasks, print_spans=False)
+                trainer.dev(RecordingSQLAgent(data_dir, records), val_dataset=tasks, print_spans=False)
         found = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
     counts = Counter(record["outcome"] for record in found)
     right = counts["right"] / len(found) if found else float("nan")

@@ -39,7 +39,8 @@ HERE: dict[str, tuple[str, ...]] = {
     "frozen_lake": ("grpo: gain after - before", "anchor: gain after - before", "gain anchor - grpo"),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
     "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
-    "apo_room_selector": ("seed prompt", "best prompt (p"),
+    "sql_learning": ("gain after grpo - warm start", "untrained:"),
+    "apo_room_selector": ("seed prompt",),  # the tiny model's edits are refused: "searched nothing" (or a best)
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")

@@ -12,10 +12,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
+from lightning_otel.testing import Reply
 from lightning_otel.testing.server import OpenAITestServer
 from tests.examples.apo_scripted_models import ASK, reply
 
@@ -64,3 +66,26 @@ def test_the_apo_tutorial_finds_the_prompt_the_grader_needs(tmp_path: Path) -> N
         assert resources["prompt_template"]["template"] == best  # published
     finally:
         collector.stop()
+
+
+def test_a_run_whose_every_edit_is_refused_fails_and_says_why(tmp_path: Path) -> None:
+    """An edit model that drops the template's placeholders: no candidate but the seed ever runs, so APO searched
+    nothing; the tutorial must exit non-zero and say so, not print the seed as its best prompt."""
+
+    def no_placeholders(body: dict[str, Any]) -> str | Reply:
+        first = str((body.get("messages") or [{}])[0].get("content") or "")
+        return "Pick the best room." if first.startswith("You edit prompt templates") else reply(body)
+
+    work = tmp_path / "apo"
+    shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))
+    with OpenAITestServer(replies=no_placeholders) as models:
+        env = {**os.environ, "OPENAI_BASE_URL": models.base_url, "OPENAI_API_KEY": "test",
+               "PYTHONPATH": str(ROOT)}  # fmt: skip
+        done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert "APO tried no prompt but the seed" in done.stderr and "were refused" in done.stderr, done.stderr[-2000:]
+    assert "best prompt (" not in done.stdout
+    history = json.loads((work / "apo-out" / "history.json").read_text())
+    refused = [c for c in history["candidates"] if c.get("rejected_because")]
+    assert refused and all(c["template"] == "Pick the best room." for c in refused)

@@ -160,6 +160,10 @@ class APO(Algorithm):
         seed = adapter.candidate(seed_prompt.template)
         if winner.val_score is None:
             raise NothingTrained("APO scored no candidate on the validation tasks (every rollout failed?)")
+        if adapter.round and len(adapter.candidates) == 1:  # proposals made, none ran: nothing was searched
+            self._save(adapter, seed)  # the refused edits, for the reader of the error
+            self.chat.close()
+            raise NothingTrained(self._nothing_searched(adapter, seed))
         final = None
         if self.run_initial_validation or len(val) > len(valset):  # the winner on the whole validation set
             reports = evaluator.evaluate(winner.template, val, mode="val",
@@ -179,6 +183,14 @@ class APO(Algorithm):
                  evaluator.rollouts, self.output_dir)  # fmt: skip
         self.chat.close()
         return outcome
+
+    def _nothing_searched(self, adapter: TraceGEPAAdapter, seed: Candidate) -> str:
+        refused = adapter.rejected
+        reason = f", e.g. {refused[0].rejected_because}" if refused else ""
+        return (f"APO tried no prompt but the seed in {adapter.round} rounds: {len(refused)} edits by "
+                f"{self.settings.apply_edit_model!r} were refused{reason}, the others repeated the seed; the seed "
+                f"scored {seed.val_score:.3f} on validation. The edit model must return the whole template with its "
+                f"placeholders {sorted(adapter.fields)}; its edits: {self.output_dir / 'history.json'}")  # fmt: skip
 
     def _seed(self, run: TrainingRun) -> tuple[str, PromptTemplate]:
         resources = run.latest_resources()

@@ -1,0 +1,102 @@
+"""The SQL row of the SmolLM2 learning table: the seeds' SQL agent (examples/spider, LangGraph, `agent_match="write"`)
+trained by GRPO after a light warm start, over seeds, with every run reported.
+
+    python benchmarks/sql_learning.py --seeds 0 1 2 --out runs/sql.json   # about 30 min a seed
+    python benchmarks/sql_learning.py --reuse                             # the table from kept runs
+    python benchmarks/sql_learning.py --quick                             # the tiny model (tests)
+
+Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the
+untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
+4 questions x 8 rollouts; 48 held-out questions, greedy, before and after. Printed: each run (accuracy and why the
+misses missed), then pooled over the seeds the accuracy after the warm start against after GRPO (the gain and its
+standard error), and the untrained model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "spider")]
+
+import train_sql_smollm2  # noqa: E402
+
+import lightning_otel as agl  # noqa: E402
+from benchmarks._seeded_runs import finish, pooled_comparison, standard_error  # noqa: E402
+
+
+def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    kept = args.workdir / f"seed-{seed}" / "run.json"
+    if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
+        run = json.loads(kept.read_text())
+        if run.get("model") == args.model:
+            return run
+    settings = train_sql_smollm2.parser().parse_args(["--seed", str(seed), "--workdir", str(args.workdir)])
+    settings.model = args.model
+    if args.quick:
+        train_sql_smollm2.quick_sizes(settings)
+    try:
+        return train_sql_smollm2.train_run(settings)
+    except agl.NothingTrained as nothing:  # every group tied at every step: a run, reported, not a crash
+        return {"seed": seed, "model": settings.model, "nothing_trained": str(nothing)}
+
+
+def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str], bool]:
+    lines = [f"{'seed':>4} {'untrained':>10} {'warm start (+-SE)':>18} {'after (+-SE)':>18} "
+             f"{'refused, warm -> after':>23} {'trained':>8} {'equal groups':>12} {'s':>6}"]  # fmt: skip
+    complete, measured = True, []
+    for run in runs:
+        if "nothing_trained" in run:
+            lines.append(f"{run['seed']:>4} trained nothing: {run['nothing_trained'][:300]}")
+            complete &= ties_allowed
+            continue
+        n, warm, after = run["val_questions"], run["warm"]["right"], run["after"]["right"]
+        lines.append(f"{run['seed']:>4} {run['untrained']['right']:>10.3f} {warm:>9.3f} "
+                     f"+-{standard_error(warm, n):.3f} {after:>9.3f} +-{standard_error(after, n):.3f} "
+                     f"{run['warm']['refused']:>14.2f} -> {run['after']['refused']:.2f} "
+                     f"{run['trained_steps']:>4}/{len(run['train_reward']):<3} "
+                     f"{run['zero_variance_groups']:>5.0f}/{run['groups']:<6.0f} {run['seconds']:>6.0f}")  # fmt: skip
+        complete &= run["complete"] and run["trained_steps"] > 0
+        measured.append(run)
+    phases = [{"phase": "warm start", **run, "validations": run["validations"][:1]} for run in measured]
+    phases += [{"phase": "after grpo", **run} for run in measured]
+    lines += pooled_comparison(phases, "phase", "warm start", "after grpo")
+    if measured:  # greedy: every seed's untrained answers are the same
+        untrained, n = measured[0]["untrained"]["right"], measured[0]["val_questions"]
+        lines.append(f"untrained: {untrained:.3f} +- {standard_error(untrained, n):.3f} over {n} questions")
+    else:
+        lines.append("untrained: no run measured")
+    return lines, complete
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "examples" / "spider" / "runs" / "smollm2",
+                        help="each seed's folder (its answers, its log, run.json) goes here")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
+    parser.add_argument("--reuse", action="store_true", help="read a seed's finished run from --workdir, not rerun it")
+    parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions: that it runs (tests)")
+    args = parser.parse_args()
+    if args.quick:  # a scratch folder, not the example's runs
+        args.seeds, args.workdir = [0], Path(tempfile.mkdtemp(prefix="agl-sql-learning-"))
+    runs = []
+    for seed in args.seeds:
+        runs.append(one_run(seed, args))
+        shown = ("seed", "untrained", "warm", "after", "seconds")
+        print(json.dumps({key: runs[-1].get(key) for key in shown}), flush=True)
+    if args.quick:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    lines, complete = summary(runs, ties_allowed=args.quick)
+    return finish(runs, lines, complete, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

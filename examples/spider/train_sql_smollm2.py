@@ -1,0 +1,230 @@
+"""The SQL agent trained on a model that can read: SmolLM2-135M-Instruct, a warm start then GRPO, on 2 CPU cores.
+
+    python train_sql_smollm2.py --seed 0        # about 30 min: untrained, warm start, 12 GRPO steps, held-out accuracy
+    python train_sql_smollm2.py --quick         # the tiny model, a few questions: that it runs (the tests)
+
+The agent is the tutorial's LangGraph graph with one write turn (the CPU profile's: `agent_match="write"`, the
+query executed, no check), its reward Spider's execution match. A run:
+
+1. the untrained model's execution accuracy on held-out questions (the first `--val-questions` of the validation
+   split, greedy), with why each miss missed (no query, refused by SQLite, other rows); greedy, so the seeds share it;
+2. a warm start that shows the answer's format: the agent answers `--warm-questions` training questions against the
+   scripted teacher (the gold query in a sqlite block), and `lightning_otel.SFT` fine-tunes the model on those
+   write_query calls, lightly (2 passes at 1e-4): the untrained model writes sentences where a query goes;
+3. GRPO on the other training questions with the local Tinker engine (LoRA rank 32, learning rate 1.3e-3, the Tinker
+   cookbook's rule for SmolLM2's width), `--batch-size` questions x `--group-size` rollouts a step at temperature 1,
+   replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end.
+
+Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from prepare_dataset import data_ready, default_data_dir, prepare
+from recorded_sql_agent import OUTCOMES, RecordingSQLAgent
+from warm_start import teacher_warm_start
+
+import lightning_otel as agl
+
+HERE = Path(__file__).resolve().parent
+AGENT_MATCH = "write"  # write_query's calls are the samples
+MAX_TOKENS = 64  # the longest gold query (a join) in its sqlite block fits
+
+
+def outcome_shares(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How a set of answers went: the share of each outcome (right is the execution accuracy)."""
+    counts = Counter(record["outcome"] for record in records)
+    return {"questions": len(records), **{kind: counts[kind] / len(records) if records else math.nan
+                                         for kind in OUTCOMES}}  # fmt: skip
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, data_dir: Path, log: Path) -> dict[str, Any]:
+    """The agent on `tasks` against `folder` served as vLLM would serve it, greedy: the outcome shares."""
+    from lightning_otel.testing import serve_folder  # torch
+
+    records.unlink(missing_ok=True)
+    with agl.quiet(log), serve_folder(folder) as base_url:
+        llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": MAX_TOKENS})
+        trainer = agl.Trainer(n_runners=2, adapter={"agent_match": AGENT_MATCH}, initial_resources={"main_llm": llm})
+        trainer.dev(RecordingSQLAgent(data_dir, records), val_dataset=tasks, print_spans=False)
+    return outcome_shares(read_records(records))
+
+
+def base_model(model: str, seed: int, work: Path) -> Path:
+    """A model name (smollm2) or folder; "tiny": a tiny random model built offline with the seed (the quick mode)."""
+    if model != "tiny":
+        return agl.model_folder(model)
+    from lightning_otel.testing import save_tiny_model
+
+    folder = work / "model-tiny"
+    if not (folder / "config.json").exists():
+        save_tiny_model(folder, seed=seed)
+    return folder
+
+
+def warm_start(args: argparse.Namespace, model: Path, tasks: list[dict[str, Any]], agent: RecordingSQLAgent,
+               work: Path, log: Path) -> tuple[Path, float]:  # fmt: skip
+    """The warm-started folder and the SFT's seconds (a folder this seed's earlier run left is reused)."""
+    warm, done = work / "model-warm", work / "warm_start.json"
+    if done.exists() and (warm / "config.json").exists():
+        print(f"warm start: reused {warm} (this seed's earlier run)", flush=True)
+        return warm, json.loads(done.read_text())["sft_seconds"]
+    with agl.quiet(log):
+        sft = teacher_warm_start(
+            agent, tasks, model, warm, teacher_url=None, teacher_model="scripted-teacher", collector=None,
+            n_runners=2, fine_tune={"epochs": args.sft_epochs, "learning_rate": args.sft_learning_rate,
+                                    "batch_size": 8, "seed": args.seed},
+        )  # fmt: skip
+    seconds = sft.final["sft/train_seconds"]
+    print(f"warm start: {sft.final['sft/examples']:.0f} examples from {len(tasks)} training questions against the "
+          f"scripted teacher, SFT in {seconds:.0f}s", flush=True)  # fmt: skip
+    figures = {"questions": len(tasks), "examples": sft.final["sft/examples"], "sft_seconds": seconds}
+    done.write_text(json.dumps(figures))
+    return warm, seconds
+
+
+def train_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One seed: the untrained model, the warm start, then GRPO; every figure of the run (also as JSON)."""
+    started = time.monotonic()
+    data_dir = default_data_dir()
+    if not data_ready(data_dir):
+        prepare(data_dir)
+    root = Path(args.workdir).resolve()
+    work = root / f"seed-{args.seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "train.log"
+    model = base_model(args.model, args.seed, work)
+    print(f"{args.model} (seed {args.seed}): other libraries' output goes to {log}", flush=True)
+    val_tasks = agl.load_tasks(data_dir / "test_dev_500.parquet")[: args.val_questions]
+    train_pool = agl.load_tasks(data_dir / "train_spider.parquet")
+    random.Random(args.seed + 500).shuffle(train_pool)
+    warm_tasks, train_tasks = train_pool[: args.warm_questions], train_pool[args.warm_questions :]
+
+    # greedy: the untrained model's answers are the same whichever seed asks (the quick mode's model is the seed's)
+    untrained_file = (work if args.model == "tiny" else root) / f"untrained-{args.model}.episodes.jsonl"
+    if len(read_records(untrained_file)) == len(val_tasks):
+        untrained = outcome_shares(read_records(untrained_file))
+    else:
+        untrained = accuracy(model, val_tasks, untrained_file, data_dir, log)
+    print(f"untrained, {len(val_tasks)} held-out questions, greedy: right {untrained['right']:.3f}, refused by "
+          f"SQLite {untrained['refused']:.3f}, no query {untrained['no query']:.3f}", flush=True)  # fmt: skip
+    agent = RecordingSQLAgent(data_dir)
+    warm, sft_seconds = warm_start(args, model, warm_tasks, agent, work, log)
+
+    records = {mode: work / f"{mode}.episodes.jsonl" for mode in ("train", "val")}
+    for path in records.values():
+        path.unlink(missing_ok=True)
+    tasks = {mode: [{**task, "record_file": str(records[mode])} for task in chosen]
+             for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
+    print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1; "
+          f"validation on the {len(val_tasks)} held-out questions, greedy", flush=True)  # fmt: skip
+    trained_started = time.monotonic()
+    with agl.quiet(log) as terminal:
+
+        def progress(step: int, metrics: dict[str, float]) -> None:
+            terminal.print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, "
+                           f"{metrics.get('training/samples_with_advantage', 0):.0f} samples with an advantage, "
+                           f"{time.monotonic() - trained_started:.0f}s")  # fmt: skip
+
+        options = agl.TrainingOptions(
+            schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
+                                  shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
+            sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
+            validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
+            trackers=agl.Trackers(logger=()), on_step=progress,
+        )  # fmt: skip
+        engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
+        trainer = agl.Trainer(n_runners=2, algorithm=agl.Tinker(engine, options, learning_rate=args.learning_rate),
+                              adapter={"agent_match": AGENT_MATCH}, progress=False)  # fmt: skip
+        result = trainer.fit(agent, tasks["train"], tasks["val"])
+    val_records, train_records = read_records(records["val"]), read_records(records["train"])
+    per_step = args.batch_size * args.group_size
+    run = {
+        "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
+        # the validations ran one after the other: the first len(val) answers are the warm start's, the last the end's
+        "warm": outcome_shares(val_records[: len(val_tasks)]),
+        "after": outcome_shares(val_records[-len(val_tasks):]),
+        "validations": [{"step": r.step, "success": r.metrics["val/reward_mean"],
+                         "rollouts": int(r.metrics.get("val/with_samples", 0))} for r in result.validations],
+        "train_reward": [r.metrics.get("rollout/reward_mean", math.nan) for r in result.steps],
+        "trained_steps": sum(1 for r in result.steps if not r.skipped_because),
+        "zero_variance_groups": sum(r.metrics.get("rollout/zero_variance_groups", 0) for r in result.steps),
+        "groups": sum(r.metrics.get("rollout/groups", 0) for r in result.steps),
+        "train_first": outcome_shares(train_records[: 3 * per_step]),
+        "train_last": outcome_shares(train_records[-3 * per_step:]),
+        "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
+        "seconds": time.monotonic() - started,
+    }  # fmt: skip
+    run["complete"] = len(val_records) == 2 * len(val_tasks) and all(v["rollouts"] for v in run["validations"])
+    (work / "run.json").write_text(json.dumps(run, indent=1))
+    return run
+
+
+def standard_error(success: float, count: int) -> float:
+    return math.sqrt(success * (1 - success) / count) if count else math.nan
+
+
+def quick_sizes(args: argparse.Namespace) -> None:
+    """The quick mode's sizes: the tiny model, 4 warm-start questions, one step of 2 x 2 rollouts, 2 held out."""
+    args.model, args.warm_questions, args.steps, args.val_questions = "tiny", 4, 1, 2
+    args.batch_size, args.group_size = 2, 2
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default="smollm2", help="a model name (smollm2, tiny) or folder")
+    parser.add_argument("--workdir", default=str(HERE / "runs" / "smollm2"), help="each seed's folder goes here")
+    parser.add_argument("--warm-questions", type=int, default=16, help="training questions the teacher answers")
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--sft-learning-rate", type=float, default=1e-4)
+    parser.add_argument("--steps", type=int, default=12, help="GRPO steps")
+    parser.add_argument("--batch-size", type=int, default=4, help="questions a step")
+    parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
+    parser.add_argument("--val-questions", type=int, default=48)
+    parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="GRPO's (LoRA rank 32)")
+    parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions (the tests)")
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
+    if args.quick:
+        quick_sizes(args)
+    try:
+        run = train_run(args)
+    except agl.NothingTrained as nothing:  # every group tied at every step: said, and a failed run
+        print(f"trained nothing: {nothing}", file=sys.stderr)
+        return 0 if args.quick else 1
+    n = run["val_questions"]
+    print(f"\nheld-out execution accuracy ({n} questions, greedy):")
+    for label, key in (("untrained", "untrained"), ("after the warm start", "warm"), ("after GRPO", "after")):
+        shares = run[key]
+        print(f"  {label:<21} {shares['right']:.3f} +- {standard_error(shares['right'], n):.3f}  (refused by "
+              f"SQLite {shares['refused']:.2f}, other rows {shares['other rows']:.2f}, no query "
+              f"{shares['no query']:.2f})")  # fmt: skip
+    print(f"GRPO trained {run['trained_steps']} of {len(run['train_reward'])} steps ({run['zero_variance_groups']:.0f} "
+          f"of {run['groups']:.0f} groups with equal rewards); {run['seconds']:.0f}s in all; "
+          f"{Path(args.workdir) / f'seed-{args.seed}'}")  # fmt: skip
+    if not run["complete"]:
+        print("not a measurement: a validation answer left no record", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
