@@ -7,6 +7,7 @@
     python train_sql_agent.py cpu --ci-fast           # 2 GRPO steps of a tiny random policy (CI's smoke test;
                                                       # partial credit for near-miss queries, see sql_agent.py)
     python train_sql_agent.py qwen --active-agent write --collector http://127.0.0.1:16686
+    python train_sql_smollm2.py --seed 0              # SmolLM2-135M-Instruct on CPU: warm start, then GRPO (Tinker)
 
 `--active-agent` is the `agent_match` regex (default "write": write_query and rewrite_query are trained, check_query
 is not). Data: `data/` here or `$VERL_SPIDER_DATA_DIR`, built offline when missing (see prepare_dataset.py).
