@@ -115,7 +115,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     warm_tasks, train_tasks = train_pool[: args.warm_questions], train_pool[args.warm_questions :]
 
     # greedy: the untrained model's answers are the same whichever seed asks (the quick mode's model is the seed's)
-    untrained_file = (work if args.model == "tiny" else root) / f"untrained-{args.model}.episodes.jsonl"
+    untrained_file = (work if args.model == "tiny" else root) / f"untrained-{model.name}.episodes.jsonl"
     if len(read_records(untrained_file)) == len(val_tasks):
         untrained = outcome_shares(read_records(untrained_file))
     else:
