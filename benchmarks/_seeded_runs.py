@@ -44,20 +44,6 @@ def standard_error(success: float, count: int) -> float:
     return math.sqrt(success * (1 - success) / count) if count else math.nan
 
 
-def trained_figures(result: Any) -> dict[str, Any]:
-    """What a seeded run keeps of a `TrainingResult`: each step's training reward, how many steps trained, and each
-    validation's success with its rollout count."""
-    return {
-        "train_reward": [record.metrics.get("rollout/reward_mean", math.nan) for record in result.steps],
-        "trained_steps": sum(1 for record in result.steps if not record.skipped_because),
-        "validations": [
-            {"step": record.step, "success": record.metrics["val/reward_mean"],
-             "rollouts": int(record.metrics.get("val/with_samples", 0))}
-            for record in result.validations
-        ],
-    }  # fmt: skip
-
-
 SUCCESS_HEADER = f"{'success start':>14} {'middle':>8} {'end (+-SE)':>16} {'train reward first5 -> last5':>30}"
 
 

@@ -47,7 +47,6 @@ from benchmarks._seeded_runs import (
     is_measurement,
     pooled_comparison,
     success_cells,
-    trained_figures,
 )
 from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
 
@@ -96,7 +95,7 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     with agl.quiet(workdir / f"{advantage}-{seed}.log"):
         result = trainer.fit(maze_agent, tasks, tasks)
     coverage = statistics.fmean(record.metrics.get("credit/anchor_coverage", math.nan) for record in result.steps)
-    return {"advantage": advantage, "seed": seed, "model": args.model, **trained_figures(result),
+    return {"advantage": advantage, "seed": seed, "model": args.model, **result.figures(),
             "anchor_coverage": coverage,
             "seconds": time.monotonic() - started}  # fmt: skip
 

@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
-from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error, trained_figures
+from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error
 from benchmarks._two_choices import MODELS, base_model, chat_client
 from lightning_otel import semconv
 
@@ -150,14 +150,11 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     train_episodes = [record for record in episodes if record["mode"] == "train"]
     last = max(record["version"] for record in val_episodes)  # the end's validation: the last weights
     per_step = args.batch_size * args.group_size
-    return {"advantage": advantage, "seed": seed, "model": args.model, **trained_figures(result),
+    return {"advantage": advantage, "seed": seed, "model": args.model, **result.figures(),
             "val_start": episode_figures([record for record in val_episodes if record["version"] == 0]),
             "val_end": episode_figures([record for record in val_episodes if record["version"] == last]),
             "train_first": episode_figures(train_episodes[: 5 * per_step]),
             "train_last": episode_figures(train_episodes[-5 * per_step:]),
-            "zero_variance_groups": sum(record.metrics.get("rollout/zero_variance_groups", 0)
-                                        for record in result.steps),
-            "groups": sum(record.metrics.get("rollout/groups", 0) for record in result.steps),
             "seconds": time.monotonic() - started}  # fmt: skip
 
 

@@ -45,7 +45,6 @@ from benchmarks._seeded_runs import (
     is_measurement,
     pooled_comparison,
     success_cells,
-    trained_figures,
 )
 from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
 
@@ -94,7 +93,7 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
     started = time.monotonic()
     with agl.quiet(workdir / f"{arm}-{seed}.log"):
         result = trainer.fit(handoff_agent, tasks, tasks)
-    return {"arm": arm, "seed": seed, "model": args.model, **trained_figures(result),
+    return {"arm": arm, "seed": seed, "model": args.model, **result.figures(),
             "seconds": time.monotonic() - started}  # fmt: skip
 
 

@@ -158,12 +158,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         # the validations ran one after the other: the first len(val) answers are the warm start's, the last the end's
         "warm": outcome_shares(val_records[: len(val_tasks)]),
         "after": outcome_shares(val_records[-len(val_tasks):]),
-        "validations": [{"step": r.step, "success": r.metrics["val/reward_mean"],
-                         "rollouts": int(r.metrics.get("val/with_samples", 0))} for r in result.validations],
-        "train_reward": [r.metrics.get("rollout/reward_mean", math.nan) for r in result.steps],
-        "trained_steps": sum(1 for r in result.steps if not r.skipped_because),
-        "zero_variance_groups": sum(r.metrics.get("rollout/zero_variance_groups", 0) for r in result.steps),
-        "groups": sum(r.metrics.get("rollout/groups", 0) for r in result.steps),
+        **result.figures(),
         "train_first": outcome_shares(train_records[: 3 * per_step]),
         "train_last": outcome_shares(train_records[-3 * per_step:]),
         "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,22 @@ from tests.examples.apo_scripted_models import ASK, reply
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_apo_tutorial_finds_the_prompt_the_grader_needs(tmp_path: Path) -> None:
-    work = tmp_path / "apo"
+def run_the_tutorial(work: Path, replies: Callable[[dict[str, Any]], str | Reply]) -> tuple[Any, list[Any]]:
+    """The tutorial's script, copied to `work`, against the test server playing `replies`: the finished process and
+    the requests the models were sent."""
     shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))
-    with OpenAITestServer(replies=reply) as models:
+    with OpenAITestServer(replies=replies) as models:
         env = {**os.environ, "OPENAI_BASE_URL": models.base_url, "OPENAI_API_KEY": "test",
                "PYTHONPATH": str(ROOT)}  # fmt: skip
         done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
                               text=True, timeout=600)  # fmt: skip
-        critiques = [r for r in models.requests if json.dumps(r.body).find("You review the prompt template") >= 0]
+        return done, list(models.requests)
+
+
+def test_the_apo_tutorial_finds_the_prompt_the_grader_needs(tmp_path: Path) -> None:
+    work = tmp_path / "apo"
+    done, requests = run_the_tutorial(work, reply)
+    critiques = [r for r in requests if json.dumps(r.body).find("You review the prompt template") >= 0]
     assert done.returncode == 0, done.stderr[-3000:]
     best = (work / "apo-out" / "best_prompt.txt").read_text()
     assert ASK in best and "{attendees}" in best, best
@@ -77,12 +85,7 @@ def test_a_run_whose_every_edit_is_refused_fails_and_says_why(tmp_path: Path) ->
         return "Pick the best room." if first.startswith("You edit prompt templates") else reply(body)
 
     work = tmp_path / "apo"
-    shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))
-    with OpenAITestServer(replies=no_placeholders) as models:
-        env = {**os.environ, "OPENAI_BASE_URL": models.base_url, "OPENAI_API_KEY": "test",
-               "PYTHONPATH": str(ROOT)}  # fmt: skip
-        done = subprocess.run([sys.executable, "room_selector_apo.py"], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+    done, _ = run_the_tutorial(work, no_placeholders)
     assert done.returncode != 0, done.stdout[-2000:]
     assert "APO tried no prompt but the seed" in done.stderr and "were refused" in done.stderr, done.stderr[-2000:]
     assert "best prompt (" not in done.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -59,6 +60,21 @@ class TrainingResult:
             "val/last": validation[-1][1] if validation else math.nan,
             "train_seconds": self.train_seconds,
         }
+
+    def figures(self) -> dict[str, Any]:
+        """What a seeded run keeps (JSON-ready): each step's training reward, how many steps trained, the groups
+        and those whose rewards were all equal, and each validation's success with its rollout count."""
+        return {
+            "train_reward": self.rewards(),
+            "trained_steps": sum(1 for record in self.steps if not record.skipped_because),
+            "zero_variance_groups": sum(record.metrics.get("rollout/zero_variance_groups", 0) for record in self.steps),
+            "groups": sum(record.metrics.get("rollout/groups", 0) for record in self.steps),
+            "validations": [
+                {"step": record.step, "success": record.metrics["val/reward_mean"],
+                 "rollouts": int(record.metrics.get("val/with_samples", 0))}
+                for record in self.validations
+            ],
+        }  # fmt: skip
 
 
 __all__ = ["StepRecord", "TrainingResult"]
