@@ -40,9 +40,9 @@ from model_with_tools import with_tools_template  # noqa: E402
 from room_selector import ROOMS  # noqa: E402
 
 from benchmarks._seeded_runs import finish  # noqa: E402
-from benchmarks._two_choices import base_model  # noqa: E402
 from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
 from lightning_otel.testing import OpenAITestServer, Reply, ToolCall  # noqa: E402
+from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
 
 JUDGE = "strict-exact-judge"
 AGENT = "smollm2"
@@ -81,7 +81,7 @@ def router(replica_url: str, max_tokens: int) -> Any:
 
 
 def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    folder = with_tools_template(base_model(args.model, seed, workdir), workdir)
+    folder = with_tools_template(model_or_tiny(args.model, workdir, seed=seed), workdir)
     work = workdir / f"apo-{seed}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))

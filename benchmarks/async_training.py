@@ -64,11 +64,9 @@ def door_tasks(count: int, seed: int, median_s: float, sigma: float) -> list[dic
 
 
 def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from lightning_otel.testing import save_tiny_model
+    from lightning_otel.testing import model_or_tiny
 
-    model = workdir / f"model-{seed}"
-    if not (model / "config.json").exists():
-        save_tiny_model(model, seed=seed)
+    model = model_or_tiny("tiny", workdir, seed=seed)  # the tiny random policy (its task needs no reading)
     tasks = door_tasks(args.tasks, seed, args.tool_median_s, args.tool_sigma)
     val_tasks = door_tasks(args.tasks, seed, 0.0, 0.0)  # validation measures the policy, not the tool
     options = agl.TrainingOptions(

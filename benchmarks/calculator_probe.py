@@ -27,12 +27,13 @@ from model_with_tools import with_tools_template  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._two_choices import MODELS, base_model  # noqa: E402
+from benchmarks._two_choices import MODELS  # noqa: E402
 from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
+from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
 
 
 def probe(model: str, problems: int, seed: int, workdir: Path) -> dict:
-    folder = with_tools_template(base_model(model, seed, workdir), workdir)
+    folder = with_tools_template(model_or_tiny(model, workdir, seed=seed), workdir)
     records = workdir / "episodes.jsonl"
     tasks = [{**task, "record_file": str(records)} for task in word_problems(problems, seed=seed)]
     with serve_folder(folder, seed=seed) as base_url:

@@ -48,7 +48,8 @@ from benchmarks._seeded_runs import (
     pooled_comparison,
     success_cells,
 )
-from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
+from benchmarks._two_choices import MODELS, chat_client, choice_of
+from lightning_otel.testing.tiny_model import model_or_tiny
 
 MAZES, ROOMS, TURNS = 8, 3, 5
 
@@ -81,7 +82,7 @@ def maze_tasks(count: int) -> list[dict[str, Any]]:
 
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    model = base_model(args.model, seed, workdir)
+    model = model_or_tiny(args.model, workdir, seed=seed)
     tasks = maze_tasks(args.mazes)
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=len(tasks), group_size=args.group_size, max_steps=args.steps,

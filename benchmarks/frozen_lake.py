@@ -40,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error
-from benchmarks._two_choices import MODELS, base_model, chat_client
+from benchmarks._two_choices import MODELS, chat_client
 from lightning_otel import semconv
+from lightning_otel.testing.tiny_model import model_or_tiny
 
 MOVES = ("left", "down", "right", "up")  # gymnasium's action numbers, in order
 TURNS = 10
@@ -122,7 +123,7 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    model = base_model(args.model, seed, workdir)
+    model = model_or_tiny(args.model, workdir, seed=seed)
     records = (args.records or workdir) / f"{advantage}-{seed}.episodes.jsonl"
     records.parent.mkdir(parents=True, exist_ok=True)
     records.unlink(missing_ok=True)

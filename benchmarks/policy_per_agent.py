@@ -46,7 +46,8 @@ from benchmarks._seeded_runs import (
     pooled_comparison,
     success_cells,
 )
-from benchmarks._two_choices import MODELS, base_model, chat_client, choice_of
+from benchmarks._two_choices import MODELS, chat_client, choice_of
+from lightning_otel.testing.tiny_model import model_or_tiny
 
 TASKS = 8
 ARMS = {"shared": "^(planner|caller)$", "per_agent": {"^planner$": "planner", "^caller$": "caller"}}
@@ -87,7 +88,7 @@ def one_run(arm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dic
         sampling=agl.Sampling(max_tokens=1), validation_sampling=agl.Sampling(max_tokens=1),
         trackers=agl.Trackers(logger=()),
     )  # fmt: skip
-    engine = agl.LocalEngine(base_model(args.model, seed, workdir), rank=32, seed=seed)
+    engine = agl.LocalEngine(model_or_tiny(args.model, workdir, seed=seed), rank=32, seed=seed)
     algorithm = agl.Tinker(engine, options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, adapter={"agent_match": ARMS[arm]}, progress=False)
     started = time.monotonic()

@@ -28,8 +28,9 @@ from recorded_sql_agent import RecordingSQLAgent  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._two_choices import MODELS, base_model  # noqa: E402
+from benchmarks._two_choices import MODELS  # noqa: E402
 from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
+from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
 
 
 def main() -> int:
@@ -48,7 +49,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agl-sql-probe-") as folder:
         work = Path(folder)
         records = work / "queries.jsonl"
-        with serve_folder(base_model(args.model, args.seed, work), seed=args.seed) as base_url:
+        with serve_folder(model_or_tiny(args.model, work, seed=args.seed), seed=args.seed) as base_url:
             llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": 160})
             trainer = agl.Trainer(n_runners=2, adapter={"agent_match": "write"}, initial_resources={"main_llm": llm})
             with agl.quiet(work / "probe.log"):

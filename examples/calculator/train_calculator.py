@@ -92,18 +92,6 @@ def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, log: Path
     return episode_figures(read_records(records))
 
 
-def base_model(model: str, seed: int, work: Path) -> Path:
-    """A model name (smollm2) or folder; "tiny": a tiny random model built offline with the seed (the quick mode)."""
-    if model != "tiny":
-        return agl.model_folder(model)
-    from lightning_otel.testing import save_tiny_model
-
-    folder = work / "model-tiny"
-    if not (folder / "config.json").exists():
-        save_tiny_model(folder, seed=seed)
-    return folder
-
-
 def warm_start(args: argparse.Namespace, model: Path, work: Path, log: Path) -> tuple[Path, float]:
     """The warm-started policy's folder and the SFT's seconds; a folder the seed's earlier run left is reused (the
     other algorithm of the same seed starts from the same weights)."""
@@ -143,8 +131,10 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.workdir).resolve() / f"seed-{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
     log = work / "train.log"
+    from lightning_otel.testing import model_or_tiny  # torch: `train` needs it, the dry run does not
+
     with agl.quiet(log):
-        model = with_tools_template(base_model(args.model, args.seed, work), work)  # served with a template for tools
+        model = with_tools_template(model_or_tiny(args.model, work, seed=args.seed), work)  # a template for tools
     val_tasks = word_problems(args.val_problems, seed=VAL_SEED)
     train_tasks = word_problems(args.train_problems, seed=args.seed)
     print(f"{args.model} (seed {args.seed}, {args.algorithm}): other libraries' output goes to {log}", flush=True)

@@ -64,18 +64,6 @@ def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, data_dir:
     return outcome_shares(read_records(records))
 
 
-def base_model(model: str, seed: int, work: Path) -> Path:
-    """A model name (smollm2) or folder; "tiny": a tiny random model built offline with the seed (the quick mode)."""
-    if model != "tiny":
-        return agl.model_folder(model)
-    from lightning_otel.testing import save_tiny_model
-
-    folder = work / "model-tiny"
-    if not (folder / "config.json").exists():
-        save_tiny_model(folder, seed=seed)
-    return folder
-
-
 def warm_start(args: argparse.Namespace, model: Path, tasks: list[dict[str, Any]], agent: RecordingSQLAgent,
                work: Path, log: Path) -> tuple[Path, float]:  # fmt: skip
     """The warm-started folder and the SFT's seconds (a folder this seed's earlier run left is reused)."""
@@ -107,7 +95,9 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     work = root / f"seed-{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
     log = work / "train.log"
-    model = base_model(args.model, args.seed, work)
+    from lightning_otel.testing import model_or_tiny  # torch
+
+    model = model_or_tiny(args.model, work, seed=args.seed)
     print(f"{args.model} (seed {args.seed}): other libraries' output goes to {log}", flush=True)
     val_tasks = agl.load_tasks(data_dir / "test_dev_500.parquet")[: args.val_questions]
     train_pool = agl.load_tasks(data_dir / "train_spider.parquet")

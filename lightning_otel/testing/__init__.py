@@ -7,7 +7,8 @@ examples import only from here, `lightning_otel` and `lightning_otel.collector`)
 - `build_tokenizer` / `train_tokenizer`: a tiny BPE tokenizer with a ChatML template, built offline (the second
   trained on your own prompts); `ChatTokenizer` wraps one.
 - `save_tiny_model(path, ...)`: a tiny random Qwen2 (or Llama) with that tokenizer, saved as a Hugging Face model
-  folder any trainer here loads (needs torch and transformers, imported on first use).
+  folder any trainer here loads (needs torch and transformers, imported on first use); `model_or_tiny(model,
+  workdir, seed=...)`: a named model's or a folder's path, or for "tiny" such a model built there once.
 - `serve_folder(folder)`: a Hugging Face model folder served on loopback as vLLM serves it (a CPU replica: its chat
   template, token ids, the hermes tool parser), for a dry run or an evaluation against a real model (torch).
 - pytest fixtures `openai_test_server` and `agl_spans` (plugin registered automatically).
@@ -26,6 +27,7 @@ __all__ = [
     "SpanCapture",
     "ToolCall",
     "build_tokenizer",
+    "model_or_tiny",
     "save_tiny_model",
     "serve_folder",
     "train_tokenizer",
@@ -33,10 +35,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "save_tiny_model":  # torch and transformers: loaded when a model is built, not with the test server
-        from lightning_otel.testing.tiny_model import save_tiny_model
+    if name in ("save_tiny_model", "model_or_tiny"):  # torch and transformers: loaded when a model is built
+        from lightning_otel.testing import tiny_model
 
-        return save_tiny_model
+        return getattr(tiny_model, name)
     if name == "serve_folder":  # torch too
         from lightning_otel.serving.cpu_replica import serve_folder
 

@@ -69,3 +69,16 @@ def save_tiny_model(
                         context_length=context_length)  # fmt: skip
     model.save_pretrained(path)
     return path
+
+
+def model_or_tiny(model: str | Path, workdir: str | Path, *, seed: int = 0) -> Path:
+    """The folder a run trains: `model`'s (a name such as "smollm2", built once and cached, or a model folder), or
+    for "tiny" a tiny random model built with `seed` in `workdir` once (a quick mode's or a test's model)."""
+    if model != "tiny":
+        from lightning_otel.models.named import model_folder
+
+        return model_folder(model)
+    folder = Path(workdir) / f"model-tiny-{seed}"
+    if not (folder / "config.json").exists():
+        save_tiny_model(folder, seed=seed)
+    return folder
