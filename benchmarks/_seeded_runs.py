@@ -86,13 +86,15 @@ def pooled_comparison(
     return lines
 
 
-def finish(runs: list[dict[str, Any]], lines: list[str], complete: bool, out: Path | None) -> int:
-    """Print the summary, write the runs to `out` (JSON), and the exit code: 1 when a run was not a measurement."""
+def finish(runs: list[dict[str, Any]], lines: list[str], complete: bool, out: Path | None,
+           why: str = "a step trained nothing or a validation had no rollout") -> int:  # fmt: skip
+    """Print the summary, write the runs to `out` (JSON), and the exit code: 1 when a run was not a measurement
+    (`why` says what such a run lacked)."""
     print("\n".join(lines))
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(runs, indent=1))
     if not complete:
-        print("not a measurement: a step trained nothing or a validation had no rollout", file=sys.stderr)
+        print(f"not a measurement: {why}", file=sys.stderr)
         return 1
     return 0

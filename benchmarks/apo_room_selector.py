@@ -172,7 +172,8 @@ def main() -> int:
             shown = {key: value for key, value in runs[-1].items() if key not in ("candidates", "refused")}
             print(json.dumps(shown), flush=True)
     lines, complete = summary(runs, nothing_searched_allowed=args.quick)  # the tiny model's edits are gibberish
-    return finish(runs, lines, complete, args.out)
+    why = "a run failed, or APO searched nothing (no edit kept the template's placeholders: only the seed ran)"
+    return finish(runs, lines, complete, args.out, why)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,123 @@
+"""What a prompt can do for SmolLM2 on the room-selector tutorial (examples/apo): the seed prompt and three edits a
+capable editor might write, each keeping the template's six placeholders, run on the 8 validation tasks. APO on
+SmolLM2 (`apo_room_selector.py`) proposed no edit that kept them; this says whether an edit that did could have
+scored, i.e. whether the figure is the editor's limit or the agent's.
+
+    python benchmarks/apo_prompt_ceiling.py --out runs/apo_ceiling.json   # SmolLM2, about 15 min on 2 cores
+    python benchmarks/apo_prompt_ceiling.py --quick                       # the tiny model, 1 task a prompt (tests)
+
+The agent, its endpoint and the judge are `apo_room_selector.py`'s: the tutorial's `room_selector` rollout unchanged
+(greedy, as the tutorial samples it, so one run is the measurement), SmolLM2 served with a template for tools and
+the hermes parser, replies of at most `--max-tokens`, the scripted strict grader. Reported per prompt: the strict
+score, how many rollouts called the tool (a second request carried its answer), and how many final answers named
+a room at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
+
+from model_with_tools import with_tools_template  # noqa: E402
+from room_selector import load_room_tasks, room_selector  # noqa: E402
+
+import lightning_otel as agl  # noqa: E402
+from benchmarks._seeded_runs import standard_error  # noqa: E402
+from benchmarks.apo_room_selector import AGENT, JUDGE, router  # noqa: E402
+from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
+from lightning_otel.testing import OpenAITestServer  # noqa: E402
+from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
+
+SEED = ("Find a room on {date} at {time} for {duration_min} minutes, {attendees} attendees. Needs: {needs}. "
+        "Accessible required: {accessible_required}")  # fmt: skip
+ANSWER = " Then answer with the name of the room only, or 'No room' when none fits."
+RULE = (" Pick a room that is free, holds the attendees, has every need, and is accessible when required; among those,"
+        " the one with the fewest spare seats.")  # fmt: skip
+SHOW_CALL = (
+    "\nFirst call the tool exactly like this:\n<tool_call>\n"
+    '{{"name": "get_rooms_and_availability", "arguments": {{"date": "{date}", "time": "{time}", '
+    '"duration_min": {duration_min}}}}}\n</tool_call>'
+)
+PROMPTS = {
+    "seed": SEED,
+    "ask for the tool": SEED + ". First call get_rooms_and_availability for this date, time and duration." + ANSWER,
+    "show the call": SEED + "." + SHOW_CALL + ANSWER,
+    "show the call and the rule": SEED + "." + SHOW_CALL + RULE + ANSWER,
+}
+
+
+def validation_tasks() -> list[dict[str, Any]]:
+    tasks = load_room_tasks()
+    return tasks[len(tasks) // 2 :]  # the tutorial driver's validation half
+
+
+def one_prompt(name: str, template: str, tasks: list[dict[str, Any]], api: Any, work: Path) -> dict[str, Any]:
+    first = len(api.requests)
+    prompt = agl.PromptTemplate(template=template, engine="f-string")
+    trainer = agl.Trainer(n_runners=2, initial_resources={"prompt_template": prompt})
+    with agl.quiet(work / (re.sub(r"\W+", "-", name) + ".log")):
+        result = trainer.dev(room_selector, val_dataset=tasks, print_spans=False)
+    rewards = [reward for batch in result.val for reward in batch.rewards().values() if reward is not None]
+    bodies = [request.body for request in api.requests[first:]]
+    agent_requests = [body for body in bodies if body.get("model") == AGENT]
+    finals = [str(body["messages"][-1]["content"]) for body in bodies if body.get("model") == JUDGE]
+    answers = [re.search(r"Task output:\n(.*?)\n\nExpected room:", text, re.S) for text in finals]
+    return {
+        "prompt": name, "template": template, "rollouts": len(rewards),
+        "score": sum(rewards) / len(rewards) if rewards else float("nan"),
+        "called_tool": sum(any(m.get("role") == "tool" for m in request["messages"]) for request in agent_requests),
+        "named_a_room": sum(bool(found and re.search(r"\b(Birch|Cedar|Maple|Aspen|Spruce)\b", found.group(1)))
+                            for found in answers),
+        "answers": [found.group(1)[:200] if found else None for found in answers[:3]],
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=("tiny", "smollm2"), default="smollm2")
+    parser.add_argument("--max-tokens", type=int, default=256, help="the longest reply SmolLM2 gives any request")
+    parser.add_argument("--out", type=Path, help="write every prompt's numbers here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="the tiny model, one task a prompt: that it runs (tests)")
+    args = parser.parse_args()
+    tasks = validation_tasks()
+    if args.quick:
+        args.model, args.max_tokens, tasks = "tiny", 16, tasks[:1]
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="agl-apo-ceiling-") as scratch:
+        work = Path(scratch)
+        folder = with_tools_template(model_or_tiny(args.model, work, seed=0), work)
+        with serve_folder(folder, seed=0) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
+            os.environ.update(
+                OPENAI_BASE_URL=api.base_url,
+                OPENAI_API_KEY="unused",
+                ROOM_SELECTOR_MODEL=AGENT,
+                ROOM_SELECTOR_JUDGE_MODEL=JUDGE,
+            )  # fmt: skip  (the runner processes read these)
+            for name, template in PROMPTS.items():
+                runs.append(one_prompt(name, template, tasks, api, work))
+                print(json.dumps(runs[-1]), flush=True)
+    print(f"{'prompt':<28} {'strict score':>16} {'called the tool':>16} {'named a room':>13}")
+    for run in runs:
+        count = run["rollouts"]
+        print(f"{run['prompt']:<28} {run['score']:>8.3f} +- {standard_error(run['score'], count):.3f} "
+              f"{run['called_tool']:>10} of {count} {run['named_a_room']:>7} of {count}")  # fmt: skip
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(runs, indent=1))
+    if any(run["rollouts"] != len(tasks) for run in runs):
+        print("not a measurement: a prompt's rollout left no reward", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
