@@ -45,3 +45,16 @@ def test_an_unknown_architecture_is_refused() -> None:
 
     with pytest.raises(ValueError, match="architecture must be 'qwen2' or 'llama'"):
         tiny_policy(train_tokenizer(LINES, vocab_size=300), architecture="gpt2")
+
+
+def test_model_or_tiny_builds_the_tiny_model_once_and_passes_a_folder_through(tmp_path: Path) -> None:
+    from lightning_otel.testing import model_or_tiny
+
+    tiny = model_or_tiny("tiny", tmp_path, seed=3)
+    assert tiny == tmp_path / "model-tiny-3" and (tiny / "config.json").exists()
+    built = (tiny / "model.safetensors").stat().st_mtime_ns
+    assert model_or_tiny("tiny", tmp_path, seed=3) == tiny
+    assert (tiny / "model.safetensors").stat().st_mtime_ns == built  # reused, not rebuilt
+    assert model_or_tiny(str(tiny), tmp_path / "elsewhere") == tiny  # a folder is itself
+    with pytest.raises(FileNotFoundError, match="neither a model name"):
+        model_or_tiny(str(tmp_path / "missing"), tmp_path)
