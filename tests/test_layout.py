@@ -67,7 +67,8 @@ ALLOWED: dict[str, set[str]] = {
     # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted;
     # an ATIF import re-tokenizes with a model's chat template when asked (a model by name, the chat tokenizer)
     "export": {"adapters", "collector", "models", "lightning_otel.serving.sampler_api"},
-    "testing": {"capture", "serving"},
+    # test support; `model_or_tiny` resolves a model by name (models) or builds the tiny one
+    "testing": {"capture", "serving", "models"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
     "rewards": {"capture", "lightning_otel.collector.auth", "lightning_otel.collector.declared_bodies"},
