@@ -3,7 +3,7 @@ capable editor might write, each keeping the template's six placeholders, run on
 SmolLM2 (`apo_room_selector.py`) proposed no edit that kept them; this says whether an edit that did could have
 scored, i.e. whether the figure is the editor's limit or the agent's.
 
-    python benchmarks/apo_prompt_ceiling.py --out runs/apo_ceiling.json   # SmolLM2, about 15 min on 2 cores
+    python benchmarks/apo_prompt_ceiling.py --out runs/apo_ceiling.json   # SmolLM2, about 9 min on 2 cores
     python benchmarks/apo_prompt_ceiling.py --quick                       # the tiny model, 1 task a prompt (tests)
 
 The agent, its endpoint and the judge are `apo_room_selector.py`'s: the tutorial's `room_selector` rollout unchanged
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
 
 from model_with_tools import with_tools_template  # noqa: E402
-from room_selector import load_room_tasks, room_selector  # noqa: E402
+from room_selector import ROOMS, load_room_tasks, room_selector  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
@@ -47,6 +47,7 @@ SHOW_CALL = (
     '{{"name": "get_rooms_and_availability", "arguments": {{"date": "{date}", "time": "{time}", '
     '"duration_min": {duration_min}}}}}\n</tool_call>'
 )
+ROOM_NAME = re.compile(r"\b(" + "|".join(room["id"] for room in ROOMS) + r")\b")
 PROMPTS = {
     "seed": SEED,
     "ask for the tool": SEED + ". First call get_rooms_and_availability for this date, time and duration." + ANSWER,
@@ -75,7 +76,7 @@ def one_prompt(name: str, template: str, tasks: list[dict[str, Any]], api: Any, 
         "prompt": name, "template": template, "rollouts": len(rewards),
         "score": sum(rewards) / len(rewards) if rewards else float("nan"),
         "called_tool": sum(any(m.get("role") == "tool" for m in request["messages"]) for request in agent_requests),
-        "named_a_room": sum(bool(found and re.search(r"\b(Birch|Cedar|Maple|Aspen|Spruce)\b", found.group(1)))
+        "named_a_room": sum(bool(found and ROOM_NAME.search(found.group(1)))
                             for found in answers),
         "answers": [found.group(1)[:200] if found else None for found in answers[:3]],
     }  # fmt: skip
@@ -96,12 +97,9 @@ def main() -> int:
         work = Path(scratch)
         folder = with_tools_template(model_or_tiny(args.model, work, seed=0), work)
         with serve_folder(folder, seed=0) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
-            os.environ.update(
-                OPENAI_BASE_URL=api.base_url,
-                OPENAI_API_KEY="unused",
-                ROOM_SELECTOR_MODEL=AGENT,
-                ROOM_SELECTOR_JUDGE_MODEL=JUDGE,
-            )  # fmt: skip  (the runner processes read these)
+            # the runner processes inherit these, as the tutorial's reader sets them for room_selector.py
+            os.environ.update(OPENAI_BASE_URL=api.base_url, OPENAI_API_KEY="unused", ROOM_SELECTOR_MODEL=AGENT,
+                              ROOM_SELECTOR_JUDGE_MODEL=JUDGE)  # fmt: skip
             for name, template in PROMPTS.items():
                 runs.append(one_prompt(name, template, tasks, api, work))
                 print(json.dumps(runs[-1]), flush=True)
