@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
 
 from model_with_tools import with_tools_template  # noqa: E402
-from room_selector import ROOMS, load_room_tasks, room_selector  # noqa: E402
+from room_selector import ROOMS, room_selector  # noqa: E402
+from room_selector_apo import load_train_val_dataset  # noqa: E402
 
 import lightning_otel as agl  # noqa: E402
 from benchmarks._seeded_runs import standard_error  # noqa: E402
@@ -54,11 +55,6 @@ PROMPTS = {
     "show the call": SEED + "." + SHOW_CALL + ANSWER,
     "show the call and the rule": SEED + "." + SHOW_CALL + RULE + ANSWER,
 }
-
-
-def validation_tasks() -> list[dict[str, Any]]:
-    tasks = load_room_tasks()
-    return tasks[len(tasks) // 2 :]  # the tutorial driver's validation half
 
 
 def one_prompt(name: str, template: str, tasks: list[dict[str, Any]], api: Any, work: Path) -> dict[str, Any]:
@@ -89,7 +85,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write every prompt's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="the tiny model, one task a prompt: that it runs (tests)")
     args = parser.parse_args()
-    tasks = validation_tasks()
+    tasks = load_train_val_dataset()[1]  # the tutorial driver's validation tasks
     if args.quick:
         args.model, args.max_tokens, tasks = "tiny", 16, tasks[:1]
     runs = []

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from lightning_otel.models.named import model_folder
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
 
 
@@ -75,8 +76,6 @@ def model_or_tiny(model: str | Path, workdir: str | Path, *, seed: int = 0) -> P
     """The folder a run trains: `model`'s (a name such as "smollm2", built once and cached, or a model folder), or
     for "tiny" a tiny random model built with `seed` in `workdir` once (a quick mode's or a test's model)."""
     if model != "tiny":
-        from lightning_otel.models.named import model_folder
-
         return model_folder(model)
     folder = Path(workdir) / f"model-tiny-{seed}"
     if not (folder / "config.json").exists():
