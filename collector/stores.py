@@ -24,10 +24,17 @@ class NoStore(ValueError):
     """The store named does not exist."""
 
 
+# A run folder's store (`lightning-otel train`'s run folders): `ui` and `export` open the folder by its name.
+FOLDER_STORE = "store.sqlite3"
+
+
 def existing_store_url(store: str) -> str:
-    """The URL of an existing store: a path becomes sqlite:///ABSOLUTE; a SQLite file must exist."""
+    """The URL of an existing store: a path becomes sqlite:///ABSOLUTE (a run folder: its `store.sqlite3`); a SQLite
+    file must exist."""
     if "://" not in store:
         path = Path(store).expanduser().resolve()
+        if path.is_dir() and (path / FOLDER_STORE).is_file():
+            path = path / FOLDER_STORE
         if not path.is_file():
             raise NoStore(f"no store at {path} (run the demo or a training first, or give the store's path)")
         return f"sqlite:///{path}"

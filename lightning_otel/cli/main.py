@@ -1,11 +1,12 @@
 """`lightning-otel`: the project's command line (`demo`, `ui`, `test-server`, `runner`, `train`, `reward-model`,
-`model`, `tiny-model`, `export`, `import`)."""
+`model`, `tiny-model`, `export`, `export-model`, `import`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from lightning_otel.cli.program_name import invoked_as
 from lightning_otel.collector.cli import OneLineErrors
 from lightning_otel.collector.client import collector_url_argument
 from lightning_otel.collector.tcp_listener import port_number
@@ -81,7 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     from lightning_otel.cli import import_atif as import_cli
 
     import_cli.add_arguments(atif_import)
-    train = commands.add_parser("train", help="train an agent with VERL on a dataset (or --dev: a dry run)")
+    export_model = commands.add_parser(
+        "export-model", help="a trained policy as a Hugging Face folder, from a run or any checkpoint"
+    )
+    from lightning_otel.cli import export_model as export_model_cli
+
+    export_model_cli.add_arguments(export_model)
+    train = commands.add_parser(
+        "train", help="train an agent on tasks with any backend into a run folder, and say whether it learned (or "
+        "--dev: a dry run)"
+    )
     from lightning_otel.cli.train import add_arguments
 
     add_arguments(train)
@@ -110,17 +120,6 @@ def run_demo_command(args: argparse.Namespace) -> int:
         steps=args.steps, workdir=args.workdir, verbose=args.verbose, max_staleness=args.max_staleness,
         model=args.model, capture_content=args.capture_content, program=invoked_as(),
     )  # fmt: skip
-
-
-def invoked_as() -> str:
-    """The program as the user typed it (`.venv/bin/lightning-otel`), for the commands a run prints to copy."""
-    import shutil
-    from pathlib import Path
-
-    typed = sys.argv[0] if sys.argv else ""
-    if Path(typed).name != "lightning-otel" or shutil.which("lightning-otel") == typed:
-        return "lightning-otel"  # found on PATH (the shell hands a script its full path): the short name works
-    return typed
 
 
 def run_model(args: argparse.Namespace) -> int:
@@ -191,6 +190,10 @@ def main(argv: list[str] | None = None) -> None:
         from lightning_otel.cli import export as export_cli
 
         sys.exit(export_cli.run(args))
+    if args.command == "export-model":
+        from lightning_otel.cli import export_model as export_model_cli
+
+        sys.exit(export_model_cli.run(args))
     if args.command == "import":
         from lightning_otel.cli import import_atif as import_cli
 

@@ -1,12 +1,15 @@
-"""`lightning-otel train`: train an agent with VERL from the command line (or `--dev`: a dry run, no training).
+"""`lightning-otel train`: train an agent from the command line with any backend, keep what the run made in a run
+folder, and say whether it learned (or `--dev`: a dry run, no training).
 
-    lightning-otel train --agent my_agents:sql_rollout --train train.jsonl --val val.jsonl \\
-        --model Qwen/Qwen2.5-0.5B-Instruct --agent-match write --runners 4 \\
-        data.train_batch_size=32 actor_rollout_ref.rollout.n=8 trainer.total_epochs=2
-    lightning-otel train --ci-fast --agent my_agents:sql_rollout --train train.jsonl   # 2 tiny GRPO steps on CPU
+    lightning-otel train --agent my_agents:capitals --train train.jsonl --val val.jsonl --model smollm2
+    lightning-otel train --agent my_agents:sql_rollout --train t.jsonl --model Qwen/Qwen2.5-0.5B-Instruct \\
+        --algorithm verl --steps 40 actor_rollout_ref.rollout.n=8        # verl's own keys, applied last
+    lightning-otel train --dev --model smollm2 --agent my_agents:capitals --train train.jsonl --n-tasks 2
 
-Positional `key=value` arguments are verl overrides (verl's own names, applied last); `--config verl.yaml` merges a
-whole verl config first. `--tiny-model` (implied by `--ci-fast` without `--model`) builds a tiny random model offline.
+The settings come from the flags, else the model's recipe (`lightning_otel.runs.recipes`), and are printed, with
+where each came from, before anything starts. Exit status: 0 the policy improved beyond noise on the held-out tasks
+(or there were none to judge it on), 3 it did not, 1 the run failed (nothing trained, every rollout failed), 2 bad
+input (said in one line, before anything is loaded).
 """
 
 from __future__ import annotations
@@ -14,296 +17,197 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
-import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from lightning_otel.collector.client import collector_url_argument
-from lightning_otel.collector.tcp_listener import port_number
+from lightning_otel.cli.collector_flags import collector_options
+from lightning_otel.cli.train_arguments import add_arguments
+from lightning_otel.cli.train_run import Start
 
-# `--ci-fast`: the smallest run that is still real: 2 GRPO steps of a tiny model, every stage of the pipeline.
-CI_FAST_OVERRIDES = [
-    "trainer.total_training_steps=2",
-    "data.train_batch_size=2",
-    "actor_rollout_ref.rollout.n=2",
-    "data.max_prompt_length=2000",  # real agents send 500-2000-token prompts (a harness more: override it)
-    "data.max_response_length=16",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-    "trainer.val_before_train=false",
-    "trainer.test_freq=-1",
-]
+__all__ = ["add_arguments", "run_train"]
+
+CI_FAST = {"steps": 2, "tasks_per_step": 2, "group_size": 2, "max_tokens": 16, "val_samples": 0}
 
 
-def regex(text: str) -> str:
-    """argparse `type=`: a regular expression that compiles (`--agent-match`)."""
+class BadInput(ValueError):
+    """A flag, file or setting that cannot run: one line, exit 2."""
+
+
+def run_train(args: argparse.Namespace) -> int:
+    sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
     try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
-    return text
+        check_flags(args)
+        tasks = load_tasks(args.train)  # the files first: cheaper than importing the agent
+        val_tasks = load_tasks(args.val) if args.val else []
+        agent = load_agent(args.agent)
+    except (ImportError, AttributeError, OSError, ValueError, TypeError) as exc:
+        return said(exc, code=2)
+    if args.dev:
+        from lightning_otel.cli.train_dev import run_dev
 
-
-def process_rewards(text: str) -> dict[str, float]:
-    """`tool_error=-0.5,truncated=-0.2` -> {"tool_error": -0.5, "truncated": -0.2} (names checked by the adapter)."""
-    from lightning_otel.adapters.process_rewards import ProcessRewards
-
-    pairs: dict[str, float] = {}
-    for part in filter(None, (piece.strip() for piece in text.split(","))):
-        name, sep, value = part.partition("=")
-        try:
-            pairs[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise argparse.ArgumentTypeError(f"{part!r} is not NAME=NUMBER (e.g. tool_error=-0.5)")
+        return run_dev(args, agent, tasks, val_tasks)
     try:
-        ProcessRewards.from_config(pairs)
-    except (ValueError, TypeError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return pairs
+        start = prepare(args, tasks, val_tasks)
+    except (OSError, ValueError, TypeError) as exc:
+        return said(exc, code=2)
+    from lightning_otel.cli.train_run import train_planned
+
+    return train_planned(start, agent, tasks, val_tasks)
 
 
-def add_arguments(train: argparse.ArgumentParser) -> None:
-    train.add_argument("--agent", required=True, help="the agent as package.module:name (LitAgent or @rollout)")
-    train.add_argument("--train", required=True, help="tasks: .jsonl (one JSON object per line), a JSON list, .parquet")
-    train.add_argument("--val", help="validation tasks, same format")
-    train.add_argument("--agent-match", type=regex, default=None,
-                       help="regex on gen_ai.agent.name selecting the trained calls")  # fmt: skip
-    train.add_argument("--runners", type=int, default=2, help="runners (default 2)")
-    train.add_argument("--runners-on", choices=["local", "ray"], default="local",
-                       help="local: runner processes on this machine (default); ray: runner actors on a Ray cluster "
-                            "(verl's, or the one at --ray-address)")  # fmt: skip
-    train.add_argument("--ray-address", default=None,
-                       help="--runners-on ray: the cluster verl and the runners join (auto, host:6379)")  # fmt: skip
-    train.add_argument("--runner-cpus", type=float, default=1.0, help="--runners-on ray: CPUs each actor reserves")
-    train.add_argument("--gateway-host", default="127.0.0.1",
-                       help="where the policy gateway listens; 0.0.0.0: runners on other machines reach it by this "
-                            "machine's name")  # fmt: skip
-    train.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",
-                       help="grpo: every call of a rollout gets its final reward's advantage (default); anchor: "
-                            "per-call credit (returns and anchor states from the traces)")  # fmt: skip
-    train.add_argument("--max-staleness", type=int, default=0, metavar="K",
-                       help="0: synchronous steps (default); K >= 1: asynchronous training, the runners never wait "
-                            "for the update and samples are at most K policy versions old (CPU replicas)")  # fmt: skip
-    train.add_argument(
-        "--process-rewards",
-        type=process_rewards,
-        default=None,
-        metavar="NAME=VALUE,...",
-        help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also call_error)",
-    )
-    train.add_argument("--collector", type=collector_url_argument,
-                       help="a running agl-otel-collector's query URL (default: an embedded one)")  # fmt: skip
-    train.add_argument("--model", help="the policy: smollm2 (SmolLM2-135M-Instruct, built once offline), an HF model "
-                       "directory or a hub name verl can load")  # fmt: skip
-    train.add_argument("--tiny-model", action="store_true", help="build a tiny random model offline as the policy")
-    train.add_argument("--config", help="a verl config file (YAML) merged over the defaults")
-    train.add_argument("--ci-fast", action="store_true", help="2 GRPO steps of a tiny model: a smoke test on CPU")
-    train.add_argument("--dev", action="store_true", help="no training: a few tasks through Trainer.dev, all printed")
-    train.add_argument("--n-tasks", type=int, default=None, help="--dev: run only the first N tasks (default: all)")
-    train.add_argument("--base-url", help="--dev: the policy's OpenAI-compatible endpoint (main_llm)")
-    train.add_argument("--test-server", action="store_true", help="--dev: serve main_llm from the test server")
-    gateway_help = "--dev: a policy gateway in front of main_llm, as in training (agents not instrumented)"
-    train.add_argument("--gateway", action="store_true", help=gateway_help)
-    train.add_argument("--collector-port", type=port_number, default=0,
-                       help="the embedded collector's API port (default: a free one)")  # fmt: skip
-    train.add_argument("--otlp-port", type=port_number, default=0,
-                       help="the embedded collector's OTLP/HTTP port: where agent services send spans")  # fmt: skip
-    train.add_argument("--collector-host", default="127.0.0.1", help="0.0.0.0: reachable from other machines")
-    train.add_argument("--policy-notify-file", help="write the policy's address here (default $LLM_SERVER_NOTIFY_FILE)")
-    train.add_argument("--span-wait-s", type=float, default=30.0,
-                       help="bound on waiting for spans other processes export late (default 30)")  # fmt: skip
-    train.add_argument("--log-file", default="lightning-otel-train.log",
-                       help="where other libraries' output goes (default ./lightning-otel-train.log)")  # fmt: skip
-    train.add_argument("-v", "--verbose", action="store_true", help="other libraries' output here, not in --log-file")
-    train.add_argument("overrides", nargs="*", metavar="key=value", help="verl config overrides")
+def said(exc: BaseException, *, code: int, prefix: str = "") -> int:
+    print(f"lightning-otel train: {prefix}{exc}", file=sys.stderr)
+    return code
 
 
-def base_config(model_path: str, *, agent_name: str, has_val: bool) -> dict[str, Any]:
-    """What `train` starts from (verl's names): GRPO, 4 rollouts per task, no KL, validation every 5 steps."""
-    return {
-        "algorithm": {"adv_estimator": "grpo"},
-        "data": {"train_batch_size": 8, "max_prompt_length": 1024, "max_response_length": 256},
-        "actor_rollout_ref": {
-            "model": {"path": model_path},
-            "rollout": {"n": 4, "log_prob_micro_batch_size_per_gpu": 8},
-            "actor": {
-                "ppo_mini_batch_size": 8,
-                "ppo_micro_batch_size_per_gpu": 8,
-                "use_kl_loss": False,
-                "optim": {"lr": 1e-6},
-            },
-            "ref": {"log_prob_micro_batch_size_per_gpu": 8},
-        },
-        "trainer": {
-            "total_epochs": 1,
-            "project_name": "lightning-otel",
-            "experiment_name": agent_name,
-            "val_before_train": has_val,
-            "test_freq": 5 if has_val else -1,
-            "save_freq": -1,
-        },
-    }
+def load_tasks(path: str) -> list[Any]:
+    from lightning_otel.runtime.task_files import load_tasks as load
+
+    return load(path)
+
+
+def load_agent(spec: str) -> Any:
+    from lightning_otel.agent_api.agent_loading import load_agent as load
+
+    return load(spec)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """The flags' combinations, before any file or module is loaded."""
+    collector_options(args)
+    bad = [item for item in args.overrides if "=" not in item]
+    if bad:
+        raise BadInput(f"verl keys must be key=value, got {bad}")
+    if args.tiny_model and args.model not in (None, "tiny"):
+        raise BadInput(f"--tiny-model and --model {args.model}: keep one")
+    if args.warm_start and args.warm_start_teacher:
+        raise BadInput("--warm-start FILE and --warm-start-teacher URL: give one")
+    if args.save_every < 0:
+        raise BadInput(f"--save-every must be >= 0, got {args.save_every}")
+
+
+def model_name(args: argparse.Namespace) -> str:
+    """`smollm2`, `tiny` or a folder (or the verl keys' model path); `--ci-fast` alone means the tiny model."""
+    named = [args.model] if args.model else []
+    if args.tiny_model:
+        named.append("tiny")
+    if args.config or args.overrides:
+        config_model = _config_model_path(args)
+        if config_model:
+            if named:
+                raise BadInput(f"the policy is named twice (--model and {MODEL_PATH_KEY} in the verl keys): keep one")
+            named = [config_model]
+    if named:
+        return named[0]
+    if args.ci_fast:
+        return "tiny"
+    raise BadInput("give --model: smollm2, tiny, or a Hugging Face model folder")
 
 
 MODEL_PATH_KEY = "actor_rollout_ref.model.path"
 
 
-def config_model_path(user_config: dict[str, Any], overrides: list[str]) -> str | None:
-    """The model path the user's config or overrides name (the last override wins, as verl applies them)."""
-    named = [item.split("=", 1)[1] for item in overrides if item.split("=", 1)[0].lstrip("+") == MODEL_PATH_KEY]
+def _config_model_path(args: argparse.Namespace) -> str | None:
+    named = [item.split("=", 1)[1] for item in args.overrides if item.split("=", 1)[0].lstrip("+") == MODEL_PATH_KEY]
     if named:
         return named[-1]
-    return ((user_config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
+    if args.config:
+        config = _verl_file(args.config)
+        return ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
+    return None
 
 
-def policy_source(args: argparse.Namespace, config_model: str | None) -> str | None:
-    """The policy's path: --model or the config's model.path; None: a tiny offline model. Naming it twice (or not at
-    all, without --tiny-model / --ci-fast) is an error."""
-    sources = {"--model": args.model, "--tiny-model": args.tiny_model, f"{MODEL_PATH_KEY} in the config": config_model}
-    named = [name for name, value in sources.items() if value]
-    if len(named) > 1:
-        raise ValueError(f"the policy is named twice ({' and '.join(named)}): keep one")
-    if not named and not args.ci_fast:
-        raise ValueError("give --model (an HF model verl can load) or --tiny-model")
-    return args.model or config_model
-
-
-@contextlib.contextmanager
-def policy_model(source: str | None) -> Iterator[str]:
-    """The policy's folder: a model by name (`smollm2`, built once), the source as given, or a tiny offline model."""
-    from lightning_otel.models.named import is_named, model_folder
-
-    if source and is_named(source):
-        yield str(model_folder(source))
-        return
-    if source:
-        yield source
-        return
-    from lightning_otel.testing.tiny_model import save_tiny_model
-
-    with tempfile.TemporaryDirectory(prefix="agl-tiny-model-") as directory:
-        yield str(save_tiny_model(directory))
-
-
-def run_train(args: argparse.Namespace) -> int:
-    import lightning_otel
-    from lightning_otel.agent_api.agent_loading import load_agent
-    from lightning_otel.runtime.task_files import load_tasks
-
-    sys.path.insert(0, os.getcwd())  # `--agent my_agents:agent` from the current directory, like python -m
-    try:
-        collector_options(args)  # the flags' combinations, before anything is loaded
-        tasks = load_tasks(args.train)  # the files first: cheaper than importing the agent
-        val_tasks = load_tasks(args.val) if args.val else None
-        agent = load_agent(args.agent)
-    except (ImportError, AttributeError, OSError, ValueError, TypeError) as exc:
-        print(f"lightning-otel train: {exc}", file=sys.stderr)
-        return 2
-    if args.dev:
-        return _dev(args, agent, tasks)
-    bad = [item for item in args.overrides if "=" not in item]
-    if bad:
-        print(f"lightning-otel train: overrides must be key=value, got {bad}", file=sys.stderr)
-        return 2
+def _verl_file(path: str) -> dict[str, Any]:
     try:
         from omegaconf import OmegaConf
     except ImportError:
-        OmegaConf = None  # training needs the [verl] extra: said after the policy arguments are checked
-    user_config: dict[str, Any] = {}
-    if args.config and OmegaConf is not None:
-        user_config = OmegaConf.to_container(OmegaConf.load(args.config))  # type: ignore[assignment]
+        raise BadInput("--config and verl keys need the [verl] extra (pip install 'lightning-otel[verl]')") from None
+    return OmegaConf.to_container(OmegaConf.load(path))  # type: ignore[return-value]
+
+
+def has_gpu() -> bool:
     try:
-        source = policy_source(args, config_model_path(user_config, list(args.overrides)))
-    except ValueError as exc:
-        print(f"lightning-otel train: {exc}", file=sys.stderr)
-        return 2
-    if OmegaConf is None:
-        print("lightning-otel train: training needs the [verl] extra", file=sys.stderr)
-        return 2
-    overrides = (CI_FAST_OVERRIDES if args.ci_fast else []) + list(args.overrides)
-    agent_name = args.agent.rsplit(":", 1)[-1]
-    if not args.verbose:
-        print(f"lightning-otel train: other libraries' output (Ray, verl, torch, the runners) goes to {args.log_file} "
-              "(-v shows it here)", flush=True)  # fmt: skip
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) -> Start:
+    """Every check that runs without loading a model or starting Ray: the plan, verl's config, the run folder."""
+    from lightning_otel.runs.backends import LoopExtras
+    from lightning_otel.runs.plan import Asked, resolve_plan
+    from lightning_otel.runs.run_folder import RunFolder, new_run_id
+
+    model = model_name(args)
+    asked_values = {name: getattr(args, name) for name in
+                    ("steps", "epochs", "tasks_per_step", "group_size", "learning_rate", "temperature", "max_tokens",
+                     "lora_rank", "val_samples")}  # fmt: skip
+    if args.ci_fast:
+        asked_values = {**{k: v for k, v in CI_FAST.items() if asked_values.get(k) is None}, **{
+            k: v for k, v in asked_values.items() if v is not None}}  # fmt: skip
+    algorithm = args.algorithm
+    verl_keys = bool(args.config or args.overrides)
+    if algorithm is None and verl_keys:
+        algorithm = "verl"  # they mean nothing to another backend
+    elif verl_keys and algorithm != "verl":
+        raise BadInput(f"verl keys (--config, key=value) and --algorithm {algorithm}: they are verl's only")
+    asked = Asked(algorithm=algorithm, **asked_values)
+    folder_path = None if model in ("smollm2", "tiny") else Path(model)
+    if folder_path is not None and not (folder_path / "config.json").is_file():
+        raise BadInput(f"--model {model!r} is neither a model name (smollm2, tiny) nor a folder with a config.json")
+    plan = resolve_plan(asked, model=model, folder=folder_path, train_tasks=len(tasks), val_tasks=len(val_tasks),
+                        gpu=has_gpu() if algorithm is None else False)  # fmt: skip
+    if verl_keys and args.algorithm is None:
+        plan.sources["algorithm"] = "verl keys given"
+    if plan.algorithm == "sft" and (args.advantage != "grpo" or args.max_staleness):
+        raise BadInput("--algorithm sft keeps good rollouts' calls: --advantage and --max-staleness do not apply")
+    if plan.algorithm == "dpo" and args.advantage != "grpo":
+        raise BadInput("--algorithm dpo pairs rollouts by reward: --advantage does not apply")
+    extras = LoopExtras(
+        advantage=args.advantage, max_staleness=args.max_staleness, gateway_host=args.gateway_host,
+        save_every=args.save_every, seed=args.seed, min_reward=args.min_reward,
+        verl_config=_verl_file(args.config) if args.config else {}, verl_overrides=tuple(args.overrides),
+    )  # fmt: skip
+    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / new_run_id(args.agent)
+    folder = RunFolder(run_dir)
+    if folder.store.exists():
+        raise BadInput(f"{run_dir} already holds a run (its store.sqlite3): give another --run-dir")
+    if plan.algorithm == "verl":
+        check_verl(plan, folder, extras)
+    return Start(args, plan, RunFolder.create(run_dir), model, extras)
+
+
+def check_verl(plan: Any, folder: Any, extras: Any) -> None:
+    """verl's config composed and validated now (seconds), not in a Ray worker a minute in."""
     try:
-        with lightning_otel.quiet(args.log_file, verbose=args.verbose), policy_model(source) as model:
-            config = OmegaConf.merge(base_config(model, agent_name=agent_name, has_val=bool(val_tasks)), user_config)
-            options = lightning_otel.TrainingOptions(
-                advantage=args.advantage, gateway_host=args.gateway_host, max_staleness=args.max_staleness
-            )
-            algorithm = lightning_otel.VERL(config, options, overrides=overrides)  # a line a step
-            trainer = lightning_otel.Trainer(
-                n_runners=args.runners,
-                algorithm=algorithm,
-                adapter={"agent_match": args.agent_match, "process_rewards": args.process_rewards},
-                initial_resources={"main_llm": lightning_otel.LLM("http://gateway-not-started/v1", model)},
-                **collector_options(args),
-            )
-            result = trainer.fit(agent, tasks, val_tasks)
-    except (ValueError, OSError, lightning_otel.ModelUnavailable) as exc:  # a bad config value, a port taken, ...
-        print(f"lightning-otel train: {exc}", file=sys.stderr)
-        return 2
-    except lightning_otel.NothingTrained as exc:
-        print(f"lightning-otel train: FAILED: {exc}", file=sys.stderr)
-        return 1
-    rewards = ", ".join(f"{reward:.4f}" for reward in result.rewards())
-    skipped = [record for record in result.steps if record.skipped_because]
-    print(f"trained {len(result.steps) - len(skipped)} of {len(result.steps)} steps; reward per step: {rewards}")
-    for record in skipped:
-        print(f"step {record.step} trained nothing: {'; '.join(record.skipped_because)}", file=sys.stderr)
-    return 0 if result.steps else 1
+        from lightning_otel.training.verl import verl_internals
+        from lightning_otel.training.verl.config import compose_verl_config
+    except ImportError:
+        raise BadInput("--algorithm verl needs the [verl] extra (pip install 'lightning-otel[verl]')") from None
+    from lightning_otel.runs.backends import verl_config
+
+    config = verl_config(plan, folder, Path("model-not-loaded-yet"), extras)
+    with _quiet_logs():
+        composed = compose_verl_config(config, overrides=list(extras.verl_overrides), cpu=not has_gpu())
+        verl_internals.validate(composed)
 
 
-def collector_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The Trainer's collector and runner arguments: a running collector, or where the embedded one listens; runner
-    actors on Ray when asked."""
-    import lightning_otel
-    from lightning_otel.collector.server import CollectorConfig
-    from lightning_otel.runtime.trainer import refuse_embedded_when_unmanaged
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """The real run says its warnings (and verl its own lines, in the log); a check says only what refuses."""
+    import io
+    import logging
+    import warnings
 
-    refuse_embedded_when_unmanaged(args.collector)
-    embedded = CollectorConfig.embedded(host=args.collector_host, http_port=args.otlp_port,
-                                        query_port=args.collector_port)  # fmt: skip
-    runners = None
-    if args.runners_on == "ray":
-        runners = lightning_otel.RayRunners(n=args.runners, num_cpus=args.runner_cpus, address=args.ray_address)
-    elif args.ray_address or args.runner_cpus != 1.0:  # not silently ignored
-        raise ValueError("--ray-address and --runner-cpus are for runner actors: add --runners-on ray")
-    return {
-        "runners": runners,
-        "collector": args.collector or embedded,
-        "policy_notify_file": args.policy_notify_file,
-        "span_wait_s": args.span_wait_s,
-    }
-
-
-def _dev(args: argparse.Namespace, agent: Any, tasks: list) -> int:
-    import lightning_otel
-
-    if bool(args.base_url) == bool(args.test_server):
-        print("lightning-otel train --dev: give --base-url URL or --test-server", file=sys.stderr)
-        return 2
-    with contextlib.ExitStack() as stack:
-        base_url = args.base_url
-        if args.test_server:
-            from lightning_otel.testing import OpenAITestServer
-
-            base_url = stack.enter_context(OpenAITestServer()).base_url
-        trainer = lightning_otel.Trainer(
-            n_runners=args.runners,
-            adapter={"agent_match": args.agent_match},
-            initial_resources={"main_llm": lightning_otel.LLM(base_url, args.model or "agl-tiny")},
-            **collector_options(args),
-        )
-        try:
-            result = trainer.dev(agent, tasks, n_tasks=args.n_tasks, gateway=args.gateway)
-        except lightning_otel.AllRolloutsFailed as exc:
-            print(f"lightning-otel train --dev: FAILED: {exc}", file=sys.stderr)
-            return 1
-    if not any(batch.triplets() for batch in result.train + result.val):
-        print("lightning-otel train --dev: FAILED: no rollout gave a training sample (reasons above)", file=sys.stderr)
-        return 1
-    return 0
+    logger = logging.getLogger("lightning_otel.verl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)

@@ -139,23 +139,9 @@ def demo_config(model: Path, steps: int, work: Path, policy: DemoPolicy = POLICI
 
 
 def write_reward_curve(rewards: list[float], path: Path) -> Path:
-    import matplotlib
+    from lightning_otel.runs.reward_curve import write_reward_curve as draw
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = list(range(1, len(rewards) + 1))
-    window = max(1, len(rewards) // 8)
-    smoothed = [statistics.fmean(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))]
-    figure, axis = plt.subplots(figsize=(7, 4))
-    axis.plot(steps, rewards, "o-", alpha=0.4, label="mean reward per step")
-    axis.plot(steps, smoothed, "-", linewidth=2, label=f"moving average ({window} steps)")
-    axis.set(xlabel="GRPO step", ylabel="reward (capital-letter share)", title="lightning-otel demo: VERL on CPU")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return draw(rewards, path, title="lightning-otel demo: VERL on CPU", ylabel="reward (capital-letter share)")
 
 
 JUDGED_FROM_STEPS = 20  # fewer steps are a smoke run: their curve says nothing

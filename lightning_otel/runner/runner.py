@@ -292,7 +292,7 @@ class Runner:
         # Spans first, then the report: whoever sees `succeeded` can read the whole rollout. It goes on without
         # this task, which ends now and frees the slot.
         key = (rollout_id, attempt_id)
-        reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, outcome, seen))
+        reporting = asyncio.create_task(self._finish(client, rollout_id, attempt_id, outcome, seen, raised))
         self._reporting[key] = reporting
         reporting.add_done_callback(lambda _: self._reporting.pop(key, None))
 
@@ -320,7 +320,7 @@ class Runner:
 
     async def _finish(
         self, client: AsyncClient, rollout_id: str, attempt_id: str, outcome: AttemptOutcome,
-        seen: AttemptObservations,
+        seen: AttemptObservations, raised: BaseException | None = None,
     ) -> None:  # fmt: skip
         await self._flusher.submit(None)  # every span of the attempt ended (and exported): the watch saw them all
         self.watch.forget(rollout_id, attempt_id)
@@ -331,7 +331,9 @@ class Runner:
             log.warning("rollout %s attempt %s: a policy failure (%s), trained with reward %s: %s", rollout_id,
                         attempt_id, outcome.cause, outcome.reward, said)  # fmt: skip
         elif outcome.cause is not None:
-            log.warning("rollout %s attempt %s failed (%s): %s", rollout_id, attempt_id, outcome.cause, said)
+            # the agent's exception with its traceback: in the runner's log (`lightning-otel train -v`: the terminal)
+            log.warning("rollout %s attempt %s failed (%s): %s", rollout_id, attempt_id, outcome.cause, said,
+                        exc_info=raised)  # fmt: skip
             self.stats.errors.append(outcome.error or outcome.cause)
         if outcome.status == "succeeded":
             self.stats.succeeded += 1

@@ -58,6 +58,43 @@ def _span_label(span: Span) -> str:
     return "  ".join(parts)
 
 
+SAID_CHARS = 300  # of each reply, printed by the dry run
+
+
+def said(spans: Sequence[Span]) -> list[str]:
+    """What each agent said, call by call (the replies on the LLM spans, when message content was recorded)."""
+    import json
+
+    lines = []
+    calls = [span for span in spans if span["attributes"].get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS]
+    for span in sorted(calls, key=lambda s: s["startTimeUnixNano"]):
+        output = span["attributes"].get(semconv.GEN_AI_OUTPUT_MESSAGES)
+        if output is None:
+            continue
+        try:
+            messages = json.loads(output) if isinstance(output, str) else output
+        except ValueError:
+            continue
+        pieces = []
+        for message in messages if isinstance(messages, list) else []:
+            for part in message.get("parts") or []:
+                if part.get("type") == "text" and part.get("content"):
+                    pieces.append(str(part["content"]))
+                elif part.get("type") == "tool_call":
+                    pieces.append(f"[calls {part.get('name')}({_short(part.get('arguments'))})]")
+        text = " ".join(" ".join(pieces).split())
+        text = text if len(text) <= SAID_CHARS else text[:SAID_CHARS] + " ..."
+        lines.append(f"{span['attributes'].get(semconv.GEN_AI_AGENT_NAME) or '(no agent)'}: {text or '(empty reply)'}")
+    return lines
+
+
+def _short(value: object) -> str:
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 def _reward_cell(trained: float | None, on_call: float | None) -> str:
     """The rollout's outcome reward every sample is trained with; a reward recorded on the call itself beside it when
     it differs (a per-call reward that GRPO's outcome-reward training does not use)."""
@@ -106,6 +143,8 @@ class DevReporter:
                     _reward_cell(trained_rewards.get(rollout_id), triplet.reward),
                 )
             console.print(table)
+            for line in said(result.spans.get(rollout_id, [])):
+                console.print(line, markup=False, highlight=False)
             d = adapted.diagnostics
             console.print(
                 f"rollout agent {d.rollout_agents}  agents seen {d.agents_seen}  LLM calls {d.llm_calls}  "

@@ -75,7 +75,9 @@ class Trainer:
     `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
     backoff, a line when it starts and one when it recovers) before it fails (300 s); `runners`: `RayRunners(...)`
     runs the runners as actors on a Ray cluster instead of local processes (`n_runners` is then its `n`);
-    `rollout_limits`: per-rollout limits and no-progress rules the runners apply (`RolloutLimits()` by default).
+    `rollout_limits`: per-rollout limits and no-progress rules the runners apply (`RolloutLimits()` by default);
+    `run_id`: the run's id on the collector (its rollouts, resources and lease; the trackers' experiment), default
+    `run-<date>-<time>-<random>`; each session (`fit`, `dev`) is a run of its own, so give a new one to each.
     Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
     """
 
@@ -100,6 +102,7 @@ class Trainer:
         collector_retry_s: float = DEFAULT_RETRY_FOR_S,
         runners: RayRunners | None = None,
         rollout_limits: RolloutLimits | None = None,
+        run_id: str | None = None,
         **shorthands: Any,
     ) -> None:
         if runners is not None and not isinstance(runners, RayRunners):
@@ -144,6 +147,7 @@ class Trainer:
         self.collector_url: str | None = None
         self.no_runner_timeout_s = no_runner_timeout_s
         self.collector_retry_s = collector_retry_s
+        self.run_id = run_id
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
         needed = self.algorithm.needs_message_content
         self.capture_content = capture_content if capture_content is not None else (True if needed else None)
@@ -240,6 +244,7 @@ class Trainer:
             self.collector_url = url
             client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=self.collector_retry_s))
             settings = RunSettings(
+                **({"run_id": self.run_id} if self.run_id else {}),
                 max_attempts=self.max_attempts,
                 rollout_timeout_s=self.rollout_timeout_s,
                 span_wait_s=self.span_wait_s,

@@ -98,6 +98,7 @@ class TrainingLoop(Algorithm):
         self._gateway: PolicyGateway | None = None
         self._version = 0  # the policy version the replicas serve: the loop's count (see `backend`)
         self._settings = options.rollout_settings(self.estimator)  # what every rollout of the run records
+        self._agents_said = False  # which agents are trained without agent_match: said at the first step with samples
 
     # --- the run -------------------------------------------------------------------------------------------------
     def run(
@@ -214,6 +215,7 @@ class TrainingLoop(Algorithm):
                 record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
         metrics["training/samples"] = float(len(samples))
         metrics["timing_s/gen"] = generated - began
+        self._say_agents_trained(run, record)
         update_s = 0.0
         metrics.update(self.backend.idle_metrics())  # replaced by the update's own when it runs
         if samples and moves_policy(samples, self.estimator.learns_from):
@@ -250,6 +252,19 @@ class TrainingLoop(Algorithm):
         })  # fmt: skip
         return record
 
+    def _say_agents_trained(self, run: TrainingRun, record: StepRecord) -> None:
+        """No agent_match and the calls of several agents selected: said once, naming them (each is trained)."""
+        match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
+        if self._agents_said or match is not None or not record.sample_agents:
+            return
+        self._agents_said = True
+        if len(record.sample_agents) > 1:
+            names = ", ".join(
+                f"{name or '(unnamed)'} ({count})" for name, count in sorted(record.sample_agents.items())
+            )
+            log.warning("no agent_match: the calls of every agent are trained: %s (samples of step %d); set "
+                        "agent_match (--agent-match) to train some of them", names, record.step)  # fmt: skip
+
     def _refuse_policy_conflicts(self, batch: BatchResult) -> None:
         """An agent matched by two policies' patterns (seen by the gateway, or in the spans) stops the run: no one
         can tell which policy should have sampled its calls."""
@@ -264,18 +279,24 @@ class TrainingLoop(Algorithm):
         reasons = why_no_samples([batch], run.adapter.agent_match, late_spans=run.late_spans)
         return reasons or ["no sample was selected"]
 
-    def _rollouts(self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int) -> BatchResult:
+    def _rollouts(
+        self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int, sampling: str | None = None
+    ) -> BatchResult:
+        """The tasks run `n` times each as `mode` rollouts; the gateway samples them as `sampling` says ("train" or
+        "val"; default: as their mode)."""
         gateway = self._gateway
         timeout = self.options.collect_timeout_s
+        sampling = sampling or mode
         if self.options.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
             batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp())
-            gateway.validate_rollouts(batch.rollout_ids)
+            if sampling == "val":
+                gateway.validate_rollouts(batch.rollout_ids)
             try:
                 return run.collect(batch, timeout=timeout)
             finally:
                 gateway.validate_rollouts(batch.rollout_ids, done=True)
         if gateway is not None:
-            gateway.set_mode(mode)
+            gateway.set_mode(sampling)
             gateway.resume()
         try:
             return run.collect(run.submit(tasks, n=n, mode=mode, metadata=self._stamp()), timeout=timeout)
@@ -303,15 +324,29 @@ class TrainingLoop(Algorithm):
     def _record_validation(
         self, result: TrainingResult, step: int, run: TrainingRun, tasks: list[Any]
     ) -> dict[str, float]:
+        """The validation after `step` (0: before the first): at the validation sampling (`val/`), and with
+        `val_sampled` at the training sampling too (`val_sampled/`)."""
+        metrics = self._validate(result.validations, step, run, tasks, prefix="val", sampling="val",
+                                 n=self.schedule.val_group_size)  # fmt: skip
+        if self.schedule.val_sampled:
+            metrics.update(self._validate(result.sampled_validations, step, run, tasks, prefix="val_sampled",
+                                          sampling="train", n=self.schedule.val_sampled))  # fmt: skip
+        return metrics
+
+    def _validate(
+        self, records: list[StepRecord], step: int, run: TrainingRun, tasks: list[Any], *, prefix: str, sampling: str,
+        n: int,
+    ) -> dict[str, float]:  # fmt: skip
         began = time.monotonic()
-        batch = self._rollouts(run, tasks, mode="val", n=self.schedule.val_group_size)
+        batch = self._rollouts(run, tasks, mode="val", n=n, sampling=sampling)
         _, raw = samples_from(batch)
-        metrics = {"val/" + key.removeprefix("rollout/"): value for key, value in raw.items() if "/" in key}
-        metrics["timing_s/validation"] = time.monotonic() - began
-        if math.isnan(metrics.get("val/reward_mean", math.nan)):
+        metrics = {f"{prefix}/" + key.removeprefix("rollout/"): value for key, value in raw.items() if "/" in key}
+        metrics[f"timing_s/{'validation' if prefix == 'val' else prefix}"] = time.monotonic() - began
+        if math.isnan(metrics.get(f"{prefix}/reward_mean", math.nan)):
             log.warning("validation at step %d: no rollout succeeded with a reward (%s)", step, batch.metrics())
         rewards = {rollout: float(reward) for rollout, reward in batch.rewards().items() if reward is not None}
-        result.validations.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards))
+        records.append(StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards,
+                                  task_rewards=task_means(batch, rewards)))  # fmt: skip
         return metrics
 
     # --- serving -------------------------------------------------------------------------------------------------
@@ -364,6 +399,16 @@ def _staleness_histogram(samples: Sequence[Sample]) -> dict[str, float]:
         metrics["async/staleness_mean"] = sum(k * n for k, n in counts.items()) / len(samples)
         metrics["async/staleness_max"] = float(max(counts))
     return metrics
+
+
+def task_means(batch: BatchResult, rewards: Mapping[str, float]) -> list[float]:
+    """Each task's mean reward over its rewarded rollouts (a group is one task of one batch), in queue order; a task
+    none of whose rollouts has a reward is left out."""
+    by_group: dict[str, list[float]] = {}
+    for record in batch.rollouts:
+        if record["rollout_id"] in rewards:
+            by_group.setdefault(record["group_id"], []).append(rewards[record["rollout_id"]])
+    return [sum(values) / len(values) for values in by_group.values()]
 
 
 def _note(record: StepRecord) -> str:

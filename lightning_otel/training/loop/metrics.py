@@ -2,7 +2,8 @@
 
 Every step logs the loop's metrics below, then the backend's own under its prefix (VERL: `actor/`, `critic/`,
 `batch/`, `perf/`, verl's `timing_s/` stages; Tinker: `train/`; SFT: `sft/`). Validation logs `val/` + the `rollout/`
-names (`val/reward_mean`, `val/succeeded`, ...).
+names (`val/reward_mean`, `val/succeeded`, ...), and with `Schedule.val_sampled` the same at the training sampling
+under `val_sampled/`.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ SUPERVISED_METRICS = ("training/samples_with_weight", "training/rollouts_kept", 
 CONSOLE_KEYS = {
     "rollout/reward_mean": "reward",
     "val/reward_mean": "val",
+    "val_sampled/reward_mean": "val sampled",
     "rollout/succeeded": "ok",
     "rollout/failed": "failed",
     "rollout/retried": "retried",

@@ -3,6 +3,7 @@
     result = trainer.fit(agent, train_tasks, val_tasks)     # VERL, Tinker, DPO, SFT or your own TrainingLoop
     result.rewards()                                        # mean training reward per step
     result.validation                                       # [(step, val reward), ...]
+    result.sampled_validations                              # the same tasks at the training temperature
     result.steps[-1].metrics["training/policy_version"]     # every metric the step logged (the loop's table)
     result.final                                            # what the backend reported at the end
 
@@ -26,12 +27,14 @@ class StepRecord:
     rollout_ids: list[str] = field(default_factory=list)  # the step's rollouts (their traces are in the collector)
     skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
     rewards: dict[str, float] = field(default_factory=dict)  # final reward of each rewarded rollout
+    task_rewards: list[float] = field(default_factory=list)  # validation: each task's mean reward over its rollouts
 
 
 @dataclass(slots=True)
 class TrainingResult:
     steps: list[StepRecord] = field(default_factory=list)
     validations: list[StepRecord] = field(default_factory=list)
+    sampled_validations: list[StepRecord] = field(default_factory=list)  # at the training sampling (`val_sampled`)
     checkpoints: list[str] = field(default_factory=list)
     train_seconds: float = 0.0
     final: dict[str, float] = field(default_factory=dict)  # what the backend reported after the last step

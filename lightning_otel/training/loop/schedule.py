@@ -7,8 +7,10 @@ Steps walk the train tasks `batch_size` at a time, epoch after epoch (reshuffled
 short, or, past the epochs' steps, goes round the tasks again. Each task runs `group_size` times per step (one group).
 
 Validation runs the val tasks `val_group_size` times each: before the first step (`val_at_start`), every `val_every`
-steps and after the last one (both only with `val_every > 0`). A checkpoint is saved every `save_every` steps and
-after the last one (with `save_every > 0`). `resume`: start after the backend's latest checkpoint.
+steps and after the last one (both only with `val_every > 0`). With `val_sampled` > 0 each validation also runs the
+val tasks that many times at the training sampling (the policy being trained, not only its greedy face). A
+checkpoint is saved every `save_every` steps and after the last one (with `save_every > 0`). `resume`: start after the
+backend's latest checkpoint.
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ class Schedule:
     val_every: int = 0
     val_at_start: bool = True
     val_group_size: int = 1
+    val_sampled: int = 0
     save_every: int = 0
     resume: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.group_size < 1 or self.val_group_size < 1:
             raise ValueError("batch_size, group_size and val_group_size must be >= 1")
+        if self.val_sampled < 0:
+            raise ValueError(f"val_sampled must be >= 0 (0: validation at the validation sampling only), got "
+                             f"{self.val_sampled}")  # fmt: skip
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.max_steps is not None and self.max_steps < 1:

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -81,6 +82,7 @@ class VERL(Algorithm):
         advantage_per: str = "rollout",
         negative_advantage_weight: float = 1.0,
         device: str | None = None,
+        val_sampled: int = 0,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -95,13 +97,13 @@ class VERL(Algorithm):
             "trainer.test_freq, trainer.save_freq)",
             sampling="verl's config (actor_rollout_ref.rollout.temperature, top_p, response_length)",
             validation_sampling="verl's config (actor_rollout_ref.rollout.val_kwargs)",
-            trackers="verl's config (trainer.logger, trainer.project_name, trainer.experiment_name)",
         )
         self.config = config
         self.overrides = list(overrides)
         self.advantage_per = advantage_per
         self.negative_advantage_weight = negative_advantage_weight
         self.device = device
+        self.val_sampled = val_sampled
         self.backend: Any = None  # the run's VERLBackend (verl's workers), while it runs
 
     def run(
@@ -111,6 +113,7 @@ class VERL(Algorithm):
             raise ValueError("VERL needs a non-empty train dataset")
         from omegaconf import OmegaConf
 
+        from lightning_otel.training.verl import verl_internals
         from lightning_otel.training.verl.config import compose_verl_config
         from lightning_otel.training.verl.config_checks import check_model_path
         from lightning_otel.training.verl.cpu import ROLLOUT_NAME as CPU_ROLLOUT
@@ -123,6 +126,7 @@ class VERL(Algorithm):
             cpu = self.device == "cpu" if self.device else _no_gpu()
             config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
             check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
+            verl_internals.validate(config)
             rollout = config.actor_rollout_ref.rollout
             # before Ray and verl's workers start: said in a second, not after minutes
             require_async_support(self.options.max_staleness, "verl", str(rollout.name) == CPU_ROLLOUT,
@@ -137,7 +141,7 @@ class VERL(Algorithm):
                 negative_advantage_weight=self.negative_advantage_weight,
             )  # fmt: skip
             options = self.options.with_defaults(
-                schedule=self.schedule(config, backend.total_steps),
+                schedule=replace(self.schedule(config, backend.total_steps), val_sampled=self.val_sampled),
                 sampling=_sampling(rollout, validation=False),
                 validation_sampling=_sampling(rollout, validation=True),
                 trackers=Trackers(

@@ -4,7 +4,8 @@
     batch, stats = build_batch(samples, BatchShape(max_prompt_length=1024, max_response_length=512, pad_token_id=0),
                                row_multiple=world_size * mini_batch)
 
-Rows: prompts left-padded to `max_prompt_length`, responses right-padded to `max_response_length`; `response_mask`
+Rows: prompts left-padded and responses right-padded to the batch's longest (`max_prompt_length` and
+`max_response_length` are caps: a longer prompt is dropped, a longer response cut); `response_mask`
 is 1 only on tokens the policy sampled (the triplet's mask: tool results and other inserted tokens are 0); the
 reward sits on the last response token; `rollout_log_probs` are the sampler's logprobs; `uid` groups rows for GRPO.
 When every sample carries its advantage (the loop's estimator), `advantages` (and `returns`) hold it on the sampled
@@ -105,7 +106,9 @@ def build_batch(
         rows.append({**rows[-1], "mask": [0] * len(rows[-1]["mask"]), "padding": len(rows)})
         stats.padding_rows += 1
 
-    count, prompt_len, response_len = len(rows), shape.max_prompt_length, shape.max_response_length
+    # as wide as the batch's longest (the config's lengths are caps): a step of short calls computes no padding
+    count = len(rows)
+    prompt_len, response_len = max(len(row["prompt"]) for row in rows), max(len(row["response"]) for row in rows)
     prompts = torch.full((count, prompt_len), shape.pad_token_id, dtype=torch.long)
     responses = torch.full((count, response_len), shape.pad_token_id, dtype=torch.long)
     prompt_attention = torch.zeros((count, prompt_len), dtype=torch.long)

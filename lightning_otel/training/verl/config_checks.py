@@ -3,6 +3,7 @@ worker's traceback a minute later.
 
 - The rollout engine: on a machine without a GPU the policy is served by our `hf` CPU replica (a config asking for
   vLLM or SGLang gets it, with a warning); on a GPU machine an engine that is not installed is an error.
+- Batch sizes verl would refuse in a worker (a step's tasks fewer than its mini-batch), said with their full keys.
 - Micro-batch sizes left unset (Agent Lightning's configs leave them out) are derived from the mini-batch.
 - Checkpoints: each run writes to a folder of its own and resumes only when `trainer.resume_mode` is set: `auto`
   resumes the latest run of the same project/experiment, `resume_path` the given checkpoint.
@@ -153,9 +154,27 @@ def check_model_path(config: DictConfig) -> None:
         ) from None
 
 
+def check_batch_sizes(config: DictConfig) -> None:
+    """verl's own batch checks, said with the full keys before Ray starts (verl says them in a worker, shortened)."""
+    data, ref = config.data, config.actor_rollout_ref
+    if ref.actor.get("use_dynamic_bsz", False):
+        return
+    tasks, mini = int(data.train_batch_size), int(ref.actor.ppo_mini_batch_size)
+    if tasks < mini:
+        raise ConfigError(f"data.train_batch_size ({tasks}) must be >= actor_rollout_ref.actor.ppo_mini_batch_size "
+                          f"({mini}): verl updates on mini-batches of a step's tasks (`lightning-otel train "
+                          "--tasks-per-step N` sets both)")  # fmt: skip
+    for key in ("actor.ppo_micro_batch_size_per_gpu", "rollout.log_prob_micro_batch_size_per_gpu",
+                "ref.log_prob_micro_batch_size_per_gpu"):  # fmt: skip
+        value = OmegaConf.select(ref, key, default=None)
+        if value is not None and int(value) < 1:
+            raise ConfigError(f"actor_rollout_ref.{key} must be >= 1, got {value}")
+
+
 def check_config(config: DictConfig, user: DictConfig, *, cpu: bool) -> DictConfig:
     """All of the above, in place; returns `config`."""
     check_rollout_engine(config, cpu=cpu)
+    check_batch_sizes(config)
     derive_micro_batches(config)
     place_checkpoints(config, user)
     return config

@@ -59,6 +59,24 @@ def build_trainer(config: Any, train_tasks: list[Any], val_tasks: list[Any], col
     )
 
 
+def validate(config: Any) -> None:
+    """verl's own config validation, in the driver before Ray starts (its trainer runs it again later); what it
+    refuses is a ValueError naming verl's check."""
+    import copy
+
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config = copy.deepcopy(config)  # resolved here only
+    OmegaConf.resolve(config)
+    try:
+        validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                        use_critic=need_critic(config))  # fmt: skip
+    except (AssertionError, ValueError) as exc:
+        raise ValueError(f"verl's config check refused it: {exc}") from None
+
+
 def old_log_prob(trainer: Any, batch: Any) -> Any:
     output, _ = trainer._compute_old_log_prob(batch)
     output.batch.pop("entropys")
