@@ -77,8 +77,20 @@ ALLOWED: dict[str, set[str]] = {
     "models": set(),
     "_bootstrap": {"auto"},
     # a training run from the command line: settings, backends, its folder, the model it exports, its verdict
-    "runs": {"training.loop", "training.verl", "training.tinker", "training.sft", "training.dpo", "export", "runtime",
-             "serving", "agent_api", "testing", "models", "collector"},
+    "runs": {
+        "training.loop",
+        "training.verl",
+        "training.tinker",
+        "training.sft",
+        "training.dpo",
+        "export",
+        "runtime",
+        "serving",
+        "agent_api",
+        "testing",
+        "models",
+        "collector",
+    },
     "cli": {"*"},
 }
 # Modules loaded by name at run time (a plugin registry), written in the map: source -> the room it loads from.

@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     export_model_cli.add_arguments(export_model)
     train = commands.add_parser(
-        "train", help="train an agent on tasks with any backend into a run folder, and say whether it learned (or "
-        "--dev: a dry run)"
+        "train",
+        help="train an agent on tasks with any backend into a run folder, and say whether it learned (or "
+        "--dev: a dry run)",
     )
     from lightning_otel.cli.train import add_arguments
 
