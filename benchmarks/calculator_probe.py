@@ -7,7 +7,7 @@ SmolLM2 learning table, and what decides whether GRPO has anything to start from
 
 The agent runs as in training (`Trainer.dev` through the policy gateway, 2 runners) against a CPU replica of the
 model, sampled at temperature 1 with replies of at most 96 tokens. The replica serves a copy of the model folder
-whose chat template renders tools (examples/calculator/chatml_tools.jinja) and reads the replies' tool calls with
+whose chat template renders tools (lightning_otel/models/chatml_tools.jinja) and reads the replies' tool calls with
 its `hermes` parser, as vLLM started with `--chat-template` and `--tool-call-parser hermes` would.
 """
 

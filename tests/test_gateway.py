@@ -69,6 +69,19 @@ def test_sampling_is_enforced_and_token_ids_always_requested(replicas, agl_spans
     assert reply["prompt_token_ids"] == replicas[0].served[reply["id"]].prompt_token_ids  # passed through as sent
 
 
+def test_the_reply_budget_is_a_cap_an_agent_asking_fewer_tokens_gets_fewer(replicas, agl_spans: SpanCapture) -> None:
+    gateway = PolicyGateway([replicas[0].base_url], sampling={"temperature": 1.0, "max_tokens": 64},
+                            validation_sampling={"temperature": 0.0, "max_tokens": 64})  # fmt: skip
+    with GatewayServer(gateway) as server:
+        chat(server.base_url, "hi", max_tokens=12)  # the agent's own budget, under the run's
+        chat(server.base_url, "hi", max_tokens=500)  # over it: the run's
+        chat(server.base_url, "hi")  # none: the run's
+        chat(server.base_url, "hi", max_completion_tokens=20)  # the newer spelling, kept in step
+    bodies = [request.body for request in replicas[0].requests]
+    assert [body["max_tokens"] for body in bodies] == [12, 64, 64, 20]
+    assert bodies[3]["max_completion_tokens"] == 20 and "max_completion_tokens" not in bodies[0]
+
+
 def test_the_gateway_span_has_the_servers_ids_and_the_rollout_from_the_path(replicas, agl_spans: SpanCapture) -> None:
     gateway = PolicyGateway([replicas[0].base_url])
     with GatewayServer(gateway) as server:

@@ -1,6 +1,7 @@
 """A model folder whose chat template renders tools: the weights of the original linked, its files copied, and
-`chatml_tools.jinja` as its template (SmolLM2's own template, plus tools as Qwen2.5 and Hermes render them). One
-would start vLLM with `--chat-template` for a model whose template has no tools; our replicas read the folder's."""
+`chatml_tools.jinja` as its template (SmolLM2's own template, plus tools as Qwen2.5 and Hermes render them: the
+template `lightning-otel model smollm2` gives its folder, which so needs no copy). One would start vLLM with
+`--chat-template` for a model whose template has no tools; our replicas read the folder's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
-TEMPLATE = Path(__file__).resolve().parent / "chatml_tools.jinja"
+import lightning_otel
+
+# the template the package gives SmolLM2's folder (lightning_otel/models/chatml_tools.jinja)
+TEMPLATE = Path(lightning_otel.__file__).parent / "models" / "chatml_tools.jinja"
 
 
 def with_tools_template(source: Path, workdir: Path) -> Path:

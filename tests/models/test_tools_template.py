@@ -1,5 +1,6 @@
-"""The calculator example's chat template (examples/calculator/chatml_tools.jinja) on SmolLM2: without tools it renders
-what SmolLM2's own template renders, token for token; with tools it lists them in the system turn, and an assistant
+"""SmolLM2's chat template with tools (lightning_otel/models/chatml_tools.jinja: the one `lightning-otel model smollm2`
+gives its folder, and the calculator example's copy of a folder): without tools it renders what SmolLM2's original
+template renders, token for token; with tools it lists them in the system turn, and an assistant
 turn's calls render as the text the replica's hermes parser reads back into the same calls (so the next turn's
 prompt holds the model's call as a model would have written it)."""
 
@@ -23,8 +24,25 @@ TOOLS = [{"type": "function", "function": {"name": "calculate", "description": "
           "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]  # fmt: skip
 
 
+# SmolLM2-135M-Instruct's own template, as its GGUF file (and its Hugging Face release) have it: no tools
+ORIGINAL_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def test_the_named_models_folder_has_the_template_that_renders_tools(smollm2_dir: Path) -> None:
+    text = (smollm2_dir / "chat_template.jinja").read_text()
+    assert text == (ROOT / "lightning_otel" / "models" / "chatml_tools.jinja").read_text()
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    assert "# Tools" in tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=TOOLS, tokenize=False)
+
+
 def test_the_template_adds_tools_and_changes_nothing_else(smollm2_dir: Path, tmp_path: Path) -> None:
     own = AutoTokenizer.from_pretrained(smollm2_dir)
+    own.chat_template = ORIGINAL_TEMPLATE
     tools = AutoTokenizer.from_pretrained(with_tools_template(smollm2_dir, tmp_path))
     assert (smollm2_dir / "model.safetensors").resolve() == (tmp_path / f"{smollm2_dir.name}-tools" /
                                                              "model.safetensors").resolve()  # fmt: skip

@@ -212,3 +212,46 @@ def test_bad_datums_are_refused_before_compute(tiny_model_dir: Path) -> None:
         engine.forward_backward([Datum([1, 2], {"target_tokens": [2, 3]})], "dro")
     with pytest.raises(ValueError, match="positions"):
         Datum([1, 2, 3], {"target_tokens": [2, 3]})
+
+
+@pytest.mark.parametrize("temperature", [0.5, 0.7, 1.0])
+def test_at_any_sampling_temperature_the_first_minibatch_ratio_is_one(tiny_model_dir: Path, temperature: float) -> None:
+    """Sampled at a temperature, trained with the same one: the learner's log-probs of the sampled tokens are the
+    sampler's (the importance ratio of an on-policy token is 1), as Tinker's facade arranges for any sampling."""
+    engine = make_engine(tiny_model_dir)
+    sampler = engine.save_weights_and_get_sampler("probe")
+    tokenizer = engine.chat_tokenizer
+    datums, sampled = [], []
+    for index in range(3):
+        prompt = tokenizer.encode(tokenizer.render_chat([{"role": "user", "content": f"Question {index}?"}]))
+        params = SamplingParams(max_tokens=8, temperature=temperature, seed=index)
+        [sequence] = sampler.sample(prompt, 1, params)
+        logprobs = [0.0] * len(prompt) + list(sequence.logprobs)
+        advantages = [0.0] * len(prompt) + [1.0] * len(sequence.tokens)
+        datums.append(Datum.from_sequence(prompt + sequence.tokens, {"advantages": advantages, "logprobs": logprobs}))
+        sampled.append((len(prompt), list(sequence.logprobs)))
+    output = engine.forward_backward(datums, "importance_sampling", {"temperature": temperature})
+    for (start, logprobs), out in zip(sampled, output.loss_fn_outputs, strict=True):
+        learner = out["logprobs"][start - 1 : start - 1 + len(logprobs)]  # targets are shifted by one
+        assert learner == pytest.approx(logprobs, abs=2e-4)
+    if temperature != 1.0:  # at temperature 1 the learner's log-probs would not be the sampler's
+        untempered = make_engine(tiny_model_dir).forward_backward(datums, "importance_sampling")
+        start, logprobs = sampled[0]
+        assert untempered.loss_fn_outputs[0]["logprobs"][start - 1 : start - 1 + len(logprobs)] != pytest.approx(
+            logprobs, abs=2e-4
+        )
+
+
+def test_tinker_trains_a_sampling_temperature_with_tempered_log_probs(tiny_model_dir: Path) -> None:
+    import lightning_otel
+
+    options = lightning_otel.TrainingOptions(sampling=lightning_otel.Sampling(temperature=0.7))
+    tinker = lightning_otel.Tinker(make_engine(tiny_model_dir), options)
+    assert tinker.loss_fn_config["temperature"] == 0.7
+    assert "temperature" not in lightning_otel.Tinker(make_engine(tiny_model_dir)).loss_fn_config  # 1: nothing to do
+
+    class AtOne:  # an engine that computes log-probs at temperature 1 only (the hosted service's)
+        base_model = "remote"
+
+    with pytest.raises(ValueError, match="computes log-probs at temperature 1 only"):
+        lightning_otel.Tinker(AtOne(), options)  # type: ignore[arg-type]

@@ -155,8 +155,9 @@ class DPOBackend(Backend):
         return folder
 
     def finish(self) -> dict[str, float]:
-        """Saves the model to `output_dir` (when given); the run's pair count and last loss."""
-        if self.output_dir is not None and self.model is not None:
+        """Saves the model to `output_dir` (when given and a pair trained it: a run with none writes no copy of its
+        base); the run's pair count and last loss."""
+        if self.output_dir is not None and self.model is not None and self.counts.pairs:
             self._save(self.output_dir)
         losses = [loss for stats in self.history for loss in stats.losses]
         return {"dpo/total_pairs": float(self.counts.pairs), "dpo/last_loss": losses[-1] if losses else math.nan}

@@ -31,7 +31,8 @@ ADVANTAGES = ("grpo", "anchor")
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """What the policy gateway enforces on every policy call (whatever the agent asked for)."""
+    """What the policy gateway enforces on every policy call, whatever the agent asked for; `max_tokens` is a cap
+    (an agent asking for fewer reply tokens gets its fewer)."""
 
     temperature: float = 1.0
     top_p: float = 1.0

@@ -51,7 +51,9 @@ class Tinker(Algorithm):
     clip thresholds) or "cross_entropy" (supervised: every sample weighs 1); `adam` (or just `learning_rate`);
     `keep_constant_groups`: train on groups whose rewards are all equal (they carry no advantage; dropped by
     default); `model_name`: the name the policy is served under; `tis_cap`: truncated importance sampling per token
-    at this cap (importance_sampling only; off by default).
+    at this cap (importance_sampling only; off by default). Sampling at a temperature other than 1 takes the
+    learner's log-probs at that temperature too (the LocalEngine's `loss_fn_config["temperature"]`; an engine that
+    cannot is refused).
     """
 
     shows_progress: ClassVar[bool] = True  # the loop's step bar (trackers' console)
@@ -85,6 +87,7 @@ class Tinker(Algorithm):
         if tis_cap is not None:
             self.loss_fn_config["tis_cap"] = float(tis_cap)
         self.adam = adam or AdamParams(learning_rate=learning_rate if learning_rate is not None else 1e-4)
+        self._temper(engines or {"": self.engine})
         self.keep_constant_groups, self.model_name = keep_constant_groups, model_name
         self.backend = TinkerBackend(
             self.engine, loss_fn=self.loss_fn, loss_fn_config=self.loss_fn_config, adam=self.adam,
@@ -92,6 +95,19 @@ class Tinker(Algorithm):
             resume=bool(self.options.schedule and self.options.schedule.resume), engines=engines,
         )  # fmt: skip
         self.backend.estimator(self.options.advantage)  # an advantage the loss cannot use: said now
+
+    def _temper(self, engines: Mapping[str, TrainingEngine]) -> None:
+        """Sampling below (or above) temperature 1: the learner's log-probs are taken at that temperature too, so the
+        ratio to the sampler's is 1 on-policy (an engine that cannot is refused, before anything starts)."""
+        sampling = self.options.sampling or Sampling()
+        if self.loss_fn == "cross_entropy" or sampling.temperature in (0.0, 1.0):
+            return
+        unable = [type(engine).__name__ for engine in engines.values() if not getattr(engine, "tempered_logprobs", 0)]
+        if unable:
+            raise ValueError(f"sampling at temperature {sampling.temperature:g}: {unable[0]} computes log-probs at "
+                             "temperature 1 only, so the importance ratio would be off; train at temperature 1 (as "
+                             "the Tinker cookbook does) or with the LocalEngine")  # fmt: skip
+        self.loss_fn_config["temperature"] = float(sampling.temperature)
 
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None

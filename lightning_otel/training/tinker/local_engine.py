@@ -2,7 +2,9 @@
 device (CUDA when torch sees one, else CPU), with Tinker's semantics.
 
 - `forward_backward(data, loss_fn)` computes every target token's log-probability under the current weights,
-  applies the loss (`losses.py`), sums it and adds the gradients to those already accumulated;
+  applies the loss (`losses.py`), sums it and adds the gradients to those already accumulated; with
+  `loss_fn_config["temperature"]` (our extension: the sampler's temperature) the log-probabilities are those of the
+  logits divided by it, as the sampler's were, so the importance ratio of an on-policy token is 1 at any temperature;
 - `optim_step(AdamParams)` takes one AdamW step with the given settings (they may change per step), clips when
   `grad_clip_norm > 0`, and clears the gradients;
 - `save_weights_and_get_sampler(name)` snapshots the adapter into a sampler (a frozen copy of the LoRA weights over
@@ -89,6 +91,8 @@ def _sequences(generations: Sequence[Generation]) -> list[SampledSequence]:
 class LocalEngine:
     """See the module docstring. `model_path`: a Hugging Face model folder (its tokenizer must have a chat
     template); `log_dir`: where sampler weights and states are saved (none: nothing written)."""
+
+    tempered_logprobs = True  # forward_backward takes the sampling temperature (loss_fn_config["temperature"])
 
     def __init__(
         self,
@@ -178,6 +182,7 @@ class LocalEngine:
         datums = checked_datums(data, loss_fn)
         loss = loss_function(loss_fn)
         config = dict(loss_fn_config or {})
+        temperature = float(config.pop("temperature", 1.0))  # the sampler's: its log-probs and ours alike
         self._use_adapter()
         self.model.train()
         outputs: list[dict[str, list[float]]] = []
@@ -185,7 +190,7 @@ class LocalEngine:
         tokens = 0
         for start in range(0, len(datums), self.micro_batch_size):
             chunk = datums[start : start + self.micro_batch_size]
-            logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn])
+            logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn], temperature)
             chunk_loss = (loss(logp, inputs, config) * mask).sum()
             chunk_loss.backward()
             total += float(chunk_loss.detach())
@@ -195,9 +200,10 @@ class LocalEngine:
         return ForwardBackwardOutput(outputs, {"loss:sum": total, "tokens:sum": float(tokens)})
 
     def _target_logprobs(
-        self, chunk: Sequence[Datum], keys: Sequence[str]
+        self, chunk: Sequence[Datum], keys: Sequence[str], temperature: float = 1.0
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        """Right-padded batch -> each target's log-probability [B, T], the loss inputs [B, T], the real-token mask."""
+        """Right-padded batch -> each target's log-probability [B, T] (of logits / `temperature`, as the sampler drew
+        them), the loss inputs [B, T], the real-token mask."""
         import torch
 
         width = max(len(datum.model_input) for datum in chunk)
@@ -213,7 +219,7 @@ class LocalEngine:
             for key in keys
             if key != "target_tokens"
         }
-        logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
+        logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return logp, inputs, mask.float()
 

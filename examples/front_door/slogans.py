@@ -1,0 +1,60 @@
+"""A two-agent pipeline in LangGraph: a planner names what a product is good for, a writer turns it into a slogan.
+
+    lightning-otel train --model smollm2 --agent slogans:slogans --train data/slogans_train.jsonl \\
+        --val data/slogans_val.jsonl --agent-match writer
+
+The agents are the graph's nodes (`planner`, `writer`: the names on their LLM calls' spans). Reward on the writer's
+slogan: half for naming the product, half for keeping to at most six words.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypedDict
+
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, StateGraph
+
+import lightning_otel as agl
+
+MAX_WORDS = 6
+
+
+class Draft(TypedDict, total=False):
+    product: str
+    plan: str
+    slogan: str
+
+
+def slogan_reward(slogan: str, product: str) -> float:
+    words = re.findall(r"[A-Za-z0-9']+", slogan)
+    named = product.lower() in slogan.lower()
+    return 0.5 * named + 0.5 * (1 <= len(words) <= MAX_WORDS)
+
+
+def graph(llm: ChatOpenAI) -> Any:
+    def planner(state: Draft) -> Draft:
+        answer = llm.invoke(f"Name one thing a {state['product']} is good for, in a few words.", max_tokens=16)
+        return {"plan": str(answer.content)}
+
+    def writer(state: Draft) -> Draft:
+        prompt = (f"Write a slogan for {state['product']} of at most {MAX_WORDS} words that says the word "
+                  f"\"{state['product']}\". It is good for: {state['plan']}")  # fmt: skip
+        return {"slogan": str(llm.invoke(prompt, max_tokens=24).content)}
+
+    builder = StateGraph(Draft)
+    builder.add_node("planner", planner)
+    builder.add_node("writer", writer)
+    builder.add_edge(START, "planner")
+    builder.add_edge("planner", "writer")
+    builder.add_edge("writer", END)
+    return builder.compile()
+
+
+@agl.rollout
+def slogans(task: dict[str, Any], resources: dict[str, Any], rollout: agl.Rollout) -> float:
+    llm = resources["main_llm"]
+    chat = ChatOpenAI(base_url=llm.get_base_url(rollout.rollout_id, rollout.attempt_id), api_key=llm.api_key,
+                      model=llm.model, max_retries=5)  # fmt: skip
+    done = graph(chat).invoke({"product": task["product"]})
+    return slogan_reward(done["slogan"], task["product"])
