@@ -39,21 +39,25 @@ ANTONYMS = {
     "pretty": ["ugly"], "sick": ["healthy", "well"], "wild": ["tame"], "odd": ["even"], "sunny": ["cloudy", "rainy"],
 }  # fmt: skip
 
-# words split from text: the lists stay readable
-PRODUCTS = (
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+PRODUCTS = words(
     "lamp chair kettle bicycle umbrella backpack blender toaster notebook pencil camera guitar helmet blanket "
     "pillow teapot wallet mirror candle scarf jacket sneakers watch clock radio speaker keyboard mouse monitor "
     "printer scanner router charger battery flashlight tent hammock kayak skateboard scooter drone telescope "
     "microscope compass map globe puzzle kite yoyo marble crayon easel canvas brush sponge towel soap shampoo "
     "toothbrush comb razor perfume lotion sunscreen sandals boots gloves mittens beanie apron oven fridge freezer "
     "dishwasher microwave mixer grill skillet wok ladle spatula whisk colander thermos mug bottle jar basket"
-).split()  # noqa: SIM905
-ITEMS = (
+)
+ITEMS = words(
     "bolts nails screws hammers wrenches drills ladders shovels rakes hoses buckets gloves helmets ropes chains "
     "tarps pallets crates barrels valves pipes hinges locks keys bulbs fuses cables switches sockets plugs"
-).split()  # noqa: SIM905
-WAREHOUSES = "north south east west central harbor airport river hill valley".split()  # noqa: SIM905
-DRILL_ITEMS = "washers rivets clamps brackets springs gaskets".split()  # noqa: SIM905  (the warm start's: no task's)
+)
+WAREHOUSES = words("north south east west central harbor airport river hill valley")
+DRILL_ITEMS = words("washers rivets clamps brackets springs gaskets")  # the warm start's: no task's
 
 
 def write(name: str, rows: list[dict]) -> None:
