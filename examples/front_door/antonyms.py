@@ -1,7 +1,7 @@
 """A one-call agent with a format to keep: the opposite of a word, in one word. Plain OpenAI client.
 
-    lightning-otel train --model smollm2 --agent antonyms:antonyms --train data/antonyms_train.jsonl \\
-        --val data/antonyms_val.jsonl
+    lightning-otel train --model smollm2 --agent antonyms:antonyms --train tasks/antonyms_train.jsonl \\
+        --val tasks/antonyms_val.jsonl
 
 Reward: 1 for the bare opposite (any accepted spelling, case and punctuation aside), 0.5 when the opposite is in a
 longer reply, 0 otherwise.

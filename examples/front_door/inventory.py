@@ -1,8 +1,8 @@
 """A tool-calling agent: it looks up how many of an item a warehouse holds with the `stock` tool, then answers.
 Plain OpenAI client; the tool call is read from the model's text as vLLM's hermes parser reads it.
 
-    lightning-otel train --model smollm2 --agent inventory:inventory --train data/inventory_train.jsonl \\
-        --val data/inventory_val.jsonl --warm-start data/inventory_warm_start.jsonl
+    lightning-otel train --model smollm2 --agent inventory:inventory --train tasks/inventory_train.jsonl \\
+        --val tasks/inventory_val.jsonl --warm-start tasks/inventory_warm_start.jsonl
 
 The untrained model never calls the tool; the warm start (`--warm-start`) shows the call's format on a dozen
 check-ups phrased otherwise than the tasks ("Stock check: bolts at north."), then RL trains on the tasks. Reward: 1

@@ -1,4 +1,4 @@
-"""Writes the three agents' task files into data/ (committed; run again to remake them the same):
+"""Writes the three agents' task files into tasks/ (committed; run again to remake them the same):
 train and held-out validation tasks for each, and the inventory agent's warm-start examples.
 
     python make_tasks.py
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from inventory import TOOLS, stock
 
-DATA = Path(__file__).resolve().parent / "data"
+TASKS = Path(__file__).resolve().parent / "tasks"
 
 ANTONYMS = {
     "hot": ["cold"], "big": ["small", "little"], "up": ["down"], "fast": ["slow"], "happy": ["sad", "unhappy"],
@@ -61,7 +61,7 @@ DRILL_ITEMS = words("washers rivets clamps brackets springs gaskets")  # the war
 
 
 def write(name: str, rows: list[dict]) -> None:
-    (DATA / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (TASKS / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
 def split(rows: list[dict], val: int, seed: int) -> tuple[list[dict], list[dict]]:
@@ -87,7 +87,7 @@ def warm_start_examples() -> list[dict]:
 
 
 def main() -> None:
-    DATA.mkdir(exist_ok=True)
+    TASKS.mkdir(exist_ok=True)
     antonyms = [{"word": word, "answers": answers} for word, answers in ANTONYMS.items()]
     train, val = split(antonyms, 32, seed=1)
     write("antonyms_train.jsonl", train)
@@ -100,7 +100,7 @@ def main() -> None:
     write("inventory_train.jsonl", train[:128])
     write("inventory_val.jsonl", val)
     write("inventory_warm_start.jsonl", warm_start_examples())
-    print(f"task files in {DATA}")
+    print(f"task files in {TASKS}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A two-agent pipeline in LangGraph: a planner names what a product is good for, a writer turns it into a slogan.
 
-    lightning-otel train --model smollm2 --agent slogans:slogans --train data/slogans_train.jsonl \\
-        --val data/slogans_val.jsonl --agent-match writer
+    lightning-otel train --model smollm2 --agent slogans:slogans --train tasks/slogans_train.jsonl \\
+        --val tasks/slogans_val.jsonl --agent-match writer
 
 The agents are the graph's nodes (`planner`, `writer`: the names on their LLM calls' spans). Reward on the writer's
 slogan: half for naming the product, half for keeping to at most six words.

@@ -19,6 +19,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,10 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
         save_every=args.save_every, seed=args.seed, min_reward=args.min_reward,
         verl_config=_verl_file(args.config) if args.config else {}, verl_overrides=tuple(args.overrides),
     )  # fmt: skip
+    if args.warm_start:
+        from lightning_otel.runs.warm_start import read_warm_start
+
+        extras = replace(extras, warm_start=tuple(read_warm_start(args.warm_start)))  # a bad row: said now
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / new_run_id(args.agent)
     folder = RunFolder(run_dir)
     if folder.store.exists():

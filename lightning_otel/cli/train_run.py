@@ -111,13 +111,13 @@ def model_folder_of(model: str, folder: RunFolder) -> Path:
 def warm_started(start: Start, agent: Any, tasks: list[Any], base: Path, terminal: Any) -> Path | None:
     """The warm start's model folder (None: none asked for): the base fine-tuned on the examples given, or on the
     calls the agent made against a teacher (`SFT` with the teacher as the agents' LLM)."""
-    from lightning_otel.runs.warm_start import read_warm_start, warm_start
+    from lightning_otel.runs.warm_start import warm_start
 
     args, plan, folder = start.args, start.plan, start.folder
     rate = args.warm_start_learning_rate or plan.warm_start_learning_rate
     began = time.monotonic()
     if args.warm_start:
-        examples = read_warm_start(args.warm_start)
+        examples = list(start.extras.warm_start)
         model, figures = warm_start(examples, base, folder.warm_start, learning_rate=rate,
                                     epochs=args.warm_start_epochs, seed=args.seed)  # fmt: skip
         count = len(examples)

@@ -39,6 +39,7 @@ class LoopExtras:
     min_reward: float = 1.0  # SFT: the reward a rollout needs to be kept
     verl_config: dict[str, Any] = field(default_factory=dict)  # --config's
     verl_overrides: Sequence[str] = ()  # key=value, applied last
+    warm_start: tuple[dict[str, Any], ...] = ()  # --warm-start's examples, read (and checked) before the run
     on_step: Callable[[int, dict[str, float]], None] | None = None
 
 
