@@ -9,12 +9,21 @@ NEEDS_SERVICE = "not run here: needs a model endpoint of your own (an OpenAI-com
 NEEDS_SPIDER = "not run here: needs the Spider download (the offline generator stands in for it in the tests)"
 YOUR_PROGRAM = "not run here: your program; the same command on a test program runs in"
 SETUP = "not run here: an environment's install, done by nox for its lane (noxfile.py)"
+SMOLLM2_RUN = ("not run here: SmolLM2 on CPU, 10 to 30 minutes (benchmarks/front_door.py runs it; the same command "
+               "with the tiny model runs in tests/test_train_front_door.py)")
 
 COMMANDS: dict[str, str] = {
+    # examples/front_door/README.md
+    "../../.venv/bin/lightning-otel train --model smollm2 --agent antonyms:antonyms --train tasks/antonyms_train.jsonl "
+    "--val tasks/antonyms_val.jsonl": SMOLLM2_RUN,
+    "../../.venv/bin/lightning-otel train --model smollm2 --agent slogans:slogans --train tasks/slogans_train.jsonl "
+    "--val tasks/slogans_val.jsonl --agent-match writer": SMOLLM2_RUN,
+    "../../.venv/bin/lightning-otel train --model smollm2 --agent inventory:inventory --train "
+    "tasks/inventory_train.jsonl --val tasks/inventory_val.jsonl --warm-start tasks/inventory_warm_start.jsonl": SMOLLM2_RUN,
     # examples/apo/README.md
     "OPENAI_BASE_URL=http://localhost:8000/v1 OPENAI_API_KEY=... ../../.venv/bin/python room_selector_apo.py": "tests/examples/test_apo_example.py::test_the_apo_tutorial_finds_the_prompt_the_grader_needs",
     # examples/sql_agent/README.md
-    "lightning-otel train --ci-fast --agent examples.sql_agent.graph_agent:sql_graph_rollout --train "
+    "lightning-otel train --ci-fast --algorithm verl --agent examples.sql_agent.graph_agent:sql_graph_rollout --train "
     "examples/sql_agent/tasks.jsonl --agent-match write": "tests/verl_lane/test_verl_training.py::test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_verls_ray",
     "python examples/sql_agent/agent.py --dev": "tests/test_demo_and_example.py::test_example_dev_run",
     "lightning-otel-run --token-ids -- python examples/sql_agent/agent.py --base-url http://127.0.0.1:8000/v1": YOUR_PROGRAM

@@ -206,3 +206,18 @@ def test_a_bad_warm_start_row_and_a_used_run_folder_are_refused(tasks: Path, tmp
     (tmp_path / "used" / "store.sqlite3").write_bytes(b"")
     done = train(*base, "--run-dir", str(tmp_path / "used"), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "already holds a run" in done.stderr
+
+
+def test_a_policy_per_agent_leaves_a_model_folder_per_policy(tasks: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    run = tmp_path / "policies"
+    done = train(*short_run(tasks, run, "--policy", "writer=writer", "--policy", "check=checker"), cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
+    assert "policies       writer <- agents matching 'writer', checker <- agents matching 'check'" in done.stdout
+    for policy in ("writer", "checker"):
+        info = json.loads((run / "model" / policy / "export.json").read_text())
+        assert info["policy"] == policy and info["kind"] == "LoRA adapter, merged"
+        assert AutoModelForCausalLM.from_pretrained(run / "model" / policy).config.vocab_size > 0
+    done = train(*short_run(tasks, tmp_path / "x", "--policy", "w=writer", "--algorithm", "dpo"), cwd=tmp_path)
+    assert done.returncode == 2 and "--policy: a policy per agent trains with --algorithm tinker" in done.stderr

@@ -83,6 +83,8 @@ def check_flags(args: argparse.Namespace) -> None:
         raise BadInput(f"verl keys must be key=value, got {bad}")
     if args.tiny_model and args.model not in (None, "tiny"):
         raise BadInput(f"--tiny-model and --model {args.model}: keep one")
+    if args.policies and args.agent_match:
+        raise BadInput("--policy PATTERN=NAME and --agent-match: give the policies' patterns, or one regex")
     if args.warm_start and args.warm_start_teacher:
         raise BadInput("--warm-start FILE and --warm-start-teacher URL: give one")
     if args.save_every < 0:
@@ -165,6 +167,9 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
         plan.sources["algorithm"] = "verl keys given"
     if plan.algorithm == "sft" and (args.advantage != "grpo" or args.max_staleness):
         raise BadInput("--algorithm sft keeps good rollouts' calls: --advantage and --max-staleness do not apply")
+    if args.policies and plan.algorithm != "tinker":
+        raise BadInput(f"--policy: a policy per agent trains with --algorithm tinker (LoRA adapters over one base), "
+                       f"not {plan.algorithm}")  # fmt: skip
     if plan.algorithm == "dpo" and args.advantage != "grpo":
         raise BadInput("--algorithm dpo pairs rollouts by reward: --advantage does not apply")
     extras = LoopExtras(

@@ -19,6 +19,20 @@ def regex(text: str) -> str:
     return text
 
 
+def policy_pair(text: str) -> tuple[str, str]:
+    """`--policy plan=planner` -> ("plan", "planner"), checked as `agent_match` checks a mapping."""
+    from lightning_otel.adapters.policy_match import PolicyMatch
+
+    pattern, sep, name = text.rpartition("=")
+    if not sep or not pattern:
+        raise argparse.ArgumentTypeError(f"{text!r} is not PATTERN=NAME (e.g. plan=planner)")
+    try:
+        PolicyMatch.parse({pattern: name})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return pattern, name
+
+
 def process_rewards(text: str) -> dict[str, float]:
     """`tool_error=-0.5,truncated=-0.2` -> {"tool_error": -0.5, "truncated": -0.2} (names checked by the adapter)."""
     from lightning_otel.adapters.process_rewards import ProcessRewards
@@ -50,6 +64,10 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     what.add_argument("--agent-match", type=regex, default=None,
                       help="regex on gen_ai.agent.name selecting the trained calls (default: every agent's, said "
                            "at the first step when there are several)")  # fmt: skip
+    what.add_argument("--policy", action="append", type=policy_pair, metavar="PATTERN=NAME", dest="policies",
+                      help="a policy per agent (tinker): the calls of the agents PATTERN matches train, and are served "
+                           "by, policy NAME (repeat for each; instead of --agent-match); the run's model/ holds one "
+                           "folder per policy")  # fmt: skip
     what.add_argument("--algorithm", choices=ALGORITHMS,
                       help="verl (GRPO; the default with a GPU, or when verl keys are given), tinker (GRPO with LoRA "
                            "on the local engine; the default without a GPU), dpo (online DPO on pairs of the "
@@ -153,4 +171,4 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["add_arguments", "process_rewards", "regex"]
+__all__ = ["add_arguments", "policy_pair", "process_rewards", "regex"]

@@ -46,7 +46,7 @@ def run_dev(args: argparse.Namespace, agent: Any, tasks: list[Any], val_tasks: l
             served_as, gateway = "agl-policy", True  # the sampling enforced, as in training
         trainer = lightning_otel.Trainer(
             n_runners=args.runners,
-            adapter={"agent_match": args.agent_match},
+            adapter={"agent_match": dict(args.policies) if args.policies else args.agent_match},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, served_as, sampling_parameters=sampling)},
             capture_content=args.capture_content,  # what each agent said is printed
             **options,

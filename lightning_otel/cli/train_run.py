@@ -44,8 +44,11 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
     print(f"lightning-otel train: run {folder.run_id} in {folder.path}/  (settings.json keeps what follows)")
     for line in plan.lines():
         print(line)
+    if args.policies:
+        named = ", ".join(f"{name} <- agents matching {pattern!r}" for pattern, name in args.policies)
+        print(f"  policies       {named} (LoRA adapters over one base, each served to its agents)  [--policy]")
     if not args.capture_content:
-        print("  content   token ids only (--no-content): exports of this run have no message text")
+        print("  content        token ids only: exports of this run have no message text  [--no-content]")
     if not args.verbose:
         print(f"other libraries' output (Ray, verl, torch, the runners) goes to {log_file} (-v shows it here)",
               flush=True)  # fmt: skip
@@ -143,7 +146,7 @@ def teacher_warm_start(start: Start, agent: Any, tasks: list[Any], base: Path, r
     algorithm = lightning_otel.SFT(base, model, options, min_reward=args.min_reward, learning_rate=rate,
                                    epochs=args.warm_start_epochs, seed=args.seed)  # fmt: skip
     trainer = lightning_otel.Trainer(
-        n_runners=args.runners, algorithm=algorithm, adapter={"agent_match": args.agent_match},
+        n_runners=args.runners, algorithm=algorithm, adapter={"agent_match": selected_calls(args)},
         initial_resources={"main_llm": teacher}, capture_content=True, run_id=f"{folder.run_id}-warm-start",
         progress=False, **collector_options(args, folder.store_url),
     )  # fmt: skip
@@ -171,12 +174,24 @@ def trainer_for(start: Start, algorithm: Any, main_llm: Any, run_id: str) -> Any
     return lightning_otel.Trainer(
         n_runners=args.runners,
         algorithm=algorithm,
-        adapter={"agent_match": args.agent_match, "process_rewards": args.process_rewards},
+        adapter={"agent_match": agent_match(args), "process_rewards": args.process_rewards},
         initial_resources={"main_llm": main_llm},
         capture_content=args.capture_content,
         run_id=run_id,
         **collector_options(args, start.folder.store_url),
     )
+
+
+def agent_match(args: argparse.Namespace) -> str | dict[str, str] | None:
+    """`--agent-match REGEX`, or the `--policy PATTERN=NAME` pairs as a mapping (a policy per agent)."""
+    return dict(args.policies) if args.policies else args.agent_match
+
+
+def selected_calls(args: argparse.Namespace) -> str | None:
+    """One regex for the calls any policy trains (a warm start fine-tunes the base all of them share)."""
+    if args.policies:
+        return "|".join(f"(?:{pattern})" for pattern, _ in args.policies)
+    return args.agent_match
 
 
 def measured_verdict(start: Start, agent: Any, val_tasks: list[Any], before: Path, after: Path) -> Any:
@@ -215,6 +230,10 @@ def exported_model(start: Start, result: Any) -> Path | None:
     checkpoint = latest_checkpoint(folder.checkpoints)
     if checkpoint is None or result is None:
         return None
+    if start.args.policies:  # a policy per agent: each one's adapter in checkpoints/step-N/<policy>
+        for policy in dict.fromkeys(name for _, name in start.args.policies):
+            export_model(checkpoint / policy, folder.model / policy, about={**about, "policy": policy})
+        return folder.model
     return export_model(checkpoint, folder.model, about=about)
 
 

@@ -169,7 +169,7 @@ def test_a_run_that_selects_nothing_exits_non_zero_with_the_diagnosis(tmp_path: 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(f'{{"question": "{q}"}}\n' for q in ["count users", "list orders", "top sales", "new"]))
     command = [
-        sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast", "--runners", "1",
+        sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast", "--algorithm", "verl", "--runners", "1",
         "--agent", "tests.programs.agent_lightning_shapes:LitAdkAgent", "--train", str(tasks),
         "--agent-match", "LitAdk$",
     ]  # fmt: skip

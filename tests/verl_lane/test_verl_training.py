@@ -135,7 +135,7 @@ def test_ci_fast_cli_trains_two_steps_with_per_call_credit_and_runner_actors_on_
     """Composed: per-call credit, runner actors on verl's Ray, asynchronous steps (verl's CPU replicas serve while
     the actor trains); one verl start for all three."""
     command = [
-        sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast",
+        sys.executable, "-m", "lightning_otel.cli", "train", "--ci-fast", "--algorithm", "verl",
         "--agent", "examples.sql_agent.graph_agent:sql_graph_rollout",
         "--train", str(ROOT / "examples/sql_agent/tasks.jsonl"), "--agent-match", "write", "--runners", "2",
         "--runners-on", "ray",  # runner actors, started on the Ray verl starts (with its runtime environment)
