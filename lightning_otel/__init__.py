@@ -77,6 +77,7 @@ _ROOMS = {
     "lightning_otel.rewards.scoring": ("score_answer", "weighted_reward"),
     "lightning_otel.export.dataset_export": ("ExportReport", "export_dataset"),  # stores -> datasets
     "lightning_otel.export.atif_import": ("import_atif",),  # ATIF trajectories -> a store
+    "lightning_otel.runs.model_export": ("export_model",),  # a checkpoint or adapter -> a Hugging Face model folder
     "lightning_otel.export.shapes": ("PairRule",),
     "lightning_otel.training.sft": ("SFT", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.apo.algorithm": ("APO", "APOResult"),  # gepa on first use

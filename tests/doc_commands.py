@@ -9,8 +9,10 @@ NEEDS_SERVICE = "not run here: needs a model endpoint of your own (an OpenAI-com
 NEEDS_SPIDER = "not run here: needs the Spider download (the offline generator stands in for it in the tests)"
 YOUR_PROGRAM = "not run here: your program; the same command on a test program runs in"
 SETUP = "not run here: an environment's install, done by nox for its lane (noxfile.py)"
-SMOLLM2_RUN = ("not run here: SmolLM2 on CPU, 10 to 30 minutes (benchmarks/front_door.py runs it; the same command "
-               "with the tiny model runs in tests/test_train_front_door.py)")
+SMOLLM2_RUN = (
+    "not run here: SmolLM2 on CPU, 10 to 30 minutes (benchmarks/front_door.py runs it; the same command "
+    "with the tiny model runs in tests/test_train_front_door.py)"
+)
 
 COMMANDS: dict[str, str] = {
     # examples/front_door/README.md

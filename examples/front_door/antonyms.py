@@ -3,8 +3,8 @@
     lightning-otel train --model smollm2 --agent antonyms:antonyms --train tasks/antonyms_train.jsonl \\
         --val tasks/antonyms_val.jsonl
 
-Reward: 1 for the bare opposite (any accepted spelling, case and punctuation aside), 0.5 when the opposite is in a
-longer reply, 0 otherwise.
+Reward: 1 for the bare opposite (any accepted spelling, case and punctuation aside); a longer reply that holds it
+gets 0.5 + 0.5 / its words (the shorter, the more); 0 otherwise.
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ def words_of(text: str) -> list[str]:
 
 def antonym_reward(reply: str, answers: list[str]) -> float:
     words = words_of(reply)
-    if len(words) == 1 and words[0] in answers:
-        return 1.0
-    return 0.5 if any(answer in words for answer in answers) else 0.0
+    return 0.5 + 0.5 / len(words) if any(answer in words for answer in answers) else 0.0
 
 
 @agl.rollout

@@ -4,7 +4,8 @@
         --val tasks/slogans_val.jsonl --agent-match writer
 
 The agents are the graph's nodes (`planner`, `writer`: the names on their LLM calls' spans). Reward on the writer's
-slogan: half for naming the product, half for keeping to at most six words.
+slogan: half for naming the product once or twice as a word of its own, half for two to six distinct words of at
+most 14 letters (so "lamplamplamp" and "lamp lamp lamp" are no slogans).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ class Draft(TypedDict, total=False):
 
 
 def slogan_reward(slogan: str, product: str) -> float:
-    words = re.findall(r"[A-Za-z0-9']+", slogan)
-    named = product.lower() in slogan.lower()
-    return 0.5 * named + 0.5 * (1 <= len(words) <= MAX_WORDS)
+    words = [word.lower() for word in re.findall(r"[A-Za-z0-9']+", slogan)]
+    named = 1 <= words.count(product.lower()) <= 2
+    short = 2 <= len(words) <= MAX_WORDS and len(set(words)) == len(words) and max(map(len, words)) <= 14
+    return 0.5 * named + 0.5 * short
 
 
 def graph(llm: ChatOpenAI) -> Any:

@@ -147,7 +147,7 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
     model = model_name(args)
     asked_values = {name: getattr(args, name) for name in
                     ("steps", "epochs", "tasks_per_step", "group_size", "learning_rate", "temperature", "max_tokens",
-                     "lora_rank", "val_samples")}  # fmt: skip
+                     "lora_rank", "val_samples", "max_minutes")}  # fmt: skip
     if args.ci_fast:
         asked_values = {**{k: v for k, v in CI_FAST.items() if asked_values.get(k) is None}, **{
             k: v for k, v in asked_values.items() if v is not None}}  # fmt: skip

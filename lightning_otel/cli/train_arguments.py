@@ -85,8 +85,10 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     run.add_argument("--max-tokens", type=int, help="reply tokens a call at most (an agent asking for fewer gets "
                      "fewer)")  # fmt: skip
     run.add_argument("--lora-rank", type=int, help="LoRA rank (tinker, dpo)")
+    run.add_argument("--max-minutes", type=float, help="a time budget for the steps: the step that would overrun it is "
+                     "the last, and validates (the recipe's on a CPU-sized model)")  # fmt: skip
     run.add_argument("--val-samples", type=int, help="sampled validation: each val task this many times at the "
-                     "training temperature, beside greedy (default 4; 0: greedy only)")  # fmt: skip
+                     "training temperature, beside greedy (0: greedy only)")  # fmt: skip
     run.add_argument("--min-reward", type=float, default=1.0, help="sft: the reward a rollout needs to be kept (1)")
     run.add_argument("--seed", type=int, default=0, help="shuffling, sampling and LoRA initialisation (default 0)")
     run.add_argument("--advantage", choices=["grpo", "anchor"], default="grpo",

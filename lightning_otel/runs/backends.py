@@ -53,6 +53,7 @@ def schedule_of(plan: Plan, extras: LoopExtras, *, validate: bool) -> Schedule:
         seed=extras.seed,
         val_every=plan.steps if validate else 0,
         val_sampled=plan.val_samples,
+        max_seconds=plan.max_minutes * 60 if plan.max_minutes else None,
         # the model is exported from the last checkpoint (Tinker, verl); DPO and SFT write their model themselves
         save_every=extras.save_every or (plan.steps if plan.algorithm in CHECKPOINTED else 0),
     )
@@ -105,7 +106,8 @@ def build_algorithm(plan: Plan, folder: RunFolder, model: Path, extras: LoopExtr
                                   gateway_host=extras.gateway_host, on_step=extras.on_step,
                                   trackers=trackers_of(folder))  # fmt: skip
         return VERL(verl_config(plan, folder, model, extras), options, overrides=list(extras.verl_overrides),
-                    val_sampled=plan.val_samples)  # fmt: skip
+                    val_sampled=plan.val_samples,
+                    max_seconds=plan.max_minutes * 60 if plan.max_minutes else None)  # fmt: skip
     raise ValueError(f"unknown algorithm {plan.algorithm!r}")
 
 

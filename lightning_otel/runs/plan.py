@@ -38,6 +38,7 @@ class Asked:
     max_tokens: int | None = None
     lora_rank: int | None = None
     val_samples: int | None = None
+    max_minutes: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "epochs", "tasks_per_step", "group_size", "max_tokens", "lora_rank"):
@@ -51,6 +52,8 @@ class Asked:
         if self.temperature is not None and not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0 (training samples; validation is also greedy), got "
                              f"{self.temperature}")  # fmt: skip
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"--max-minutes must be > 0, got {self.max_minutes}")
         if self.val_samples is not None and self.val_samples < 0:
             raise ValueError(f"--val-samples must be >= 0, got {self.val_samples}")
         if self.algorithm is not None and self.algorithm not in ALGORITHMS:
@@ -72,6 +75,7 @@ class Plan:
     max_tokens: int
     lora_rank: int | None
     val_samples: int
+    max_minutes: float | None  # a time budget for the steps (None: the steps decide)
     train_tasks: int
     val_tasks: int
     warm_start_learning_rate: float  # used only with a warm start (--warm-start, --warm-start-teacher)
@@ -92,6 +96,8 @@ class Plan:
             ("backend", self.algorithm, "algorithm"),
             ("steps", f"{self.steps} x {self.tasks_per_step} tasks x {self.group_size} rollouts = {self.rollouts} "
                       f"rollouts ({self.epochs:.1f} epochs of {self.train_tasks} tasks)", "steps"),
+            ("time budget", f"at most {self.max_minutes:g} minutes of steps (the step that would overrun it is the "
+                            "last)" if self.max_minutes else "none: every step runs", "max_minutes"),
             ("learning rate", f"{self.learning_rate:.3g}", "learning_rate"),
             ("trains", lora, "lora_rank"),
             ("sampling", f"temperature {self.temperature:g}, top_p {self.top_p:g}, at most {self.max_tokens} reply "
@@ -167,6 +173,7 @@ def resolve_plan(asked: Asked, *, model: str, folder: Path | None, train_tasks: 
         max_tokens=pick("max_tokens", "--max-tokens", recipe.max_tokens),
         lora_rank=lora_rank if algorithm in LORA_BACKENDS else None,
         val_samples=val_samples if val_tasks else 0,
+        max_minutes=pick("max_minutes", "--max-minutes", recipe.max_minutes),
         train_tasks=train_tasks,
         val_tasks=val_tasks,
         warm_start_learning_rate=recipe.warm_start_learning_rate,

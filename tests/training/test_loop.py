@@ -102,3 +102,11 @@ def test_a_client_nothing_instruments_trains_on_the_gateways_spans_alone(collect
     assert metrics["rollout/gateway_calls"] == metrics["rollout/triplets"] == 12  # 2 tasks x 3 rollouts x 2 calls
     assert metrics["rollout/duplicate_calls"] == 0 and record.sample_agents == {"solver": 12}
     assert not record.skipped_because and len(backend.updates[0][1]) == 12
+
+
+def test_a_time_budget_makes_the_step_that_would_overrun_it_the_last_one(collector: str, tmp_path: Path) -> None:
+    backend = RecordingBackend(tmp_path)
+    result = train(collector, backend, TASKS * 3, val_every=100, max_steps=6, max_seconds=1e-3)
+    assert [record.step for record in result.steps] == [1]  # the first step already used the budget
+    assert [record.step for record in result.validations] == [0, 1]  # the last step validates, as the last does
+    assert result.steps[0].metrics["training/stopped_by_time_budget"] == 1.0

@@ -128,7 +128,11 @@ class TrainingLoop(Algorithm):
             record_span = stack.enter_context(step_spans(run))  # each step's metrics, in the collector too
             if val_tasks and self.schedule.val_at_start:
                 trackers.log(resumed, self._record_validation(result, resumed, run, val_tasks))
+            last = len(steps)
+            budget = TimeBudget(self.schedule.max_seconds)
             for step in range(resumed + 1, len(steps) + 1):
+                if step > last:
+                    break
                 step_began_ns = time.time_ns()
                 rollouts = (
                     functools.partial(self._synchronous, run, steps[step - 1])
@@ -136,9 +140,14 @@ class TrainingLoop(Algorithm):
                     else functools.partial(self._asynchronous, run, pipeline, steps, step)
                 )
                 record = self._step(run, step, rollouts, len(train_tasks))
-                if val_tasks and self.schedule.validates_after(step, len(steps)):
+                stopped = step < last and not budget.allows_another(record.metrics["timing_s/step"])
+                if stopped:
+                    last = step  # this step is the last: it validates and saves as the last one does
+                    log.warning("time budget: %s; step %d of %d is the last", budget.said(), step, len(steps))
+                record.metrics["training/stopped_by_time_budget"] = float(stopped)
+                if val_tasks and self.schedule.validates_after(step, last):
                     record.metrics.update(self._record_validation(result, step, run, val_tasks))
-                if self.schedule.saves_after(step, len(steps)) and (path := self.backend.save(step)):
+                if self.schedule.saves_after(step, last) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
                 result.steps.append(record)
                 record_span(step, record.metrics, step_began_ns)
@@ -399,6 +408,26 @@ def _staleness_histogram(samples: Sequence[Sample]) -> dict[str, float]:
         metrics["async/staleness_mean"] = sum(k * n for k, n in counts.items()) / len(samples)
         metrics["async/staleness_max"] = float(max(counts))
     return metrics
+
+
+class TimeBudget:
+    """`Schedule.max_seconds`: no step starts that would, at the steps' mean pace so far, end past the budget
+    (counted from the first step's start; the last validation and checkpoint come after it)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.began = time.monotonic()
+        self.steps: list[float] = []
+
+    def allows_another(self, step_seconds: float) -> bool:
+        self.steps.append(step_seconds)
+        if self.seconds is None:
+            return True
+        return time.monotonic() - self.began + sum(self.steps) / len(self.steps) <= self.seconds
+
+    def said(self) -> str:
+        used, pace = time.monotonic() - self.began, sum(self.steps) / max(len(self.steps), 1)
+        return f"{used:.0f} s of {self.seconds:.0f} s used, a step takes {pace:.0f} s"
 
 
 def task_means(batch: BatchResult, rewards: Mapping[str, float]) -> list[float]:

@@ -50,6 +50,7 @@ LOOP_METRICS: dict[str, str] = {
     "training/rollouts_kept": "rollouts that reached min_reward (SFT)",
     "training/advantage_abs_mean": "mean |advantage| over the samples",
     "training/skipped_step": "1: nothing could move the policy, no update ran (the progress line says why)",
+    "training/stopped_by_time_budget": "1: the schedule's max_seconds ends the run after this step (it validates)",
     "training/policy_version": "the version trained, which sampled the step's rollouts (asynchronous: the newest)",
     "training/global_step": "the step (from 1)",
     "training/epoch": "the epoch (from 0)",

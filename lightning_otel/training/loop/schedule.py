@@ -5,6 +5,8 @@
 Steps walk the train tasks `batch_size` at a time, epoch after epoch (reshuffled per epoch with `shuffle`, from
 `seed`); `drop_last` leaves out an epoch's last, smaller batch (verl's dataloader does). `max_steps` cuts the run
 short, or, past the epochs' steps, goes round the tasks again. Each task runs `group_size` times per step (one group).
+`max_seconds`: a time budget for the steps: no step starts that would end past it at the steps' pace so far, and the
+step before it is the last one (it validates and saves as the last one does).
 
 Validation runs the val tasks `val_group_size` times each: before the first step (`val_at_start`), every `val_every`
 steps and after the last one (both only with `val_every > 0`). With `val_sampled` > 0 each validation also runs the
@@ -34,12 +36,15 @@ class Schedule:
     val_at_start: bool = True
     val_group_size: int = 1
     val_sampled: int = 0
+    max_seconds: float | None = None
     save_every: int = 0
     resume: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.group_size < 1 or self.val_group_size < 1:
             raise ValueError("batch_size, group_size and val_group_size must be >= 1")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0 (or None: no time budget), got {self.max_seconds}")
         if self.val_sampled < 0:
             raise ValueError(f"val_sampled must be >= 0 (0: validation at the validation sampling only), got "
                              f"{self.val_sampled}")  # fmt: skip

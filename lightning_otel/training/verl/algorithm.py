@@ -83,6 +83,7 @@ class VERL(Algorithm):
         negative_advantage_weight: float = 1.0,
         device: str | None = None,
         val_sampled: int = 0,
+        max_seconds: float | None = None,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -103,7 +104,7 @@ class VERL(Algorithm):
         self.advantage_per = advantage_per
         self.negative_advantage_weight = negative_advantage_weight
         self.device = device
-        self.val_sampled = val_sampled
+        self.val_sampled, self.max_seconds = val_sampled, max_seconds
         self.backend: Any = None  # the run's VERLBackend (verl's workers), while it runs
 
     def run(
@@ -141,7 +142,11 @@ class VERL(Algorithm):
                 negative_advantage_weight=self.negative_advantage_weight,
             )  # fmt: skip
             options = self.options.with_defaults(
-                schedule=replace(self.schedule(config, backend.total_steps), val_sampled=self.val_sampled),
+                schedule=replace(
+                    self.schedule(config, backend.total_steps),
+                    val_sampled=self.val_sampled,
+                    max_seconds=self.max_seconds,
+                ),
                 sampling=_sampling(rollout, validation=False),
                 validation_sampling=_sampling(rollout, validation=True),
                 trackers=Trackers(
