@@ -1,16 +1,17 @@
 """The front door, measured as a user meets it: `lightning-otel train` run as a command, nothing but what the table
 says on its command line, its verdict and wall time read from the run folder it leaves.
 
-    python -m benchmarks.front_door agents              # the three agents written for issue 69, SmolLM2, defaults
-    python -m benchmarks.front_door backends            # one task (the demo's), each backend with its recipe
-    python -m benchmarks.front_door agents --quick      # the tiny model, 2 steps: that it runs (the tests)
+    python benchmarks/front_door.py agents              # the three agents written for issue 69, SmolLM2, defaults
+    python benchmarks/front_door.py backends            # one task (the demo's), each backend with its recipe
+    python benchmarks/front_door.py --quick             # backends, the tiny model, 2 steps: that it runs (the tests)
 
 `agents`: examples/front_door's antonyms (one call, a format to keep), slogans (a LangGraph planner and writer) and
 inventory (a tool-calling agent, with its warm-start examples), each `lightning-otel train --model smollm2 --agent
 ... --train ... --val ... [--agent-match ...] [--warm-start ...]` and no other flag. `backends`: the SmolLM2 demo's
 task (repeat a word in capitals; 20 train words, 12 held-out) with `--algorithm verl`, `tinker` and `dpo`, each at its
-recipe's settings, to choose the default without a GPU by what learns most per minute. Every run is kept under
---out (default benchmarks/runs/front_door), and the table printed and written as JSON beside them.
+recipe's settings, to choose the default without a GPU by what learns most per minute. Every run's log and the
+table (runs.json) are kept under --out (default benchmarks/runs/front_door); the agents' run folders are where a user's
+would be, examples/front_door/runs/, the backends' beside their logs.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def agents_suite(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     runs = []
     for name in args.only or list(AGENTS):
         agent, stem, extra = AGENTS[name]
-        run_dir = out / f"{name}-seed{args.seed}"
+        # the run folder as a user's: relative, in the example's runs/ (what the closing lines then print)
+        run_dir = Path("runs") / out.name / f"{name}-seed{args.seed}"
         command = [str(ROOT / ".venv/bin/lightning-otel"), "train", "--model", args.model, "--agent", agent,
                    "--train", f"tasks/{stem}_train.jsonl", "--val", f"tasks/{stem}_val.jsonl", *extra,
                    "--run-dir", str(run_dir)]  # fmt: skip
@@ -68,7 +70,8 @@ def agents_suite(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
         if args.quick:
             command += QUICK
         print(f"{name}: {' '.join(command[1:])}", flush=True)
-        runs.append({"name": name, "seed": args.seed, **run_command(command, AGENTS_DIR, run_dir, out / f"{name}.log")})
+        log = out / f"{name}.log"
+        runs.append({"name": name, "seed": args.seed, **run_command(command, AGENTS_DIR, AGENTS_DIR / run_dir, log)})
         print(f"  {row(runs[-1])}", flush=True)
     return runs
 
@@ -109,7 +112,7 @@ def row(run: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["agents", "backends"])
+    parser.add_argument("suite", nargs="?", choices=["agents", "backends"], default="backends")
     parser.add_argument("--only", nargs="+", help="agents (antonyms, slogans, inventory) or backends to run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="smollm2")

@@ -93,15 +93,16 @@ def check_flags(args: argparse.Namespace) -> None:
 
 def model_name(args: argparse.Namespace) -> str:
     """`smollm2`, `tiny` or a folder (or the verl keys' model path); `--ci-fast` alone means the tiny model."""
-    named = [args.model] if args.model else []
-    if args.tiny_model:
-        named.append("tiny")
+    named = {flag: value for flag, value in (("--model", args.model), ("--tiny-model", "tiny" if args.tiny_model else
+             None)) if value}  # fmt: skip
     if args.config or args.overrides:
         config_model = _config_model_path(args)
         if config_model:
             if named:
-                raise BadInput(f"the policy is named twice (--model and {MODEL_PATH_KEY} in the verl keys): keep one")
-            named = [config_model]
+                raise BadInput(f"the policy is named twice ({next(iter(named))} and {MODEL_PATH_KEY} in the config): "
+                               "keep one")  # fmt: skip
+            named = {MODEL_PATH_KEY: config_model}
+    named = list(named.values())
     if named:
         return named[0]
     if args.ci_fast:
