@@ -44,6 +44,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "apo_prompt_ceiling": ("strict score", "show the call and the rule"),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
     "front_door": ("tinker seed 0: exit", "verl seed 0: exit", "dpo seed 0: exit"),
+    "shared_prefix_update": ("ratio shared / whole",),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 # scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which

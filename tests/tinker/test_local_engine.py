@@ -255,3 +255,37 @@ def test_tinker_trains_a_sampling_temperature_with_tempered_log_probs(tiny_model
 
     with pytest.raises(ValueError, match="computes log-probs at temperature 1 only"):
         lightning_otel.Tinker(AtOne(), options)  # type: ignore[arg-type]
+
+
+def test_rows_that_begin_alike_read_their_prefix_once_with_the_same_logprobs_and_gradients(tiny_model_dir: Path):
+    """A group's rollouts share their prompt: read once (its keys and values repeated for each row), the loss's
+    log-probabilities and the gradients are those of reading every row whole."""
+    torch.manual_seed(7)
+    shared_engine = make_engine(tiny_model_dir, min_shared_prefix=8)
+    whole_engine = copy.deepcopy(shared_engine)
+    whole_engine.min_shared_prefix = 10**9  # never shared
+    prompt = list(range(3, 40))  # 37 tokens every row begins with
+    suffixes = [[41, 42, 43], [44, 45], [46, 47, 48, 49, 50], [51]]
+    datums = [
+        Datum.from_sequence(
+            prompt + suffix,
+            {
+                "advantages": [0.0] * (len(prompt) - 1) + [1.0, -0.5] + [0.25] * (len(suffix) - 1),
+                "logprobs": [-1.0] * (len(prompt) + len(suffix)),
+            },
+        )
+        for suffix in suffixes
+    ]
+    datums.append(Datum.from_sequence([5, 6, 7, 8], {"advantages": [1.0] * 4, "logprobs": [-1.0] * 4}))  # apart
+    shared = shared_engine.forward_backward(datums, "importance_sampling", {"temperature": 0.7})
+    whole = whole_engine.forward_backward(datums, "importance_sampling", {"temperature": 0.7})
+    assert shared.metrics["loss:sum"] == pytest.approx(whole.metrics["loss:sum"], rel=1e-5)
+    assert shared.metrics["computed_tokens:sum"] < whole.metrics["computed_tokens:sum"]
+    for ours, theirs in zip(shared.loss_fn_outputs, whole.loss_fn_outputs, strict=True):
+        assert ours["logprobs"] == pytest.approx(theirs["logprobs"], abs=1e-4)
+    grads = dict(zip([n for n, p in whole_engine.model.named_parameters() if p.requires_grad],
+                     [p.grad for p in whole_engine.trainable], strict=True))  # fmt: skip
+    for (name, parameter), expected in zip(
+        [(n, p) for n, p in shared_engine.model.named_parameters() if p.requires_grad], grads.values(), strict=True
+    ):
+        assert torch.allclose(parameter.grad, expected, atol=1e-5, rtol=1e-4), name

@@ -136,6 +136,8 @@ class TinkerBackend(Backend):
             metrics.update(logprob_gaps(built, output.loss_fn_outputs))
         optim = engine.optim_step(self.adam)
         metrics["train/loss_sum"] = output.metrics.get("loss:sum", math.nan)
+        # tokens the engine computed (a group's shared prompt once, on the local engine), against `train/tokens`
+        metrics["train/computed_tokens"] = output.metrics.get("computed_tokens:sum", math.nan)
         metrics["train/grad_norm"] = optim.metrics.get("grad_norm", math.nan)
         return metrics
 

@@ -1,7 +1,8 @@
 """The local engine: LoRA training of a Hugging Face causal LM with torch + transformers + peft, on this machine's
 device (CUDA when torch sees one, else CPU), with Tinker's semantics.
 
-- `forward_backward(data, loss_fn)` computes every target token's log-probability under the current weights,
+- `forward_backward(data, loss_fn)` computes every target token's log-probability under the current weights (a
+  micro-batch's rows that begin alike, a group's rollouts of one prompt, have that beginning computed once),
   applies the loss (`losses.py`), sums it and adds the gradients to those already accumulated; with
   `loss_fn_config["temperature"]` (our extension: the sampler's temperature) the log-probabilities are those of the
   logits divided by it, as the sampler's were, so the importance ratio of an on-policy token is 1 at any temperature;
@@ -88,6 +89,22 @@ def _sequences(generations: Sequence[Generation]) -> list[SampledSequence]:
     return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
 
 
+def shared_prefix_batches(datums: Sequence[Datum], size: int, min_shared: int) -> list[tuple[list[int], int]]:
+    """Micro-batches of at most `size` datums (indices into `datums`), datums with the same beginning together
+    (sorted by their input tokens), each with the length of the prefix all of its rows share (0 when it is under
+    `min_shared` tokens or the batch is one row; at least one token of each row is its own)."""
+    order = sorted(range(len(datums)), key=lambda index: datums[index].model_input)
+    batches = []
+    for start in range(0, len(order), size):
+        indices = order[start : start + size]
+        inputs = [datums[index].model_input for index in indices]
+        shared = min(len(tokens) for tokens in inputs) - 1
+        for tokens in inputs[1:]:
+            shared = next((at for at in range(shared) if tokens[at] != inputs[0][at]), shared)
+        batches.append((indices, shared if len(indices) > 1 and shared >= min_shared else 0))
+    return batches
+
+
 class LocalEngine:
     """See the module docstring. `model_path`: a Hugging Face model folder (its tokenizer must have a chat
     template); `log_dir`: where sampler weights and states are saved (none: nothing written)."""
@@ -107,6 +124,7 @@ class LocalEngine:
         device: str | None = None,
         micro_batch_size: int = 8,
         log_dir: str | Path | None = None,
+        min_shared_prefix: int = 16,
     ) -> None:
         import torch
         from peft import LoraConfig, get_peft_model
@@ -121,6 +139,7 @@ class LocalEngine:
         self.base_model = str(model_path)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.micro_batch_size = micro_batch_size
+        self.min_shared_prefix = min_shared_prefix  # a micro-batch's rows sharing this many tokens read them once
         self.seed = seed
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.chat_tokenizer = HFChatTokenizer(AutoTokenizer.from_pretrained(self.base_model))
@@ -185,25 +204,28 @@ class LocalEngine:
         temperature = float(config.pop("temperature", 1.0))  # the sampler's: its log-probs and ours alike
         self._use_adapter()
         self.model.train()
-        outputs: list[dict[str, list[float]]] = []
+        outputs: list[dict[str, list[float]]] = [{} for _ in datums]
         total = 0.0
-        tokens = 0
-        for start in range(0, len(datums), self.micro_batch_size):
-            chunk = datums[start : start + self.micro_batch_size]
-            logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn], temperature)
+        tokens = computed = 0
+        for indices, shared in shared_prefix_batches(datums, self.micro_batch_size, self.min_shared_prefix):
+            chunk = [datums[index] for index in indices]
+            logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn], temperature, shared=shared)
             chunk_loss = (loss(logp, inputs, config) * mask).sum()
             chunk_loss.backward()
             total += float(chunk_loss.detach())
             tokens += int(mask.sum())
-            for row, datum in enumerate(chunk):
-                outputs.append({"logprobs": logp[row, : len(datum.model_input)].detach().float().cpu().tolist()})
-        return ForwardBackwardOutput(outputs, {"loss:sum": total, "tokens:sum": float(tokens)})
+            computed += shared + sum(len(datum.model_input) - shared for datum in chunk)
+            for row, (index, datum) in enumerate(zip(indices, chunk, strict=True)):
+                outputs[index] = {"logprobs": logp[row, : len(datum.model_input)].detach().float().cpu().tolist()}
+        metrics = {"loss:sum": total, "tokens:sum": float(tokens), "computed_tokens:sum": float(computed)}
+        return ForwardBackwardOutput(outputs, metrics)
 
     def _target_logprobs(
-        self, chunk: Sequence[Datum], keys: Sequence[str], temperature: float = 1.0
+        self, chunk: Sequence[Datum], keys: Sequence[str], temperature: float = 1.0, *, shared: int = 0
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         """Right-padded batch -> each target's log-probability [B, T] (of logits / `temperature`, as the sampler drew
-        them), the loss inputs [B, T], the real-token mask."""
+        them), the loss inputs [B, T], the real-token mask. `shared` > 0: the rows' first `shared` input tokens are
+        the same, and are read once (`_shared_prefix_logprobs`)."""
         import torch
 
         width = max(len(datum.model_input) for datum in chunk)
@@ -219,9 +241,32 @@ class LocalEngine:
             for key in keys
             if key != "target_tokens"
         }
+        if shared:
+            return self._shared_prefix_logprobs(input_ids, mask, targets, temperature, shared), inputs, mask.float()
         logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return logp, inputs, mask.float()
+
+    def _shared_prefix_logprobs(self, input_ids: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor,
+                                temperature: float, shared: int) -> torch.Tensor:  # fmt: skip
+        """The same log-probabilities as one forward over the whole rows, with their common prefix read once: its
+        keys and values are repeated for each row's suffix (gradients through them add up over the rows, as they
+        would row by row). A group's rollouts share a task's prompt (an agent's instructions, a tool's schema), most
+        of what a CPU computes for a step of short replies."""
+        import torch
+
+        rows = input_ids.shape[0]
+        prefix = self.model(input_ids=input_ids[:1, :shared], use_cache=True)
+        cache = prefix.past_key_values
+        cache.batch_repeat_interleave(rows)
+        positions = torch.arange(shared, input_ids.shape[1], device=self.device).expand(rows, -1)
+        suffix = self.model(input_ids=input_ids[:, shared:], attention_mask=mask, position_ids=positions,
+                            past_key_values=cache).logits.float()  # fmt: skip
+        head = torch.log_softmax(prefix.logits[0].float() / temperature, dim=-1)  # [shared, V], once
+        inside = head[:-1].gather(-1, targets[0, : shared - 1, None]).squeeze(-1)  # the prefix's own targets
+        first = head[-1][targets[:, shared - 1]]  # the prefix's last position predicts each row's first own token
+        tail = torch.log_softmax(suffix / temperature, dim=-1).gather(-1, targets[:, shared:, None]).squeeze(-1)
+        return torch.cat([inside.expand(rows, -1), first[:, None], tail], dim=1)
 
     def optim_step(self, params: AdamParams) -> OptimStepOutput:
         import torch
