@@ -123,7 +123,8 @@ def test_dpo_that_found_no_pair_writes_no_model_and_fails(tasks: Path, tmp_path:
     done = train(*flags, cwd=tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "FAILED: no training step of 2 had a trainable sample" in done.stderr
-    assert "no preference pair" in done.stderr and "model:    none written" in done.stdout
+    assert "no preference pair: 2 groups, 2 with every reward within 0.0 of the others" in done.stderr
+    assert "model:    none written" in done.stdout
     assert not (run / "model").exists()  # no copy of the base model under the run's name
 
 

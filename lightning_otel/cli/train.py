@@ -196,6 +196,7 @@ def check_verl(plan: Any, folder: Any, extras: Any) -> None:
     try:
         from lightning_otel.training.verl import verl_internals
         from lightning_otel.training.verl.config import compose_verl_config
+        from lightning_otel.training.verl.config_checks import check_batch_sizes
     except ImportError:
         raise BadInput("--algorithm verl needs the [verl] extra (pip install 'lightning-otel[verl]')") from None
     from lightning_otel.runs.backends import verl_config
@@ -203,6 +204,7 @@ def check_verl(plan: Any, folder: Any, extras: Any) -> None:
     config = verl_config(plan, folder, Path("model-not-loaded-yet"), extras)
     with _quiet_logs():
         composed = compose_verl_config(config, overrides=list(extras.verl_overrides), cpu=not has_gpu())
+        check_batch_sizes(composed)
         verl_internals.validate(composed)
 
 

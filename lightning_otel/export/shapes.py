@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lightning_otel.export.rollouts import ExportedCall, ExportedRollout
@@ -115,6 +115,7 @@ class PairCounts:
     rollout_pairs: int = 0  # (chosen, rejected) rollouts the rule formed
     prompts_differ: int = 0  # selected calls at the same place whose prompts differ: not a pair
     identical_replies: int = 0  # the same reply on both sides: nothing to prefer
+    differing_agents: dict[str, int] = field(default_factory=dict)  # agent -> its calls whose prompts differed
 
 
 def preference_pairs(
@@ -130,6 +131,8 @@ def preference_pairs(
                 continue
             if not _same_prompt(good, bad):
                 counts.prompts_differ += 1
+                agent = good.agent or "(unnamed)"
+                counts.differing_agents[agent] = counts.differing_agents.get(agent, 0) + 1
                 continue
             if (good.response_token_ids, good.output_message) == (bad.response_token_ids, bad.output_message):
                 counts.identical_replies += 1

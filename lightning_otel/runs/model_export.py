@@ -100,6 +100,7 @@ def export_verl_checkpoint(checkpoint: Path, out: Path) -> dict[str, Any]:
     if any(hf.glob("*.safetensors")):
         shutil.copytree(hf, out)
         how = "verl checkpoint (its hf_model)"
+        _config_dtype_of_its_weights(out)
     else:
         # verl's own command (its public face), in a process of its own: it loads every shard
         command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
@@ -112,6 +113,23 @@ def export_verl_checkpoint(checkpoint: Path, out: Path) -> dict[str, Any]:
                 shutil.copy2(hf / name, out / name)
         how = "verl checkpoint (merged from the actor's shards by verl's model merger: bfloat16)"
     return {"kind": how, "source": str(checkpoint.resolve())}
+
+
+def _config_dtype_of_its_weights(folder: Path) -> None:
+    """verl writes its actor's weights (float32 on CPU) under a config that names the dtype it built the model in
+    (bfloat16), and transformers loads a folder in its config's dtype: the config is made to say the weights' own."""
+    from safetensors import safe_open
+
+    first = next(iter(sorted(folder.glob("*.safetensors"))))
+    with safe_open(str(first), "pt") as weights:
+        dtype = str(weights.get_slice(next(iter(weights.keys()))).get_dtype()).lower()
+    names = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    for key in ("dtype", "torch_dtype"):
+        if key in config or key == "dtype":
+            config[key] = names.get(dtype, dtype)
+    config_file.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def _tied(model: Any) -> bool:

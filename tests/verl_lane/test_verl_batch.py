@@ -41,11 +41,16 @@ def test_rows_decode_to_exactly_what_the_server_saw_and_sampled() -> None:
     batch, stats = build_batch(samples, SHAPE)
     assert (stats.rows, stats.padding_rows, stats.groups) == (2, 0, 1)
     t = batch.batch
-    assert t["prompts"].shape == (2, 64) and t["responses"].shape == (2, 48) and t["input_ids"].shape == (2, 112)
+    # as wide as the batch's longest prompt and reply (the shape's lengths are caps)
+    width = max(len(sample.triplet.prompt_token_ids) for sample in samples)
+    reply = max(len(sample.triplet.response_token_ids) for sample in samples)
+    assert width < 64 and reply < 48
+    assert t["prompts"].shape == (2, width) and t["responses"].shape == (2, reply)
+    assert t["input_ids"].shape == (2, width + reply)
     for index, sample in enumerate(samples):
-        prompt_ids = t["prompts"][index][t["attention_mask"][index, :64] == 1].tolist()
+        prompt_ids = t["prompts"][index][t["attention_mask"][index, :width] == 1].tolist()
         assert prompt_ids == sample.triplet.prompt_token_ids  # left-padded, ids untouched
-        assert t["prompts"][index, : 64 - len(prompt_ids)].eq(SHAPE.pad_token_id).all()
+        assert t["prompts"][index, : width - len(prompt_ids)].eq(SHAPE.pad_token_id).all()
         trained = t["responses"][index][t["response_mask"][index] == 1].tolist()
         expected = [
             i for i, m in zip(sample.triplet.response_token_ids, sample.triplet.response_mask, strict=True) if m
@@ -57,7 +62,7 @@ def test_rows_decode_to_exactly_what_the_server_saw_and_sampled() -> None:
         assert t["rollout_log_probs"][index, :length].tolist() == pytest.approx(sample.triplet.response_logprobs)
         positions = t["position_ids"][index][t["attention_mask"][index] == 1].tolist()
         assert positions == list(range(len(positions)))
-    masked = t["responses"][1][(t["response_mask"][1] == 0) & (t["attention_mask"][1, 64:] == 1)].tolist()
+    masked = t["responses"][1][(t["response_mask"][1] == 0) & (t["attention_mask"][1, width:] == 1)].tolist()
     assert TOKENIZER.decode(masked) == TOKENIZER.decode(TOKENIZER.encode("tool said ok"))  # inserted, not trained
     assert list(batch.non_tensor_batch["uid"]) == ["g1", "g1"]
     assert list(batch.non_tensor_batch["agent_name"]) == ["write", "write"]

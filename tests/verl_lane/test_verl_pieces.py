@@ -192,7 +192,7 @@ def test_rows_with_zero_advantage_are_left_out_of_the_update_without_changing_it
     pairs = enumerate(zip(rewards, groups, strict=True))
     samples = [Sample(triplet(f"r{i}", "write", f"c{i}"), reward, group) for i, (reward, group) in pairs]
     batch, _ = build_batch(samples, shape)
-    batch.batch["response_mask"][:, 2 + np.arange(12) % 2] = 0  # unequal lengths: the token count matters
+    batch.batch["response_mask"][1::2, 1] = 0  # unequal lengths (two tokens, one): the token count matters
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
     batch = weigh_negative_advantages(rollout_level_grpo(batch), 0.0)  # 1 of 12 rows moves
     batch.non_tensor_batch["row"] = np.arange(12, dtype=object)

@@ -124,12 +124,7 @@ class DPOBackend(Backend):
         for name in ("rollout_pairs", "prompts_differ", "identical_replies", "pairs"):
             setattr(self.counts, name, getattr(self.counts, name) + getattr(counts, name))
         if not pairs:
-            groups = len({sample.group for sample in samples})
-            raise NothingToUpdate(
-                [f"no preference pair: {groups} groups, none with two rollouts whose rewards differ by more than "
-                 f"{self.pair_rule.margin} at calls with the same prompt ({counts.identical_replies} identical "
-                 f"replies, {counts.prompts_differ} differing prompts)"], metrics,
-            )  # fmt: skip
+            raise NothingToUpdate([why_no_pair(samples, counts, self.pair_rule.margin)], metrics)
         stats = train_dpo(self.model, self.tokenizer, pairs, ref_model=self.ref_model, **self.train_args)
         self.history.append(stats)
         self._trained_since_publish = True
@@ -161,3 +156,21 @@ class DPOBackend(Backend):
             self._save(self.output_dir)
         losses = [loss for stats in self.history for loss in stats.losses]
         return {"dpo/total_pairs": float(self.counts.pairs), "dpo/last_loss": losses[-1] if losses else math.nan}
+
+
+def why_no_pair(samples: Sequence[Sample], counts: PairCounts, margin: float) -> str:
+    """A step without a pair, said: the groups whose rewards were all equal (nothing to prefer), the calls whose
+    replies were the same, and the agents whose calls saw different prompts in the two rollouts (their earlier turns
+    differed), which a pair cannot compare."""
+    rewards: dict[Any, set[float]] = {}
+    for sample in samples:
+        rewards.setdefault(sample.group, set()).add(sample.reward)
+    tied = sum(1 for values in rewards.values() if max(values) - min(values) <= margin)
+    said = f"no preference pair: {len(rewards)} groups, {tied} with every reward within {margin} of the others"
+    if counts.identical_replies:
+        said += f"; {counts.identical_replies} calls replied the same on both sides"
+    if counts.differing_agents:
+        agents = ", ".join(f"{agent} ({count})" for agent, count in sorted(counts.differing_agents.items()))
+        said += (f"; the calls of {agents} saw different prompts in the two rollouts (their earlier turns "
+                 "differed): a pair needs the same prompt")  # fmt: skip
+    return said

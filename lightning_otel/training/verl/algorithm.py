@@ -116,7 +116,7 @@ class VERL(Algorithm):
 
         from lightning_otel.training.verl import verl_internals
         from lightning_otel.training.verl.config import compose_verl_config
-        from lightning_otel.training.verl.config_checks import check_model_path
+        from lightning_otel.training.verl.config_checks import check_batch_sizes, check_model_path
         from lightning_otel.training.verl.cpu import ROLLOUT_NAME as CPU_ROLLOUT
         from lightning_otel.training.verl.cpu import cpu_driver  # imported before the CPU environment is set
         from lightning_otel.training.verl.trainer import VERLBackend
@@ -127,6 +127,7 @@ class VERL(Algorithm):
             cpu = self.device == "cpu" if self.device else _no_gpu()
             config = compose_verl_config(self.config, overrides=self.overrides, cpu=cpu)
             check_model_path(config)  # seconds, not a Ray worker's traceback a minute later
+            check_batch_sizes(config)
             verl_internals.validate(config)
             rollout = config.actor_rollout_ref.rollout
             # before Ray and verl's workers start: said in a second, not after minutes

@@ -3,7 +3,8 @@ worker's traceback a minute later.
 
 - The rollout engine: on a machine without a GPU the policy is served by our `hf` CPU replica (a config asking for
   vLLM or SGLang gets it, with a warning); on a GPU machine an engine that is not installed is an error.
-- Batch sizes verl would refuse in a worker (a step's tasks fewer than its mini-batch), said with their full keys.
+- Batch sizes verl would refuse in a worker (a step's tasks fewer than its mini-batch), said with their full keys
+  (`check_batch_sizes`: before a run starts Ray, not when a config is composed).
 - Micro-batch sizes left unset (Agent Lightning's configs leave them out) are derived from the mini-batch.
 - Checkpoints: each run writes to a folder of its own and resumes only when `trainer.resume_mode` is set: `auto`
   resumes the latest run of the same project/experiment, `resume_path` the given checkpoint.
@@ -174,7 +175,6 @@ def check_batch_sizes(config: DictConfig) -> None:
 def check_config(config: DictConfig, user: DictConfig, *, cpu: bool) -> DictConfig:
     """All of the above, in place; returns `config`."""
     check_rollout_engine(config, cpu=cpu)
-    check_batch_sizes(config)
     derive_micro_batches(config)
     place_checkpoints(config, user)
     return config
