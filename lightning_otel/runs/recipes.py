@@ -2,7 +2,7 @@
 recipe), or, for a model no recipe names, the rules the field uses (the Tinker cookbook's LoRA learning rate for the
 model's width, verl's full fine-tuning rate) and the sampling its own `generation_config.json` asks for.
 
-    recipe_for("smollm2", "tinker")      # -> Recipe(learning_rate=1.3e-3, temperature=1.0, lora_rank=32, ...)
+    recipe_for("smollm2", "tinker")      # -> Recipe(learning_rate=1.3e-3, temperature=0.7, lora_rank=32, ...)
     generic_recipe("tinker", folder)     # a folder of ours we never measured: the cookbook's rule for its width
 
 One recipe per model and backend, never per agent: the figures behind each are in docs/models.md ("Recipes").
