@@ -112,7 +112,8 @@ class Plan:
             return "none (no --val: no verdict on held-out tasks)"
         sampled = ""
         if self.val_samples:
-            sampled = f", and {self.val_samples} samples each at temperature {self.temperature:g}"
+            each = "one sample" if self.val_samples == 1 else f"{self.val_samples} samples"
+            sampled = f", and {each} each at temperature {self.temperature:g}"
         return f"{self.val_tasks} tasks before the first step and after the last: greedy{sampled}"
 
     def as_json(self) -> dict[str, Any]:
