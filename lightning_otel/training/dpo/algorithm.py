@@ -37,7 +37,7 @@ from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.dpo.backend import DPOBackend, lora_model
 from lightning_otel.training.dpo.trl_dpo import DPOStats, train_dpo
 from lightning_otel.training.loop.loop import TrainingLoop
-from lightning_otel.training.loop.options import TrainingOptions
+from lightning_otel.training.loop.options import TrainingOptions, with_moved_arguments
 from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
 
@@ -72,8 +72,9 @@ class DPO(Algorithm):
         pair_rule: PairRule | None = None,
         trl_args: Mapping[str, Any] | None = None,
         model_name: str = "agl-policy",
+        **moved: Any,
     ) -> None:
-        options = options or TrainingOptions()
+        options = with_moved_arguments("DPO", options, moved)
         self.options = options.with_defaults(schedule=DEFAULT_SCHEDULE).with_sampling_defaults()
         schedule = self.options.schedule or DEFAULT_SCHEDULE
         if schedule.group_size < 2:

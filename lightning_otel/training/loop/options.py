@@ -18,7 +18,8 @@ config owns. Every field is checked when the options are made, once, not when a 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,39 @@ class TrainingOptions:
             "group_by_agent": self.group_by_agent,
             **({"estimator": {**described, "group_by_agent": self.group_by_agent}} if described is not None else {}),
         }
+
+
+# A facade's keyword from before `TrainingOptions` (0.1) that is not one of its fields -> its spelling now.
+MOVED_ELSEWHERE = {
+    "rollout_timeout_s": "Trainer(rollout_timeout_s=...)",
+    "estimator": "TrainingOptions(advantage=<the estimator>)",
+    "max_tokens": "TrainingOptions(sampling=Sampling(max_tokens=...))",
+    "temperature": "TrainingOptions(sampling=Sampling(temperature=...))",
+    "val_temperature": "TrainingOptions(validation_sampling=Sampling(temperature=...))",
+    "resume": "TrainingOptions(schedule=Schedule(resume=True))",
+    "logger": "TrainingOptions(trackers=Trackers(logger=...))",
+    "project_name": "TrainingOptions(trackers=Trackers(project=...))",
+    "experiment_name": "TrainingOptions(trackers=Trackers(experiment=...))",
+    "log_dir": "TrainingOptions(trackers=Trackers(log_dir=...))",
+}
+
+
+def with_moved_arguments(owner: str, options: TrainingOptions | None, moved: Mapping[str, Any]) -> TrainingOptions:
+    """A facade's options with the keywords it took before `TrainingOptions` held them (`VERL(cfg, on_step=f)`):
+    a field of the options still works, with a DeprecationWarning naming its new spelling (for the 0.2 releases);
+    one that moved elsewhere is a TypeError that names where; any other name is the TypeError Python would raise."""
+    options = options or TrainingOptions()
+    names = {field.name for field in fields(TrainingOptions)}
+    for name in moved:
+        if name in MOVED_ELSEWHERE:
+            raise TypeError(f"{owner}({name}=...) moved: pass {MOVED_ELSEWHERE[name]}")
+        if name not in names:
+            raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
+        if getattr(options, name) != getattr(TrainingOptions(), name):
+            raise TypeError(f"{owner}({name}=...) and options.{name} both set: keep options.{name}")
+        warnings.warn(f"{owner}({name}=...) moved to the options: pass {owner}(..., TrainingOptions({name}=...)); "
+                      "the old spelling goes in 0.3", DeprecationWarning, stacklevel=3)  # fmt: skip
+    return replace(options, **moved) if moved else options
 
 
 __all__ = ["Sampling", "Trackers", "TrainingOptions"]

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.loop import TrainingLoop
-from lightning_otel.training.loop.options import Sampling, TrainingOptions
+from lightning_otel.training.loop.options import Sampling, TrainingOptions, with_moved_arguments
 from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.tinker.backend import TinkerBackend
@@ -71,6 +71,7 @@ class Tinker(Algorithm):
         keep_constant_groups: bool = False,
         model_name: str = "agl-policy",
         tis_cap: float | None = None,
+        **moved: Any,
     ) -> None:
         if tis_cap is not None and (loss_fn != "importance_sampling" or tis_cap <= 0):
             raise ValueError(f"tis_cap={tis_cap} needs loss_fn='importance_sampling' and a cap > 0 (e.g. 2.0)")
@@ -78,7 +79,8 @@ class Tinker(Algorithm):
             raise ValueError(f"loss_fn must be one of {', '.join(LOSS_INPUTS)}, got {loss_fn!r}")
         if adam is not None and learning_rate is not None:
             raise ValueError("pass learning_rate or adam, not both")
-        self.options = (options or TrainingOptions()).with_defaults(schedule=DEFAULT_SCHEDULE).with_sampling_defaults()
+        options = with_moved_arguments("Tinker", options, moved)
+        self.options = options.with_defaults(schedule=DEFAULT_SCHEDULE).with_sampling_defaults()
         engines = dict(engine) if isinstance(engine, Mapping) else {}  # a model per policy
         if isinstance(engine, Mapping) and not engines:
             raise ValueError("Tinker got an empty mapping of engines: give one engine, or one per policy")

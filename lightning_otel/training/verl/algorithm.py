@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.loop import TrainingLoop, require_async_support
-from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions
+from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions, with_moved_arguments
 from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
 
@@ -84,6 +84,7 @@ class VERL(Algorithm):
         device: str | None = None,
         val_sampled: int = 0,
         max_seconds: float | None = None,
+        **moved: Any,
     ) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -91,7 +92,7 @@ class VERL(Algorithm):
             raise ValueError(f"negative_advantage_weight must be in [0, 1], got {negative_advantage_weight!r}")
         if advantage_per not in ("rollout", "row"):
             raise ValueError(f"advantage_per must be 'rollout' or 'row', got {advantage_per!r}")
-        self.options = options or TrainingOptions()
+        self.options = with_moved_arguments("VERL", options, moved)
         self.options.refuse(
             "VERL",
             schedule="verl's config (data.train_batch_size, actor_rollout_ref.rollout.n, trainer.total_epochs, "
