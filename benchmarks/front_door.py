@@ -1,17 +1,17 @@
 """The front door, measured as a user meets it: `lightning-otel train` run as a command, nothing but what the table
 says on its command line, its verdict and wall time read from the run folder it leaves.
 
-    python benchmarks/front_door.py agents              # the three agents written for issue 69, SmolLM2, defaults
+    python benchmarks/front_door.py agents              # the agents written for issue 69, SmolLM2, defaults
     python benchmarks/front_door.py backends            # one task (the demo's), each backend with its recipe
     python benchmarks/front_door.py --quick             # backends, the tiny model, 2 steps: that it runs (the tests)
 
-`agents`: examples/front_door's antonyms (one call, a format to keep), slogans (a LangGraph planner and writer) and
-inventory (a tool-calling agent, with its warm-start examples), each `lightning-otel train --model smollm2 --agent
-... --train ... --val ... [--agent-match ...] [--warm-start ...]` and no other flag. `backends`: the SmolLM2 demo's
-task (repeat a word in capitals; 20 train words, 12 held-out) with `--algorithm verl`, `tinker` and `dpo`, each at its
-recipe's settings, to choose the default without a GPU by what learns most per minute. Every run's log and the
-table (runs.json) are kept under --out (default benchmarks/runs/front_door); the agents' run folders are where a user's
-would be, examples/front_door/runs/, the backends' beside their logs.
+`agents`: examples/front_door's antonyms and reviews (one call, a format to keep), slogans (a LangGraph planner and
+writer) and inventory (a tool-calling agent, with its warm-start examples), each `lightning-otel train --model
+smollm2 --agent ... --train ... --val ... [--agent-match ...] [--warm-start ...]` and no other flag. `backends`: the
+SmolLM2 demo's task (repeat a word in capitals; 20 train words, 12 held-out) with `--algorithm verl`, `tinker` and
+`dpo`, each at its recipe's settings, to choose the default without a GPU by what learns most per minute. Every
+run's log and the table (runs.json) are kept under --out (default benchmarks/runs/front_door); the agents' run
+folders are where a user's would be, examples/front_door/runs/, the backends' beside their logs.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ AGENTS = {
     "antonyms": ("antonyms:antonyms", "antonyms", []),
     "slogans": ("slogans:slogans", "slogans", ["--agent-match", "writer"]),
     "inventory": ("inventory:inventory", "inventory", ["--warm-start", "tasks/inventory_warm_start.jsonl"]),
+    "reviews": ("reviews:reviews", "reviews", []),  # written after round 2's antonyms, run once as it was written
 }
 QUICK = ["--steps", "2", "--tasks-per-step", "2", "--group-size", "2", "--val-samples", "1"]
 
@@ -113,7 +114,7 @@ def row(run: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", nargs="?", choices=["agents", "backends"], default="backends")
-    parser.add_argument("--only", nargs="+", help="agents (antonyms, slogans, inventory) or backends to run")
+    parser.add_argument("--only", nargs="+", help=f"agents ({', '.join(AGENTS)}) or backends to run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "runs" / "front_door")

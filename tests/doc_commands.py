@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     # examples/front_door/README.md
     "../../.venv/bin/lightning-otel train --model smollm2 --agent antonyms:antonyms --train tasks/antonyms_train.jsonl "
     "--val tasks/antonyms_val.jsonl": SMOLLM2_RUN,
+    "../../.venv/bin/lightning-otel train --model smollm2 --agent reviews:reviews --train tasks/reviews_train.jsonl "
+    "--val tasks/reviews_val.jsonl": SMOLLM2_RUN,
     "../../.venv/bin/lightning-otel train --model smollm2 --agent slogans:slogans --train tasks/slogans_train.jsonl "
     "--val tasks/slogans_val.jsonl --agent-match writer": SMOLLM2_RUN,
     "../../.venv/bin/lightning-otel train --model smollm2 --agent inventory:inventory --train "

@@ -1,4 +1,4 @@
-"""Writes the three agents' task files into tasks/ (committed; run again to remake them the same):
+"""Writes the front door agents' task files into tasks/ (committed; run again to remake them the same):
 train and held-out validation tasks for each, and the inventory agent's warm-start examples.
 
     python make_tasks.py
@@ -58,6 +58,15 @@ ITEMS = words(
 )
 WAREHOUSES = words("north south east west central harbor airport river hill valley")
 DRILL_ITEMS = words("washers rivets clamps brackets springs gaskets")  # the warm start's: no task's
+# the reviews' phrases: the first four of each kind in training, the last four only in the held-out reviews
+PRAISE = ("works perfectly and I use it every day", "is sturdy, well made and worth every penny",
+          "arrived early and exceeded my expectations", "is the best purchase I made this year",
+          "made my mornings so much easier, I love it", "looks great and feels solid in the hand",
+          "does exactly what it promised, five stars", "is a delight and I bought a second one")  # fmt: skip
+COMPLAINTS = ("broke after two days and support never answered", "is flimsy and cheaply made, a waste of money",
+              "arrived late and did not work at all", "is the worst purchase I made this year",
+              "stopped working within a week, I want a refund", "feels cheap and the parts do not fit",
+              "was missing pieces and smelled of burnt plastic", "is a disappointment and I returned it")  # fmt: skip
 
 
 def write(name: str, rows: list[dict]) -> None:
@@ -68,6 +77,16 @@ def split(rows: list[dict], val: int, seed: int) -> tuple[list[dict], list[dict]
     rows = list(rows)
     random.Random(seed).shuffle(rows)
     return rows[val:], rows[:val]
+
+
+def review_tasks(products: list[str], phrases: slice) -> list[dict]:
+    """A review of each product: half praise, half complaint, from the given phrases of each kind."""
+    rows = []
+    for index, product in enumerate(products):
+        label = "positive" if index % 2 == 0 else "negative"
+        kind = (PRAISE if label == "positive" else COMPLAINTS)[phrases]
+        rows.append({"review": f"This {product} {kind[index // 2 % len(kind)]}.", "label": label})
+    return rows
 
 
 def warm_start_examples() -> list[dict]:
@@ -100,6 +119,9 @@ def main() -> None:
     write("inventory_train.jsonl", train[:128])
     write("inventory_val.jsonl", val)
     write("inventory_warm_start.jsonl", warm_start_examples())
+    train, val = split([{"product": product} for product in PRODUCTS], 32, seed=4)
+    write("reviews_train.jsonl", review_tasks([row["product"] for row in train], slice(0, 4)))
+    write("reviews_val.jsonl", review_tasks([row["product"] for row in val], slice(4, 8)))
     print(f"task files in {TASKS}")
 
 

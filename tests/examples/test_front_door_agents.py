@@ -1,4 +1,4 @@
-"""The front door's three agents' rewards and tool (examples/front_door): what they pay for, and the loopholes a
+"""The front door's agents' rewards and tool (examples/front_door): what they pay for, and the loopholes a
 policy found in their first versions paying nothing ("routerrouterrouter" was a six-word slogan)."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "front_door"))
+import make_tasks
 from antonyms import antonym_reward
 from inventory import stock
+from reviews import label_reward
 from slogans import slogan_reward
 
 
@@ -36,3 +38,30 @@ def test_the_slogan_reward_pays_a_short_slogan_naming_the_product(slogan: str, r
 def test_the_stock_is_the_same_every_time_and_case_blind() -> None:
     assert stock("bolts", "north") == stock(" Bolts", "NORTH ") and 10 <= stock("bolts", "north") < 1000
     assert stock("bolts", "north") != stock("bolts", "south")
+
+
+@pytest.mark.parametrize(
+    ("reply", "reward"),
+    [("Positive", 1.0), ("positive.", 1.0), ("The review is positive.", 0.5 + 0.5 / 4), ("Negative", 0.0),
+     ("Positive or negative", 0.0), ("", 0.0)],
+)  # fmt: skip
+def test_the_review_reward_pays_the_bare_label_most_and_never_both(reply: str, reward: float) -> None:
+    assert label_reward(reply, "positive") == pytest.approx(reward)
+
+
+def test_the_committed_task_files_are_what_make_tasks_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    committed = make_tasks.TASKS
+    monkeypatch.setattr(make_tasks, "TASKS", tmp_path)
+    make_tasks.main()
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert written == sorted(path.name for path in committed.glob("*.jsonl"))
+    for name in written:
+        assert (tmp_path / name).read_text() == (committed / name).read_text(), name
+
+
+def test_no_held_out_review_uses_a_phrase_of_the_training_reviews() -> None:
+    def phrases(split: str) -> set[str]:
+        rows = (make_tasks.TASKS / f"reviews_{split}.jsonl").read_text().splitlines()
+        return {row.split('"review": "This ', 1)[1].split(" ", 1)[1] for row in rows}
+
+    assert not phrases("train") & phrases("val")
