@@ -126,9 +126,9 @@ def _config_dtype_of_its_weights(folder: Path) -> None:
     names = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
     config_file = folder / "config.json"
     config = json.loads(config_file.read_text(encoding="utf-8"))
-    for key in ("dtype", "torch_dtype"):
-        if key in config or key == "dtype":
-            config[key] = names.get(dtype, dtype)
+    config["dtype"] = names.get(dtype, dtype)
+    if "torch_dtype" in config:  # the older transformers' spelling, when the config has it
+        config["torch_dtype"] = config["dtype"]
     config_file.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
