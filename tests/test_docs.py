@@ -29,8 +29,17 @@ def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
 
 
 def test_the_readme_is_a_short_front_page() -> None:
-    lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 150, f"README.md has {len(lines)} lines: move the detail to docs/"
+    """At most 120 lines, none over 160 characters, and the state of things as two tables (what works and where it
+    has run; each result in a row linking its page), not prose."""
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 120, f"README.md has {len(lines)} lines: move the detail to docs/"
+    long = [f"{number}: {len(line)}" for number, line in enumerate(lines, 1) if len(line) > 160]
+    assert not long, f"README.md lines over 160 characters (line: length): {long}"
+    tables = (("## What works", "| capability | state | tested where |"), ("## Results", "| what | result | page |"))
+    for heading, header in tables:
+        section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+        assert header in section, f"README.md's {heading!r} section has no table headed {header!r}"
 
 
 def commands(path: Path) -> list[str]:
