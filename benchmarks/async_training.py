@@ -77,7 +77,12 @@ def one_run(mode: str, seed: int, args: argparse.Namespace, workdir: Path) -> di
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate,
                            tis_cap=args.tis_cap if MODES[mode] else None)  # fmt: skip
-    trainer = agl.Trainer(n_runners=2, max_concurrency=64, algorithm=algorithm, progress=False)
+    trainer = agl.Trainer(
+        n_runners=2,
+        algorithm=algorithm,
+        progress=False,
+        runner_options=agl.RunnerOptions(max_concurrency=64),
+    )
     with agl.quiet(workdir / f"{mode}-{seed}.log"):
         result = trainer.fit(door_agent, tasks, val_tasks)
     steps = result.steps

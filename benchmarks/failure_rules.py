@@ -90,11 +90,13 @@ def one_run(agent: str, tasks: int, group: int, rate: float, seed: int) -> dict[
     policy_faults = None if agent == "tool" else seeded_faults(rate, seed)
     with tools, OpenAITestServer(fail=policy_faults) as server:
         trainer = lightning_otel.Trainer(
-            n_runners=1, max_attempts=3, progress=False,
+            n_runners=1,
+            progress=False,
             algorithm=lightning_otel.Baseline(batch_size=tasks, n_rollouts=group),
             initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
-            rollout_limits=lightning_otel.RolloutLimits(max_repeats=4),
             collector=CollectorConfig.embedded(),
+            settings=lightning_otel.RunSettings(max_attempts=3),
+            runner_options=lightning_otel.RunnerOptions(limits=lightning_otel.RolloutLimits(max_repeats=4)),
         )  # fmt: skip
         began = time.monotonic()
         batch = trainer.fit(AGENTS[agent], dataset).train[0]

@@ -49,9 +49,9 @@ def trainer_rate(base_url: str, rollouts: int, concurrency: int, runners: lightn
             algorithm=lightning_otel.Baseline(batch_size=rollouts),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, "agl-tiny")},
-            max_concurrency=concurrency,
             collector=addresses.query,
             progress=False,
+            runner_options=lightning_otel.RunnerOptions(max_concurrency=concurrency),
         )
         result = trainer.fit(four_calls, [{"question": f"question {i}"} for i in range(rollouts)])
     (batch,) = result.train

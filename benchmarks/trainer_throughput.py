@@ -107,14 +107,14 @@ def end_to_end(
         EmbeddedCollector.on_sqlite_file(Path(folder) / "collector.sqlite3") as addresses,
     ):
         trainer = lightning_otel.Trainer(
-            span_wait_s=span_wait_s,
             n_runners=n_runners,
             algorithm=lightning_otel.Baseline(batch_size=rollouts),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, "agl-tiny")},
-            max_concurrency=concurrency,
             collector=addresses.query,  # the embedded collector a Trainer starts, kept open to read the queue
             progress=False,
+            settings=lightning_otel.RunSettings(span_wait_s=span_wait_s),
+            runner_options=lightning_otel.RunnerOptions(max_concurrency=concurrency),
         )
         tasks = [{"question": f"question {i}"} for i in range(rollouts)]
         if meter is not None:

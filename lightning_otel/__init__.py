@@ -81,6 +81,7 @@ _ROOMS = {
     "lightning_otel.export.shapes": ("PairRule",),
     "lightning_otel.training.sft": ("SFT", "NoDemonstrations", "fine_tune"),  # trl on first use
     "lightning_otel.training.apo.algorithm": ("APO", "APOResult"),  # gepa on first use
+    "lightning_otel.training.apo.options": ("APOOptions",),
     "lightning_otel.training.dpo.algorithm": ("DPO", "dpo_from_pairs"),  # trl on first use
     "lightning_otel.training.verl.algorithm": ("VERL",),  # verl itself is imported when a VERL run starts
     # the training loop every backend runs under; a backend of your own subclasses Backend

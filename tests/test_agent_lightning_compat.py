@@ -182,7 +182,10 @@ def test_async_and_validation_rollouts_with_their_rewards() -> None:
 
 # --- loud failures --------------------------------------------------------------------------------------------------
 def test_dev_raises_when_every_rollout_failed() -> None:
-    trainer = agl.Trainer(n_runners=1, max_attempts=1)
+    trainer = agl.Trainer(
+        n_runners=1,
+        settings=agl.RunSettings(max_attempts=1),
+    )
     with pytest.raises(agl.AllRolloutsFailed, match="database spider_db is unreachable"):
         trainer.dev(shapes.broken_agent, [{"db_id": "spider_db"}] * 2)
 

@@ -99,13 +99,17 @@ def test_a_training_retries_infrastructure_failures_and_trains_policy_failures_w
     tasks = [{"question": "outage"}, {"question": "fine"}, {"question": "down"}]
     with OpenAITestServer(fail=faults, latency_s=0.06) as server:
         trainer = lightning_otel.Trainer(
-            n_runners=1, max_attempts=2, initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "m")},
+            n_runners=1,
+            initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "m")},
             progress=False,
+            settings=lightning_otel.RunSettings(max_attempts=2),
         )  # fmt: skip
         swallowing = trainer.fit(runtime_agents.swallowing_agent, tasks).train[0]
         trainer = lightning_otel.Trainer(
-            n_runners=1, initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "m")}, progress=False,
-            rollout_limits=lightning_otel.RolloutLimits(max_repeats=3),
+            n_runners=1,
+            initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "m")},
+            progress=False,
+            runner_options=lightning_otel.RunnerOptions(limits=lightning_otel.RolloutLimits(max_repeats=3)),
         )  # fmt: skip
         failing = trainer.fit(
             runtime_agents.failing_agent, [{"question": "q", "then": "policy"}, {"question": "q2", "then": "loop"},

@@ -49,7 +49,7 @@ def test_a_service_agent_trains_through_the_gateway_and_its_errors_fail_attempts
             n_runners=1,
             adapter={"agent_match": "^solver$"},
             initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
-            max_attempts=1,
+            settings=lightning_otel.RunSettings(max_attempts=1),
         )
         result = trainer.dev(agent, tasks, gateway=True)
     (batch,) = result.train
@@ -92,8 +92,7 @@ def test_a_service_finds_the_policy_through_the_notify_file(tmp_path) -> None:
             n_runners=1,
             adapter={"agent_match": "^solver$"},
             initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
-            policy_notify_file=notify_file,
-            max_attempts=1,
+            settings=lightning_otel.RunSettings(policy_notify_file=notify_file, max_attempts=1),
         )
         tasks = [{"id": "a"}, {"id": "b"}]
         result = trainer.dev(

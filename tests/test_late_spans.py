@@ -60,8 +60,8 @@ def _dev(url: str, otlp_port: int, policy: OpenAITestServer, span_wait_s: float)
         adapter={"agent_match": "^solver$"},
         initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
         collector=CollectorConfig.embedded(http_port=otlp_port),
-        span_wait_s=span_wait_s,
         progress=False,
+        settings=lightning_otel.RunSettings(span_wait_s=span_wait_s),
     )
     tasks = [{"id": f"t{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
     (batch,) = trainer.dev(lightning_otel.HttpAgent(url), tasks, gateway=True, print_spans=False).train
@@ -110,9 +110,12 @@ def test_a_dry_run_that_reads_no_call_tells_late_spans_from_an_uninstrumented_cl
     url, otlp_port = late_service
     with OpenAITestServer() as policy:
         trainer = lightning_otel.Trainer(
-            n_runners=1, adapter={"agent_match": "^solver$"}, collector=CollectorConfig.embedded(http_port=otlp_port),
-            span_wait_s=0, progress=False,
+            n_runners=1,
+            adapter={"agent_match": "^solver$"},
+            collector=CollectorConfig.embedded(http_port=otlp_port),
+            progress=False,
             initial_resources={"main_llm": lightning_otel.LLM(policy.base_url, "agl-tiny")},
+            settings=lightning_otel.RunSettings(span_wait_s=0),
         )  # fmt: skip
         tasks = [{"id": "t0", "question": "what is 1 + 1?"}]
         (batch,) = trainer.dev(lightning_otel.HttpAgent(url), tasks, print_spans=False).train

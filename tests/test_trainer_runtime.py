@@ -48,7 +48,7 @@ def test_fit_with_two_runners_selects_agents_with_the_servers_token_ids() -> Non
             algorithm=lightning_otel.Baseline(batch_size=4, n_rollouts=2),
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": llm(server)},
-            max_concurrency=2,
+            runner_options=lightning_otel.RunnerOptions(max_concurrency=2),
         )
         result = trainer.fit(sql_example.sql_rollout, sql_example.DEV_TASKS)
     (batch,) = result.train
@@ -104,8 +104,8 @@ def test_a_runner_killed_mid_rollout_leads_to_a_retry_and_no_duplicate_samples(t
             n_runners=2,
             algorithm=lightning_otel.Baseline(batch_size=4),
             initial_resources={"main_llm": llm(server)},
-            max_concurrency=4,
             collector=CollectorConfig.embedded(store_url=f"sqlite:///{tmp_path}/collector.sqlite3"),
+            runner_options=lightning_otel.RunnerOptions(max_concurrency=4),
         )
         outcome: dict[str, Any] = {}
         fitting = threading.Thread(
@@ -141,7 +141,10 @@ def test_agent_errors_retry_up_to_max_attempts_then_fail() -> None:
     ]
     with OpenAITestServer() as server:
         trainer = lightning_otel.Trainer(
-            n_runners=1, initial_resources={"main_llm": llm(server)}, max_attempts=2, progress=False
+            n_runners=1,
+            initial_resources={"main_llm": llm(server)},
+            progress=False,
+            settings=lightning_otel.RunSettings(max_attempts=2),
         )
         result = trainer.fit(runtime_agents.flaky_agent, tasks)
     records = {r["task_id"]: r for r in result.train[0].rollouts}

@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         collector=args.collector or CollectorConfig.embedded(query_port=args.collector_port, store_url=store),
         progress=False,
         # Runners this script starts in another environment: if none claims a batch in 3 minutes, they failed.
-        no_runner_timeout_s=180 if args.runner_python else None,
+        settings=agl.RunSettings(no_runner_timeout_s=180 if args.runner_python else None),
     )
     stop, runners = threading.Event(), []
     if args.runner_python:

@@ -142,9 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         adapter={"agent_match": args.agent_match},
         initial_resources={"main_llm": agl.LLM("http://unused.invalid/v1", model)},  # VERL serves the policy
         collector=args.external_store_address or embedded,
-        policy_notify_file=args.notify_file,
-        span_wait_s=args.span_wait_s,
         progress=False,
+        settings=agl.RunSettings(policy_notify_file=args.notify_file, span_wait_s=args.span_wait_s),
     )
     try:
         if not args.verbose:

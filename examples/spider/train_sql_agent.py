@@ -283,7 +283,9 @@ def train_cpu(args: argparse.Namespace, agent: LitSQLAgent, data_dir: Path) -> i
         trainer = agl.Trainer(
             n_runners=args.n_runners,
             # a step's rollouts all in flight at once: the CPU replica samples the requests waiting together
-            max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners))),
+            runner_options=agl.RunnerOptions(
+                max_concurrency=max(16, math.ceil(args.tasks * args.rollouts / max(1, args.n_runners)))
+            ),
             algorithm=agl.VERL(
                 config,
                 agl.TrainingOptions(advantage=args.advantage),

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         n_runners=args.n_runners if args.mode == "oneclick" else 0,
         algorithm=algorithm(args),
         collector=None if args.mode == "oneclick" else collector,
-        no_runner_timeout_s=None if args.mode == "oneclick" else 600,
+        settings=agl.RunSettings(no_runner_timeout_s=None if args.mode == "oneclick" else 600),
     )
     if not args.verbose:
         print(f"other libraries' output (torch, the runners): {args.workdir / 'train.log'}  (-v shows it here)")

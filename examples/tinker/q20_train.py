@@ -159,7 +159,7 @@ def algo(args: argparse.Namespace, collector: str) -> int:
             algorithm=algorithm(args),
             adapter={"agent_match": AGENT_MATCH},
             initial_resources={"answerer_llm": answerer_resource(args, stack), "q20_max_turns": args.max_turns},
-            no_runner_timeout_s=args.no_runner_timeout,
+            settings=agl.RunSettings(no_runner_timeout_s=args.no_runner_timeout),
         )
         with agl.quiet(args.workdir / "train.log", verbose=args.verbose):  # torch and the like: into the log
             trainer.fit("q20_train:q20_rollout", load_tasks("train", search=args.search),

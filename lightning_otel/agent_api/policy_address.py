@@ -1,7 +1,7 @@
 """The policy's address for agent services that start on their own (verl's `LLM_SERVER_NOTIFY_FILE`).
 
-The trainer writes the file each time it publishes resources (`Trainer(policy_notify_file=...)`, default the
-`LLM_SERVER_NOTIFY_FILE` environment variable), atomically, as JSON:
+The trainer writes the file each time it publishes resources (`Trainer(settings=RunSettings(policy_notify_file=...))`,
+default the `LLM_SERVER_NOTIFY_FILE` environment variable), atomically, as JSON:
 
     {"address": "127.0.0.1:41234", "base_url": "http://127.0.0.1:41234/v1", "model": "...", "api_key": "EMPTY",
      "sampling_parameters": {...}, "version": 3, "resource": "main_llm"}
@@ -82,7 +82,8 @@ def read_policy_address(path: str | os.PathLike[str] | None = None, *, wait_s: f
             if time.monotonic() >= deadline:
                 raise PolicyAddressUnavailable(
                     f"{file} does not exist: the trainer writes it when it publishes the policy "
-                    "(Trainer(policy_notify_file=...) or LLM_SERVER_NOTIFY_FILE in the trainer's environment)"
+                    "(Trainer(settings=RunSettings(policy_notify_file=...)) or LLM_SERVER_NOTIFY_FILE in the trainer's "
+                    "environment)"
                 ) from None
         time.sleep(0.2)  # a file has no change signal that works everywhere; services read it rarely
 

@@ -193,7 +193,8 @@ def run_train_demo(
                 adapter={"agent_match": "write"},
                 initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
                 collector=addresses.query,
-                capture_content=capture_content,  # the messages too: exported rows and pairs carry the text
+                # the messages too: exported rows and pairs carry the text
+                runner_options=lightning_otel.RunnerOptions(capture_content=capture_content),
             )
             result = trainer.fit(shout_rollout, [{**task, "say_word": policy.say_word} for task in TASKS])
     rewards = result.rewards()

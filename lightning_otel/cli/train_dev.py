@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import lightning_otel
-from lightning_otel.cli.collector_flags import collector_options
+from lightning_otel.cli.collector_flags import collector_options, run_settings
 
 
 def run_dev(args: argparse.Namespace, agent: Any, tasks: list[Any], val_tasks: list[Any]) -> int:
@@ -48,8 +48,9 @@ def run_dev(args: argparse.Namespace, agent: Any, tasks: list[Any], val_tasks: l
             n_runners=args.runners,
             adapter={"agent_match": dict(args.policies) if args.policies else args.agent_match},
             initial_resources={"main_llm": lightning_otel.LLM(base_url, served_as, sampling_parameters=sampling)},
-            capture_content=args.capture_content,  # what each agent said is printed
             **options,
+            settings=run_settings(args),
+            runner_options=lightning_otel.RunnerOptions(capture_content=args.capture_content),  # what each said
         )
         try:
             result = trainer.dev(agent, tasks, n_tasks=args.n_tasks, gateway=gateway)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lightning_otel
-from lightning_otel.cli.collector_flags import collector_options
+from lightning_otel.cli.collector_flags import collector_options, run_settings
 from lightning_otel.cli.program_name import invoked_as
 
 if TYPE_CHECKING:
@@ -146,9 +146,14 @@ def teacher_warm_start(start: Start, agent: Any, tasks: list[Any], base: Path, r
     algorithm = lightning_otel.SFT(base, model, options, min_reward=args.min_reward, learning_rate=rate,
                                    epochs=args.warm_start_epochs, seed=args.seed)  # fmt: skip
     trainer = lightning_otel.Trainer(
-        n_runners=args.runners, algorithm=algorithm, adapter={"agent_match": selected_calls(args)},
-        initial_resources={"main_llm": teacher}, capture_content=True, run_id=f"{folder.run_id}-warm-start",
-        progress=False, **collector_options(args, folder.store_url),
+        n_runners=args.runners,
+        algorithm=algorithm,
+        adapter={"agent_match": selected_calls(args)},
+        initial_resources={"main_llm": teacher},
+        progress=False,
+        **collector_options(args, folder.store_url),
+        settings=run_settings(args, f"{folder.run_id}-warm-start"),
+        runner_options=lightning_otel.RunnerOptions(capture_content=True),
     )  # fmt: skip
     final = trainer.fit(agent, tasks).final
     return model, {"examples": final["sft/examples"], "first_loss": final["sft/first_loss"],
@@ -176,9 +181,9 @@ def trainer_for(start: Start, algorithm: Any, main_llm: Any, run_id: str) -> Any
         algorithm=algorithm,
         adapter={"agent_match": agent_match(args), "process_rewards": args.process_rewards},
         initial_resources={"main_llm": main_llm},
-        capture_content=args.capture_content,
-        run_id=run_id,
         **collector_options(args, start.folder.store_url),
+        settings=run_settings(args, run_id),
+        runner_options=lightning_otel.RunnerOptions(capture_content=args.capture_content),
     )
 
 

@@ -9,23 +9,25 @@
     trainer.fit(sql_agent, train_dataset, val_dataset)
     trainer.dev(sql_agent, dev_dataset)                  # a few tasks, everything printed: check before GPU hours
 
-Agent Lightning's spellings work too (`n_workers`, `max_tasks`, `dev(agent, train_dataset, val_dataset=...)`), with a
-DeprecationWarning where ours differ; see the README's "Coming from Agent Lightning".
+The run's settings and the runners' are values (`RunSettings`, `RunnerOptions`):
 
-`capture_content=True` makes the runners record message content on LLM spans (the default: when the algorithm
-needs it, as `SFT` does; otherwise as the environment says).
+    Trainer(n_runners=2, algorithm=algo,
+            settings=RunSettings(max_attempts=5, span_wait_s=60),          # the run: attempts, waits, its id
+            runner_options=RunnerOptions(max_concurrency=4, capture_content=True))   # what each runner does
+
+Agent Lightning's spellings work too (`n_workers`, `max_tasks`, `dev(agent, train_dataset, val_dataset=...)`), with a
+DeprecationWarning where ours differ; see the docs' "Coming from Agent Lightning".
 
 `collector` is a running `agl-otel-collector`'s query URL (`"http://host:16686"`: its store keeps the spans and the
 queue, and runners started elsewhere with `lightning-otel runner` join the training), or the embedded collector's
 `CollectorConfig` (`CollectorConfig.embedded(http_port=4318)`: the OTLP/HTTP port an agent service started elsewhere
 sends spans to; `store_url=...` a store to keep); with neither the trainer starts an embedded collector on free
-loopback ports with SQLite in a temporary directory. `policy_notify_file` (default `$LLM_SERVER_NOTIFY_FILE`) is
-where the policy's address is written each time it is published, for services that start on their own.
-`span_wait_s` bounds the wait for spans other processes export late (see `TrainingRun.collect`).
+loopback ports with SQLite in a temporary directory. `RunSettings.policy_notify_file` (default
+`$LLM_SERVER_NOTIFY_FILE`) is where the policy's address is written each time it is published.
 
 With runners started elsewhere, a batch that no runner claims is reported after 10 s and, with
-`no_runner_timeout_s`, ends the training with `NoRunner`; when the training ends, the trainer publishes it on the
-collector and those runners stop (unless started with `--keep-serving`).
+`RunSettings.no_runner_timeout_s`, ends the training with `NoRunner`; when the training ends, the trainer publishes
+it on the collector and those runners stop (unless started with `--keep-serving`).
 """
 
 from __future__ import annotations
@@ -47,14 +49,14 @@ from lightning_otel.agent_api.agent_loading import as_agent
 from lightning_otel.agent_api.lit_agent import LitAgent, check_agent
 from lightning_otel.agent_api.policy_address import notify_file_from_env
 from lightning_otel.agent_api.resources import LLM, ProxyLLM
-from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client
-from lightning_otel.runner.attempt_watch import RolloutLimits
+from lightning_otel.collector.client import Client
 from lightning_otel.runner.runner_options import RunnerOptions
 from lightning_otel.runtime.algorithm import Algorithm, Baseline, BaselineResult
 from lightning_otel.runtime.batch_progress import BatchProgress
 from lightning_otel.runtime.ray_runners import RayRunnerPool, RayRunners
 from lightning_otel.runtime.runner_pool import RunnerPool
-from lightning_otel.runtime.training_run import RunSettings, TrainingRun
+from lightning_otel.runtime.trainer_arguments import settings_from_keywords
+from lightning_otel.runtime.training_run import RunSettings, TrainingRun, new_run_id
 
 if TYPE_CHECKING:
     from lightning_otel.collector.server import CollectorConfig
@@ -66,19 +68,17 @@ class Trainer:
     """Runs a training: a collector (a running one, or embedded), runner processes executing the agent, and the
     algorithm over the datasets (`fit`), or a dry run that prints everything (`dev`).
 
-    `n_runners` runner processes (0: only runners started elsewhere, `lightning-otel runner`), each running up to
-    `max_concurrency` rollouts at once; `algorithm` (default `Baseline()`); `adapter` (`TraceToTriplet` or its
-    keyword dict: `{"agent_match": "write"}`); `initial_resources` (the LLMs and prompts the agent reads);
-    `collector`: a running collector's query URL or the embedded one's `CollectorConfig`;
-    `max_attempts` per rollout; `rollout_timeout_s`; `span_wait_s` (late spans from other processes);
-    `capture_content` (message content on LLM spans); `no_runner_timeout_s` (give up when no runner claims a batch);
-    `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector (retrying with
-    backoff, a line when it starts and one when it recovers) before it fails (300 s); `runners`: `RayRunners(...)`
-    runs the runners as actors on a Ray cluster instead of local processes (`n_runners` is then its `n`);
-    `rollout_limits`: per-rollout limits and no-progress rules the runners apply (`RolloutLimits()` by default);
-    `run_id`: the run's id on the collector (its rollouts, resources and lease; the trackers' experiment), default
-    `run-<date>-<time>-<random>`; each session (`fit`, `dev`) is a run of its own, so give a new one to each.
-    Agent Lightning's `n_workers` and `max_tasks` are accepted with a DeprecationWarning.
+    `n_runners` runner processes (0: only runners started elsewhere, `lightning-otel runner`); `algorithm` (default
+    `Baseline()`); `adapter` (`TraceToTriplet` or its keyword dict: `{"agent_match": "write"}`);
+    `initial_resources` (the LLMs and prompts the agent reads); `collector`: a running collector's query URL or the
+    embedded one's `CollectorConfig`; `settings`: the run's `RunSettings` (attempts, timeouts, the late-span wait,
+    the policy's notify file, riding out an unreachable collector, the run's id: a new one for each session, `fit`
+    or `dev`, unless it names one); `runner_options`: the runners' `RunnerOptions` (concurrency, message content,
+    `max_rollouts`, per-rollout `limits`); `runners`: `RayRunners(...)` runs the runners as actors on a Ray cluster
+    instead of local processes (`n_runners` is then its `n`); `progress`: a live display (default: on a terminal);
+    `auth_token`: the collector's bearer token. Agent Lightning's `n_workers`, `max_tasks` and `max_rollouts` are
+    accepted, and the keywords from before 0.2 (`max_attempts=`, `max_concurrency=`, ...) work until 0.3 with a
+    DeprecationWarning naming their place (`lightning_otel.runtime.trainer_arguments`).
     """
 
     def __init__(
@@ -89,33 +89,25 @@ class Trainer:
         initial_resources: Mapping[str, Any] | None = None,
         collector: str | CollectorConfig | None = None,
         *,
-        max_concurrency: int = 16,
-        max_attempts: int = 3,
-        rollout_timeout_s: float | None = None,
-        auth_token: str | None = None,
-        progress: bool | None = None,
-        max_rollouts: int | None = None,
-        capture_content: bool | None = None,
-        span_wait_s: float = 30.0,
-        policy_notify_file: str | Path | None = None,
-        no_runner_timeout_s: float | None = None,
-        collector_retry_s: float = DEFAULT_RETRY_FOR_S,
+        settings: RunSettings | None = None,
+        runner_options: RunnerOptions | None = None,
         runners: RayRunners | None = None,
-        rollout_limits: RolloutLimits | None = None,
-        run_id: str | None = None,
-        **shorthands: Any,
+        progress: bool | None = None,
+        auth_token: str | None = None,
+        **agent_lightning: Any,
     ) -> None:
         if runners is not None and not isinstance(runners, RayRunners):
             raise TypeError(f"runners= takes a RayRunners(...), not {runners!r} (local processes: n_runners=)")
         if runners is not None and n_runners not in (None, runners.n):
             raise ValueError(f"n_runners={n_runners} and runners={runners!r}: give the number in RayRunners(n=...)")
-        n_runners = _renamed("n_workers", shorthands.pop("n_workers", None), "n_runners", n_runners, default=1)
-        max_rollouts = _renamed("max_tasks", shorthands.pop("max_tasks", None), "max_rollouts", max_rollouts,
-                                default=None)  # fmt: skip
+        n_runners = _renamed("n_workers", agent_lightning.pop("n_workers", None), "n_runners", n_runners, default=1)
+        settings, runner_options = settings_from_keywords(agent_lightning, settings, runner_options)
+        if agent_lightning:
+            raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(agent_lightning)}")
         if n_runners < 0:
             raise ValueError("n_runners must be >= 0 (0: only runners started elsewhere)")
         if runners is not None:
-            if max_rollouts is not None:
+            if runner_options.max_rollouts is not None:
                 raise ValueError("max_rollouts is for local runner processes; RayRunners runs until the training ends")
             n_runners = runners.n
         self.runners = runners
@@ -130,32 +122,22 @@ class Trainer:
                           "RemoteEngine); see the docs' 'A policy per agent' page")
             )  # fmt: skip
         self.initial_resources = dict(initial_resources or {})
-        self.auth_token = auth_token
-        # A running collector's URL, or the embedded one's config (given, or from the shorthands; SQLite in a
-        # temporary directory and free loopback ports by default).
+        self.auth_token = auth_token or runner_options.auth_token
+        # A running collector's URL, or the embedded one's config (SQLite in a temporary directory and free loopback
+        # ports by default).
         refuse_embedded_when_unmanaged(collector)
-        if shorthands:
-            raise TypeError(f"Trainer() got unexpected keyword arguments {sorted(shorthands)}")
-        self.collector, self.embedded = _collector_from(collector, auth_token)
+        self.collector, self.embedded = _collector_from(collector, self.auth_token)
         if self.auth_token is None:  # a collector config's token is the client's too
             self.auth_token = self.embedded.auth_token
-        self.max_attempts = max_attempts
-        self.rollout_timeout_s = rollout_timeout_s
         self.progress = sys.stderr.isatty() if progress is None else progress
-        self.span_wait_s = span_wait_s
-        self.policy_notify_file = notify_file_from_env(policy_notify_file)
         self.collector_url: str | None = None
-        self.no_runner_timeout_s = no_runner_timeout_s
-        self.collector_retry_s = collector_retry_s
-        self.run_id = run_id
+        self.settings = replace(settings, policy_notify_file=notify_file_from_env(settings.policy_notify_file))
         # Message content on the runners' LLM spans: asked for, or needed by the algorithm (SFT trains on it).
-        needed = self.algorithm.needs_message_content
-        self.capture_content = capture_content if capture_content is not None else (True if needed else None)
+        capture = runner_options.capture_content
+        if capture is None and self.algorithm.needs_message_content:
+            capture = True
         # the runners' settings, one value for local processes and Ray actors alike
-        self.runner_options = RunnerOptions(
-            max_concurrency=max_concurrency, auth_token=self.auth_token, capture_content=self.capture_content,
-            max_rollouts=max_rollouts, limits=rollout_limits or RolloutLimits(),
-        )  # fmt: skip
+        self.runner_options = replace(runner_options, auth_token=self.auth_token, capture_content=capture)
 
     def fit(
         self, agent: Any, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
@@ -242,14 +224,11 @@ class Trainer:
         with contextlib.ExitStack() as stack:
             url = self.collector or stack.enter_context(self._embedded_collector())
             self.collector_url = url
-            client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=self.collector_retry_s))
-            settings = RunSettings(
-                **({"run_id": self.run_id} if self.run_id else {}),
-                max_attempts=self.max_attempts,
-                rollout_timeout_s=self.rollout_timeout_s,
-                span_wait_s=self.span_wait_s,
-                policy_notify_file=self.policy_notify_file,
-                no_runner_timeout_s=self.no_runner_timeout_s,
+            retry_for_s = self.settings.collector_retry_s
+            client = stack.enter_context(Client(url, auth_token=self.auth_token, retry_for_s=retry_for_s))
+            settings = replace(
+                self.settings,
+                run_id=self.settings.run_id or new_run_id(),  # each session a run of its own unless one is named
                 # runners of our own may take a while to import a heavy agent; runners elsewhere may not exist
                 no_runner_warning_s=60.0 if self.n_runners else 10.0,
                 runner_slots=self.n_runners * self.runner_options.max_concurrency or None,

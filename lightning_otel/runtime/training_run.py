@@ -18,14 +18,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.agent_api.policy_address import write_policy_address
 from lightning_otel.agent_api.resources import resources_to_json
-from lightning_otel.collector.client import Client
+from lightning_otel.collector.client import DEFAULT_RETRY_FOR_S, Client
 from lightning_otel.collector.queue_schema import FINAL_STATUSES, MAX_LEASE_S, MIN_LEASE_S
 from lightning_otel.flat_span import Span
 from lightning_otel.runtime.early_reads import EarlyReads
@@ -61,9 +61,10 @@ class RunSettings:
     the runners can run at once (the Trainer's runners x their concurrency; None: unknown, runners started
     elsewhere), against which the runners' idle share is measured; `lease_s`: the run's lease on the collector
     (renewed every sixth of it; a trainer silent that long is gone: its run ends, its rollouts are cancelled and its
-    runners stop)."""
+    runners stop); `collector_retry_s`: how long the trainer rides out an unreachable or unavailable collector
+    (retrying with backoff, a line when it starts and one when it recovers) before it fails."""
 
-    run_id: str = field(default_factory=new_run_id)
+    run_id: str | None = None  # None: a new one (`new_run_id()`) for each run these settings start
     max_attempts: int = 3
     rollout_timeout_s: float | None = None
     span_wait_s: float = 30.0
@@ -72,6 +73,7 @@ class RunSettings:
     policy_notify_file: Path | None = None
     runner_slots: int | None = None
     lease_s: float = 60.0
+    collector_retry_s: float = DEFAULT_RETRY_FOR_S
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -103,10 +105,11 @@ class TrainingRun:
     ) -> None:
         self.client = client
         self.adapter = adapter
-        self.settings = settings or RunSettings()
+        settings = settings or RunSettings()
+        self.settings = settings if settings.run_id else replace(settings, run_id=new_run_id())
         self.on_progress = on_progress
         self.check_runners = check_runners or (lambda: None)
-        self.lease = RunLease(client, self.settings.run_id, self.settings.lease_s)
+        self.lease = RunLease(client, self.run_id, self.settings.lease_s)
         self._steps: dict[str, int] = {}
         self._batches = 0
         self._span_sources: list[Callable[[], bool]] = []
@@ -114,7 +117,7 @@ class TrainingRun:
 
     @property
     def run_id(self) -> str:
-        return self.settings.run_id
+        return str(self.settings.run_id)
 
     def add_span_source(self, flush: Callable[[], bool]) -> None:
         """Spans this process makes for the rollouts (the policy gateway's): `flush` must put every one of them in the

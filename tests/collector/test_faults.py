@@ -136,7 +136,7 @@ def slow_training(collector: CollectorProcess, server: OpenAITestServer, epochs:
         initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
         collector=collector.query_url,
         progress=False,
-        span_wait_s=20,
+        settings=lightning_otel.RunSettings(span_wait_s=20),
     )
 
 

@@ -84,7 +84,11 @@ def test_a_training_on_two_ray_nodes_and_two_collectors_rides_out_a_collector_an
     )
     loop = TrainingLoop(RecordingBackend(tmp_path, latency_s=0.5), options)
     trainer = agl.Trainer(
-        runners=runners, collector=first_collector.query_url, algorithm=loop, max_concurrency=2, progress=False
+        runners=runners,
+        collector=first_collector.query_url,
+        algorithm=loop,
+        progress=False,
+        runner_options=agl.RunnerOptions(max_concurrency=2),
     )
     try:
         with caplog.at_level(logging.WARNING):

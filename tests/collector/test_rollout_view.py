@@ -216,9 +216,12 @@ def test_a_call_recorded_by_the_agents_client_and_the_gateway_is_one_card_with_t
     store = tmp_path / "store.sqlite3"
     with OpenAITestServer() as server:
         trainer = lightning_otel.Trainer(
-            n_runners=1, adapter={"agent_match": "write"}, capture_content=True, progress=False,
+            n_runners=1,
+            adapter={"agent_match": "write"},
+            progress=False,
             initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
             collector=CollectorConfig.embedded(store_url=f"sqlite:///{store}"),
+            runner_options=lightning_otel.RunnerOptions(capture_content=True),
         )  # fmt: skip
         (batch,) = trainer.dev(runtime_agents.four_calls, [{"question": "q1"}], gateway=True, print_spans=False).train
     ((rollout_id, adapted),) = batch.adapted.items()

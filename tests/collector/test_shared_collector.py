@@ -103,7 +103,12 @@ import lightning_otel
 from tests.programs.runtime_agents import sleeping_agent
 
 if __name__ == "__main__":
-    trainer = lightning_otel.Trainer(n_runners=2, max_concurrency=1, collector=sys.argv[1], progress=False)
+    trainer = lightning_otel.Trainer(
+        n_runners=2,
+        collector=sys.argv[1],
+        progress=False,
+        runner_options=lightning_otel.RunnerOptions(max_concurrency=1),
+    )
     trainer.fit(sleeping_agent, [{"sleep_s": 600} for _ in range(8)])
 """
 

@@ -21,8 +21,13 @@ def one_step(algorithm: Any, folder: Path) -> tuple[Any, dict[str, list[dict[str
     from lightning_otel.collector import Client, EmbeddedCollector
 
     with EmbeddedCollector.on_sqlite_file(folder / "c.sqlite3") as addresses:
-        trainer = agl.Trainer(n_runners=1, collector=addresses.query, capture_content=True, progress=False,
-                              algorithm=algorithm)  # fmt: skip
+        trainer = agl.Trainer(
+            n_runners=1,
+            collector=addresses.query,
+            progress=False,
+            algorithm=algorithm,
+            runner_options=agl.RunnerOptions(capture_content=True),
+        )
         (step,) = trainer.fit("tests.tinker.agents:short_answer_agent", TASKS).steps
         with Client(addresses.query) as client:
             return step, client.rollouts_spans(step.rollout_ids, latest=True)

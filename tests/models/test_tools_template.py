@@ -84,8 +84,12 @@ def test_sft_examples_render_with_their_tools_to_the_ids_the_replica_sampled_fro
     tasks = [{"task_id": f"t{i}", "question": f"What is {a} * 3?", "expression": f"{a} * 3", "result": str(3 * a)}
              for i, a in enumerate((17, 41))]  # fmt: skip
     with serve_folder(folder) as base_url:
-        trainer = agl.Trainer(n_runners=1, capture_content=True, adapter={"agent_match": None},
-                              initial_resources={"main_llm": agl.LLM(base_url, "agl-policy")})  # fmt: skip
+        trainer = agl.Trainer(
+            n_runners=1,
+            adapter={"agent_match": None},
+            initial_resources={"main_llm": agl.LLM(base_url, "agl-policy")},
+            runner_options=agl.RunnerOptions(capture_content=True),
+        )
         result = trainer.dev("tests.models.tool_agents:tool_turns_agent", tasks, gateway=True, print_spans=False)
     rows, sampled = [], []
     for batch in result.train:

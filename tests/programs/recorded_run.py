@@ -54,10 +54,9 @@ def record(store: Path, tokenizer_dir: Path) -> dict[str, Any]:
             adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM(server.base_url, "agl-tiny")},
             collector=CollectorConfig.embedded(store_url=f"sqlite:///{store}"),
-            max_attempts=2,
-            capture_content=True,
             progress=False,
-            span_wait_s=10,
+            settings=lightning_otel.RunSettings(max_attempts=2, span_wait_s=10),
+            runner_options=lightning_otel.RunnerOptions(capture_content=True),
         )
         result = trainer.fit(sql_or_broken, TASKS, val_dataset=TASKS[:2])
     return {"result": result, "served": dict(server.served)}

@@ -20,7 +20,10 @@ def test_verl_on_step_still_works_and_the_warning_names_training_options() -> No
 
 
 def test_a_keyword_that_moved_elsewhere_names_where() -> None:
-    with pytest.raises(TypeError, match=r"VERL\(rollout_timeout_s=\.\.\.\) moved: pass Trainer\(rollout_timeout_s="):
+    with pytest.raises(
+        TypeError,
+        match=r"VERL\(rollout_timeout_s=\.\.\.\) moved: pass Trainer\(settings=RunSettings\(rollout_timeout_s=",
+    ):
         agl.VERL(None, rollout_timeout_s=30.0)
     with pytest.raises(TypeError, match=r"Sampling\(temperature=\.\.\.\)"):
         agl.DPO("model", temperature=0.7)

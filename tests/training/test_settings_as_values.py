@@ -57,3 +57,33 @@ def test_a_run_and_a_runners_settings_are_frozen_values() -> None:
             setattr(value, name, 9)
     with pytest.raises(ValueError, match="max_concurrency"):
         agl.RunnerOptions(max_concurrency=0)
+
+
+def test_trainer_takes_its_run_and_runner_settings_as_values_and_the_old_keywords_with_a_warning() -> None:
+    trainer = agl.Trainer(n_runners=0, progress=False, settings=agl.RunSettings(max_attempts=5),
+                          runner_options=agl.RunnerOptions(max_concurrency=3))  # fmt: skip
+    assert (trainer.settings.max_attempts, trainer.runner_options.max_concurrency) == (5, 3)
+    with pytest.warns(DeprecationWarning, match=r"use Trainer\(settings=RunSettings\(span_wait_s=\.\.\.\)\)"):
+        old = agl.Trainer(n_runners=0, progress=False, span_wait_s=7.0, max_rollouts=2)
+    assert (old.settings.span_wait_s, old.runner_options.max_rollouts) == (7.0, 2)
+    with pytest.raises(TypeError, match="pass it once"), pytest.warns(DeprecationWarning):
+        agl.Trainer(settings=agl.RunSettings(max_attempts=2), max_attempts=4)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['foo'\\]"):
+        agl.Trainer(foo=1)
+    own = [name for name in inspect.signature(agl.Trainer).parameters if name != "agent_lightning"]
+    assert len(own) <= 10, own
+
+
+def test_apo_takes_its_search_as_options_or_agent_lightnings_keywords() -> None:
+    assert (
+        agl.APO(use_litellm=True, beam_width=2).options
+        == agl.APO(use_litellm=True, options=agl.APOOptions(beam_width=2)).options
+    )
+    with pytest.raises(TypeError, match="both as keywords and in options"):
+        agl.APO(use_litellm=True, options=agl.APOOptions(beam_width=2), beam_width=3)
+    with pytest.raises(ValueError, match="beam_rounds must be >= 1"):
+        agl.APO(use_litellm=True, beam_rounds=0)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['beam'\\]"):
+        agl.APO(use_litellm=True, beam=2)
+    own = [name for name in inspect.signature(agl.APO).parameters if name != "agent_lightning"]
+    assert len(own) <= 10, own

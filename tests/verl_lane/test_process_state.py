@@ -61,9 +61,12 @@ config = {
                 "logger": []},
 }
 trainer = lightning_otel.Trainer(
-    n_runners=1, algorithm=lightning_otel.VERL(config, device="cpu"), adapter={"agent_match": "solo"},
-    initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")}, progress=False,
-    max_attempts=2,
+    n_runners=1,
+    algorithm=lightning_otel.VERL(config, device="cpu"),
+    adapter={"agent_match": "solo"},
+    initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
+    progress=False,
+    settings=lightning_otel.RunSettings(max_attempts=2),
 )
 failing = [{"question": q, "fail_attempts": 9} for q in ("orders", "refunds")]  # step 1: every attempt fails
 # step 2: all succeed; "customers" always scores 1 (a group with nothing to learn), "revenue" is graded

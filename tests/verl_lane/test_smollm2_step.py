@@ -27,9 +27,13 @@ def test_one_grpo_step_of_verl_on_smollm2_trains_the_sampled_tokens(smollm2_dir:
     config["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] = 2
     with EmbeddedCollector.on_sqlite_file(tmp_path / "c.sqlite3") as addresses:
         trainer = lightning_otel.Trainer(
-            n_runners=1, algorithm=lightning_otel.VERL(config, device="cpu"), adapter={"agent_match": "write"},
+            n_runners=1,
+            algorithm=lightning_otel.VERL(config, device="cpu"),
+            adapter={"agent_match": "write"},
             initial_resources={"main_llm": lightning_otel.LLM("http://replaced-by-the-gateway/v1", "policy")},
-            collector=addresses.query, capture_content=True, progress=False,
+            collector=addresses.query,
+            progress=False,
+            runner_options=lightning_otel.RunnerOptions(capture_content=True),
         )  # fmt: skip
         (step,) = trainer.fit(shout_rollout, TASKS[:2]).steps
         with Client(addresses.query) as client:

@@ -75,8 +75,8 @@ def _sft_run(data: Path, tmp_path: Path, **options: object):
             algorithm=algorithm,
             adapter={"agent_match": None},
             initial_resources={"main_llm": lightning_otel.LLM(url, "teacher")},
-            capture_content=capture,
             progress=False,
+            runner_options=lightning_otel.RunnerOptions(capture_content=capture),
         )
         return trainer.fit(LitSQLAgent(data_dir=data), tasks)
 

@@ -39,6 +39,7 @@ from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.apo.chat_model import ChatModel
 from lightning_otel.training.apo.evaluation import PromptEvaluator
 from lightning_otel.training.apo.gepa_search import Candidate, SearchSettings, TraceGEPAAdapter
+from lightning_otel.training.apo.options import APOOptions
 
 log = logging.getLogger("lightning_otel.apo")
 
@@ -66,10 +67,12 @@ class GEPALog:
 
 
 class APO(Algorithm):
-    """See the module docstring. Arguments as Agent Lightning's `APO` takes them; `max_metric_calls` overrides the
-    rollout budget the beam arguments give; `perfect_score`: a minibatch whose every reward reaches it is not
-    critiqued, and the search stops once a candidate reaches it on every validation task (GEPA's skip and
-    threshold; None: rewards have no ceiling); `output_dir` is where the best prompt and the history are written."""
+    """See the module docstring. The search's settings are `options` (`APOOptions`), or Agent Lightning's keywords
+    for them (`gradient_model=`, `beam_width=`, ...); `use_litellm`: the models are LiteLLM names;
+    `max_metric_calls` overrides the rollout budget the beam gives; `perfect_score`: a minibatch whose every reward
+    reaches it is not critiqued, and the search stops once a candidate reaches it on every validation task (GEPA's
+    skip and threshold; None: rewards have no ceiling); `output_dir` is where the best prompt and the history are
+    written; `seed` GEPA's."""
 
     needs_message_content: ClassVar[bool] = True  # critiques read the conversations on the spans
 
@@ -77,32 +80,22 @@ class APO(Algorithm):
         self,
         async_openai_client: Any = None,
         *,
+        options: APOOptions | None = None,
         use_litellm: bool = False,
-        gradient_model: str = "gpt-5-mini",
-        apply_edit_model: str = "gpt-4.1-mini",
-        diversity_temperature: float = 1.0,
-        gradient_batch_size: int = 4,
-        val_batch_size: int = 16,
-        beam_width: int = 4,
-        branch_factor: int = 4,
-        beam_rounds: int = 3,
-        rollout_batch_timeout: float = 3600.0,
-        run_initial_validation: bool = True,
         max_metric_calls: int | None = None,
         perfect_score: float | None = 1.0,
         output_dir: str | Path = "apo-out",
         seed: int = 0,
+        **agent_lightning: Any,
     ) -> None:
-        for name, value in (("gradient_batch_size", gradient_batch_size), ("val_batch_size", val_batch_size),
-                            ("beam_width", beam_width), ("branch_factor", branch_factor),
-                            ("beam_rounds", beam_rounds)):  # fmt: skip
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        self.options = options = APOOptions.merged(options, agent_lightning)
         self.chat = ChatModel(async_openai_client, use_litellm=use_litellm)
-        self.settings = SearchSettings(gradient_model, apply_edit_model, diversity_temperature)
-        self.gradient_batch_size, self.val_batch_size = gradient_batch_size, val_batch_size
-        self.beam_width, self.branch_factor, self.beam_rounds = beam_width, branch_factor, beam_rounds
-        self.rollout_batch_timeout, self.run_initial_validation = rollout_batch_timeout, run_initial_validation
+        self.settings = SearchSettings(options.gradient_model, options.apply_edit_model, options.diversity_temperature)
+        self.gradient_batch_size, self.val_batch_size = options.gradient_batch_size, options.val_batch_size
+        self.beam_width, self.branch_factor = options.beam_width, options.branch_factor
+        self.beam_rounds = options.beam_rounds
+        self.rollout_batch_timeout = options.rollout_batch_timeout
+        self.run_initial_validation = options.run_initial_validation
         self.max_metric_calls, self.output_dir, self.seed = max_metric_calls, Path(output_dir), seed
         self.perfect_score = perfect_score
         self._best: PromptTemplate | None = None

@@ -148,7 +148,7 @@ class TrainingOptions:
 
 # A facade's keyword from before `TrainingOptions` (0.1) that is not one of its fields -> its spelling now.
 MOVED_ELSEWHERE = {
-    "rollout_timeout_s": "Trainer(rollout_timeout_s=...)",
+    "rollout_timeout_s": "Trainer(settings=RunSettings(rollout_timeout_s=...))",
     "estimator": "TrainingOptions(advantage=<the estimator>)",
     "max_tokens": "TrainingOptions(sampling=Sampling(max_tokens=...))",
     "temperature": "TrainingOptions(sampling=Sampling(temperature=...))",

@@ -25,8 +25,12 @@ def test_a_supervisor_teams_rollout_round_trips_through_atif(tmp_path: Path) -> 
     store = tmp_path / "team.sqlite3"
     config = CollectorConfig(http_port=0, grpc_port=None, query_port=0, store_url=f"sqlite:///{store}")
     with OpenAITestServer(replies=programs.SUPERVISOR_REPLIES) as server:
-        trainer = agl.Trainer(n_runners=1, collector=config, capture_content=True,
-                              initial_resources={"main_llm": agl.LLM(server.base_url, "agl-tiny")})  # fmt: skip
+        trainer = agl.Trainer(
+            n_runners=1,
+            collector=config,
+            initial_resources={"main_llm": agl.LLM(server.base_url, "agl-tiny")},
+            runner_options=agl.RunnerOptions(capture_content=True),
+        )
         result = trainer.dev("tests.frameworks.langgraph.programs:supervisor_rollout",
                              [{"task_id": "sum", "question": "What is 2 + 3?"}], print_spans=False)  # fmt: skip
     assert [r["reward"] for r in result.train[0].rollouts] == [1.0]
