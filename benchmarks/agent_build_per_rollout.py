@@ -1,6 +1,6 @@
 """What building a LangChain agent per rollout costs: ChatOpenAI's default HTTP clients vs one shared TLS context.
 
-    python benchmarks/agent_build_per_rollout.py [--rollouts 200]
+    python -m benchmarks.agent_build_per_rollout [--rollouts 200]
 
 Trainers give each rollout its own base URL (`LLM.get_base_url(rollout_id, attempt_id)`, as Agent Lightning does),
 and agents such as the spider tutorial's build their ChatOpenAI inside the rollout. langchain_openai caches its
@@ -16,7 +16,6 @@ Nothing is sent: construction only. Needs the [langchain] extra; run from the re
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,9 +24,11 @@ from pathlib import Path
 import httpx
 from langchain_openai import ChatOpenAI
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "spider"))
-import sql_graph  # the example folder is not a package: found through sys.path
-from synthetic_spider import build
+from lightning_otel.agent_api.script_folder import import_from_folder
+
+sql_graph, synthetic_spider = import_from_folder(Path(__file__).resolve().parents[1] / "examples" / "spider",
+                                               "sql_graph", "synthetic_spider")  # fmt: skip
+build = synthetic_spider.build
 
 
 def default_llm(url: str) -> ChatOpenAI:

@@ -3,8 +3,8 @@ capable editor might write, each keeping the template's six placeholders, run on
 SmolLM2 (`apo_room_selector.py`) proposed no edit that kept them; this says whether an edit that did could have
 scored, i.e. whether the figure is the editor's limit or the agent's.
 
-    python benchmarks/apo_prompt_ceiling.py --out runs/apo_ceiling.json   # SmolLM2, about 9 min on 2 cores
-    python benchmarks/apo_prompt_ceiling.py --quick                       # the tiny model, 1 task a prompt (tests)
+    python -m benchmarks.apo_prompt_ceiling --out runs/apo_ceiling.json   # SmolLM2, about 9 min on 2 cores
+    python -m benchmarks.apo_prompt_ceiling --quick                       # the tiny model, 1 task a prompt (tests)
 
 The agent, its endpoint and the judge are `apo_room_selector.py`'s: the tutorial's `room_selector` rollout unchanged
 (greedy, as the tutorial samples it, so one run is the measurement), SmolLM2 served with a template for tools and
@@ -24,19 +24,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import lightning_otel as agl
+from benchmarks._seeded_runs import standard_error
+from benchmarks.apo_room_selector import AGENT, JUDGE, router
+from lightning_otel.agent_api.script_folder import import_from_folder
+from lightning_otel.serving.cpu_replica import serve_folder
+from lightning_otel.testing import OpenAITestServer
+from lightning_otel.testing.tiny_model import model_or_tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
-
-from model_with_tools import with_tools_template  # noqa: E402
-from room_selector import ROOMS, room_selector  # noqa: E402
-from room_selector_apo import load_train_val_dataset  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks.apo_room_selector import AGENT, JUDGE, router  # noqa: E402
-from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
-from lightning_otel.testing import OpenAITestServer  # noqa: E402
-from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
+(model_with_tools,) = import_from_folder(ROOT / "examples" / "calculator", "model_with_tools")
+room_selector_module, room_selector_apo = import_from_folder(ROOT / "examples" / "apo", "room_selector",
+                                                             "room_selector_apo")  # fmt: skip
+with_tools_template = model_with_tools.with_tools_template
+ROOMS, room_selector = room_selector_module.ROOMS, room_selector_module.room_selector
+load_train_val_dataset = room_selector_apo.load_train_val_dataset
 
 SEED = ("Find a room on {date} at {time} for {duration_min} minutes, {attendees} attendees. Needs: {needs}. "
         "Accessible required: {accessible_required}")  # fmt: skip

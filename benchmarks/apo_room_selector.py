@@ -2,8 +2,8 @@
 agent's model, and as APO's critique and edit models: does prompt optimisation find a better prompt for a 135M
 model, as a user with no hosted model would run it?
 
-    python benchmarks/apo_room_selector.py --seeds 0 --workdir runs/apo --out runs/apo.json   # SmolLM2, ~1 h a seed
-    python benchmarks/apo_room_selector.py --quick                            # the tiny model (tests)
+    python -m benchmarks.apo_room_selector --seeds 0 --workdir runs/apo --out runs/apo.json   # SmolLM2, ~1 h a seed
+    python -m benchmarks.apo_room_selector --quick                            # the tiny model (tests)
 
 The tutorial's script (`room_selector_apo.py`: APO with the tutorial's arguments, 8 train and 8 validation tasks)
 talks to one OpenAI-compatible endpoint, as the tutorial's reader's does. Here that endpoint routes by model name:
@@ -33,16 +33,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._seeded_runs import finish
+from lightning_otel.agent_api.script_folder import import_from_folder
+from lightning_otel.serving.cpu_replica import serve_folder
+from lightning_otel.testing import OpenAITestServer, Reply, ToolCall
+from lightning_otel.testing.tiny_model import model_or_tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "apo"), str(ROOT / "examples" / "calculator")]
-
-from model_with_tools import with_tools_template  # noqa: E402
-from room_selector import ROOMS  # noqa: E402
-
-from benchmarks._seeded_runs import finish  # noqa: E402
-from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
-from lightning_otel.testing import OpenAITestServer, Reply, ToolCall  # noqa: E402
-from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
+(model_with_tools,) = import_from_folder(ROOT / "examples" / "calculator", "model_with_tools")
+(room_selector,) = import_from_folder(ROOT / "examples" / "apo", "room_selector")
+with_tools_template, ROOMS = model_with_tools.with_tools_template, room_selector.ROOMS
 
 JUDGE = "strict-exact-judge"
 AGENT = "smollm2"

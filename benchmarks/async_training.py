@@ -1,9 +1,9 @@
 """Asynchronous training (`max_staleness` 1 and 2) against synchronous steps, at equal trained samples, on a CPU
 task with the long-tailed latencies real agents have.
 
-    python benchmarks/async_training.py                    # seeds 0 1 2 x {sync, k=1, k=2}, 16 steps each
-    python benchmarks/async_training.py --seeds 0 --steps 8 --out runs/async.json
-    python benchmarks/async_training.py --quick            # tiny sizes: that it runs (the tests run it)
+    python -m benchmarks.async_training                    # seeds 0 1 2 x {sync, k=1, k=2}, 16 steps each
+    python -m benchmarks.async_training --seeds 0 --steps 8 --out runs/async.json
+    python -m benchmarks.async_training --quick            # tiny sizes: that it runs (the tests run it)
 
 The task (fixed before the first run; only the learning rate changed after it, see below): "Door k: left or right?",
 one token of reply; the tiny policy cannot read, so the reply's first letter picks the door (a-m: left, about 40%
@@ -30,8 +30,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import every_arm, finish, standard_error

@@ -1,10 +1,10 @@
 """The tool-calling row of the SmolLM2 learning table: the calculator agent (examples/calculator, LangGraph's ReAct
 agent) trained by GRPO after a warm start on arithmetic drills, over seeds, with every run reported.
 
-    python benchmarks/calculator_learning.py --seeds 0 1 2 --out runs/calculator.json   # about 40 min a seed
-    python benchmarks/calculator_learning.py --algorithms grpo dpo --seeds 0            # DPO at equal rollouts
-    python benchmarks/calculator_learning.py --reuse --algorithms grpo dpo               # the table from kept runs
-    python benchmarks/calculator_learning.py --quick                                     # the tiny model (tests)
+    python -m benchmarks.calculator_learning --seeds 0 1 2 --out runs/calculator.json   # about 40 min a seed
+    python -m benchmarks.calculator_learning --algorithms grpo dpo --seeds 0            # DPO at equal rollouts
+    python -m benchmarks.calculator_learning --reuse --algorithms grpo dpo               # the table from kept runs
+    python -m benchmarks.calculator_learning --quick                                     # the tiny model (tests)
 
 Each seed is `python examples/calculator/train_calculator.py train --seed S` (that script's docstring has the
 design): the untrained model, a warm start on 16 drills against a scripted teacher (the tool call's format, not the
@@ -25,13 +25,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import lightning_otel as agl
+from benchmarks._seeded_runs import finish, pooled_comparison, standard_error
+from lightning_otel.agent_api.script_folder import import_from_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "calculator")]
-
-import train_calculator  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from benchmarks._seeded_runs import finish, pooled_comparison, standard_error  # noqa: E402
+(train_calculator,) = import_from_folder(ROOT / "examples" / "calculator", "train_calculator")
 
 
 def one_run(algorithm: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

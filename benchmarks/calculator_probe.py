@@ -2,8 +2,8 @@
 tool, how often the call parses, how often its final number is right. The first row of the tool-calling task in the
 SmolLM2 learning table, and what decides whether GRPO has anything to start from.
 
-    python benchmarks/calculator_probe.py --model smollm2 --problems 32    # SmolLM2-135M-Instruct (about 3 min)
-    python benchmarks/calculator_probe.py --quick                           # the tiny model, 2 problems (tests)
+    python -m benchmarks.calculator_probe --model smollm2 --problems 32    # SmolLM2-135M-Instruct (about 3 min)
+    python -m benchmarks.calculator_probe --quick                           # the tiny model, 2 problems (tests)
 
 The agent runs as in training (`Trainer.dev` through the policy gateway, 2 runners) against a CPU replica of the
 model, sampled at temperature 1 with replies of at most 96 tokens. The replica serves a copy of the model folder
@@ -19,17 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import lightning_otel as agl
+from benchmarks._seeded_runs import standard_error
+from benchmarks._two_choices import MODELS
+from lightning_otel.agent_api.script_folder import import_from_folder
+from lightning_otel.serving.cpu_replica import serve_folder
+from lightning_otel.testing.tiny_model import model_or_tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "calculator")]
-
-from calculator_agent import calculator_rollout, word_problems  # noqa: E402
-from model_with_tools import with_tools_template  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._two_choices import MODELS  # noqa: E402
-from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
-from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
+calculator_agent, model_with_tools = import_from_folder(ROOT / "examples" / "calculator", "calculator_agent",
+                                                        "model_with_tools")  # fmt: skip
+calculator_rollout, word_problems = calculator_agent.calculator_rollout, calculator_agent.word_problems
+with_tools_template = model_with_tools.with_tools_template
 
 
 def probe(model: str, problems: int, seed: int, workdir: Path) -> dict:

@@ -1,6 +1,6 @@
 """Added time per LLM call: uninstrumented vs lightning-otel vs OpenInference, paired in one process run.
 
-    python benchmarks/capture_overhead.py [--calls 1500] [--prompt-words 120] [--back-to-back]
+    python -m benchmarks.capture_overhead [--calls 1500] [--prompt-words 120] [--back-to-back]
 
 The OpenAI-compatible test server runs in a child process (vLLM-format token ids from the tiny tokenizer).
 Every condition sends the same request body (token-id parameters included), so the server does the same work

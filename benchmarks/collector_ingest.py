@@ -1,6 +1,6 @@
 """Collector throughput and latency: the `agl-otel-collector` process under OTLP/HTTP load from other processes.
 
-    python benchmarks/collector_ingest.py [--store sqlite|postgresql|both] [--seconds 10] [--big-store 1000000]
+    python -m benchmarks.collector_ingest [--store sqlite|postgresql|both] [--seconds 10] [--big-store 1000000]
 
 Measures, with acknowledgement only after commit:
 1. sustained ingest: 4 sender processes, each looping 512-span protobuf batches (the SDK's default batch size),
@@ -32,9 +32,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.collector.otlp_factory import make_request, make_span
+from lightning_otel.testing.otlp_factory import make_request, make_span
 
 PB = {"content-type": "application/x-protobuf"}
 BATCH = 512
@@ -424,7 +422,7 @@ def main() -> None:
     if args.store in ("sqlite", "both"):
         measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds, args.big_store)
     if args.store in ("postgresql", "both"):
-        from tests.collector.pg_cluster import ThrowawayPostgres
+        from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 
         cluster = ThrowawayPostgres(fsync=True).start()
         try:

@@ -1,6 +1,6 @@
 """The CPU replica answering a GRPO step's concurrent requests: batched (this version) vs one at a time (before).
 
-    python benchmarks/cpu_replica_batching.py [--requests 64] [--group-size 8] [--max-tokens 48] [--threads 1]
+    python -m benchmarks.cpu_replica_batching [--requests 64] [--group-size 8] [--max-tokens 48] [--threads 1]
 
 Same model, same prompts, same API, side by side in one run: `--requests` chat completions sent at once over HTTP
 (the OpenAI-compatible API the policy gateway forwards to) to

@@ -1,10 +1,10 @@
 """Per-call credit (`advantage="anchor"`) against outcome-only GRPO, at equal steps and rollouts, on a task designed
 for the question: the locked-doors maze.
 
-    python benchmarks/credit_assignment.py                  # 3 seeds x {grpo, anchor}, 30 steps each
-    python benchmarks/credit_assignment.py --model smollm2  # the same on SmolLM2-135M-Instruct (lr 2e-4)
-    python benchmarks/credit_assignment.py --seeds 0 --steps 10 --out runs/credit.json
-    python benchmarks/credit_assignment.py --quick          # tiny sizes: that it runs (the tests run it)
+    python -m benchmarks.credit_assignment                  # 3 seeds x {grpo, anchor}, 30 steps each
+    python -m benchmarks.credit_assignment --model smollm2  # the same on SmolLM2-135M-Instruct (lr 2e-4)
+    python -m benchmarks.credit_assignment --seeds 0 --steps 10 --out runs/credit.json
+    python -m benchmarks.credit_assignment --quick          # tiny sizes: that it runs (the tests run it)
 
 The task (fixed before any tuning; the docs' credit page says why it was chosen):
 - 8 mazes, each a row of 3 rooms. In every room one of two doors (left or right, drawn once per maze and room from
@@ -35,8 +35,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import (

@@ -1,7 +1,7 @@
 """Online DPO on the demo's task, on CPU: does the policy's reward rise beyond noise from pairs of its own rollouts?
 
-    python benchmarks/dpo_learning.py                    # 3 seeds x 30 steps, ~2 min a seed on 2 cores
-    python benchmarks/dpo_learning.py --quick            # tiny sizes: that it runs (the tests run it)
+    python -m benchmarks.dpo_learning                    # 3 seeds x 30 steps, ~2 min a seed on 2 cores
+    python -m benchmarks.dpo_learning --quick            # tiny sizes: that it runs (the tests run it)
 
 The task is `lightning-otel demo`'s: `write` answers a word "in CAPITAL LETTERS", `check` comments; the reward is the
 capital-letter share of the writer's answer; `agent_match="write"`. The policy is the demo's tiny random Qwen2
@@ -21,8 +21,6 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import every_arm, finish

@@ -1,6 +1,6 @@
 """Fault injection: what a training keeps and wastes when calls fail, under our rule against dropping whole groups.
 
-    python benchmarks/failure_rules.py [--tasks 8] [--group 8] [--rate 0.05] [--seeds 0 1 2] [--quick]
+    python -m benchmarks.failure_rules [--tasks 8] [--group 8] [--rate 0.05] [--seeds 0 1 2] [--quick]
 
 Each run is one `Trainer.fit` step (Baseline) of `--tasks` tasks x `--group` rollouts against the OpenAI-compatible
 test server, which answers 503 to a `--rate` share of the calls (seeded), with four agents in turn:
@@ -27,13 +27,10 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import lightning_otel
-from tests.programs import runtime_agents
+from lightning_otel.testing import runtime_agents
 
 AGENTS = {
     "raising": runtime_agents.four_calls,

@@ -1,9 +1,9 @@
 """The front door, measured as a user meets it: `lightning-otel train` run as a command, nothing but what the table
 says on its command line, its verdict and wall time read from the run folder it leaves.
 
-    python benchmarks/front_door.py agents              # the agents written for issue 69, SmolLM2, defaults
-    python benchmarks/front_door.py backends            # one task (the demo's), each backend with its recipe
-    python benchmarks/front_door.py --quick             # backends, the tiny model, 2 steps: that it runs (the tests)
+    python -m benchmarks.front_door agents              # the agents written for issue 69, SmolLM2, defaults
+    python -m benchmarks.front_door backends            # one task (the demo's), each backend with its recipe
+    python -m benchmarks.front_door --quick             # backends, the tiny model, 2 steps: that it runs (the tests)
 
 `agents`: examples/front_door's antonyms and reviews (one call, a format to keep), slogans (a LangGraph planner and
 writer) and inventory (a tool-calling agent, with its warm-start examples), each `lightning-otel train --model

@@ -1,9 +1,9 @@
 """A multi-turn task nobody here designed: gymnasium's FrozenLake as text, trained on SmolLM2-135M-Instruct with
 outcome-only GRPO (and, `--advantages grpo anchor`, per-call credit), at equal steps and rollouts.
 
-    python benchmarks/frozen_lake.py --out runs/lake.json    # 3 seeds x {grpo}, SmolLM2, about 8 min a run
-    python benchmarks/frozen_lake.py --advantages grpo anchor --seeds 0
-    python benchmarks/frozen_lake.py --quick                 # tiny sizes: that it runs (the tests run it)
+    python -m benchmarks.frozen_lake --out runs/lake.json    # 3 seeds x {grpo}, SmolLM2, about 8 min a run
+    python -m benchmarks.frozen_lake --advantages grpo anchor --seeds 0
+    python -m benchmarks.frozen_lake --quick                 # tiny sizes: that it runs (the tests run it)
 
 The task (the docs' "A real model" page says why, and what the first version of it measured):
 - FrozenLake-v1 from gymnasium, its default 4x4 map, not slippery (every move does what it says). Each turn the
@@ -35,8 +35,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error

@@ -1,7 +1,7 @@
 """What one OTLP/HTTP export costs the process that sends it: our exporter's kept-alive connection against the SDK's
 default transport (a `requests` session) and its urllib3 transport, side by side.
 
-    python benchmarks/otlp_export_cost.py [--exports 500] [--spans 10] [--rounds 2]
+    python -m benchmarks.otlp_export_cost [--exports 500] [--spans 10] [--rounds 2]
 
 A runner flushes a rollout's spans (~10) in one export after every rollout, so this cost is paid once per rollout.
 The collector (`agl-otel-collector`, SQLite) runs in its own process, so the figures are the sender's CPU only
@@ -18,15 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import httpx
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lightning_otel.capture.otlp_exporters import FAST_HTTP, FastHTTPSpanExporter, otlp_http_exporter
-from tests.helpers import free_port
+from lightning_otel.testing.ports import free_port
 
 
 def make_spans(count: int) -> list[ReadableSpan]:

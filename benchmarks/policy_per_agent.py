@@ -1,9 +1,9 @@
 """A policy per agent (`agent_match` as a mapping: a LoRA adapter each) against one shared policy, at equal steps and
 rollouts, on a two-role task designed for the question: the handoff.
 
-    python benchmarks/policy_per_agent.py                       # 3 seeds x {shared, per_agent}, 20 steps, tiny model
-    python benchmarks/policy_per_agent.py --model smollm2       # the same on SmolLM2-135M-Instruct
-    python benchmarks/policy_per_agent.py --quick               # tiny sizes: that it runs (the tests run it)
+    python -m benchmarks.policy_per_agent                       # 3 seeds x {shared, per_agent}, 20 steps, tiny model
+    python -m benchmarks.policy_per_agent --model smollm2       # the same on SmolLM2-135M-Instruct
+    python -m benchmarks.policy_per_agent --quick               # tiny sizes: that it runs (the tests run it)
 
 The task (fixed before any run; the docs' "A policy per agent" page says why):
 - 8 tasks. In each, a planner is asked "Task k: plan the call. Argument: left or right?" and replies with one token;
@@ -34,8 +34,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import (

@@ -1,6 +1,6 @@
 """The reward-model service under concurrent load: micro-batching against one forward pass per request, side by side.
 
-    python benchmarks/reward_model_service.py [--requests 200] [--concurrency 50] [--model DIR]
+    python -m benchmarks.reward_model_service [--requests 200] [--concurrency 50] [--model DIR]
 
 The same model (default: the tiny offline Qwen2 with a one-label head) behind the real service (`lightning-otel
 reward-model serve`, its own process, so the clients do not share its interpreter) on loopback, driven by
@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def conversations(count: int) -> list[list[dict[str, str]]]:

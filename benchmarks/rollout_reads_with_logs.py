@@ -1,6 +1,6 @@
 """What putting log records beside their spans costs the trainer's hot path: reading one rollout's spans.
 
-    python benchmarks/rollout_reads_with_logs.py [--spans 2000] [--other-logs 20000] [--quick]
+    python -m benchmarks.rollout_reads_with_logs [--spans 2000] [--other-logs 20000] [--quick]
 
 One SQLite store holds two rollouts of `--spans` LLM-call spans each (40 prompt and 20 response token ids, an
 agent, an operation) and `--other-logs` log records of other traces; the second rollout has one record a span. Side by
@@ -17,9 +17,6 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
@@ -27,7 +24,7 @@ from lightning_otel.collector.log_records import attach_logs, rows_of, write_log
 from lightning_otel.collector.otlp_decoding import records_of
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.stores import open_store
-from tests.collector.otlp_factory import make_request, make_span, span_id, trace_id
+from lightning_otel.testing.otlp_factory import make_request, make_span, span_id, trace_id
 
 READS = 20
 CALL = {"agl.llm.prompt_token_ids": list(range(40)), "agl.llm.response_token_ids": list(range(20))}

@@ -2,8 +2,8 @@
 `LocalEngine.save_weights_and_get_sampler` does, and what lets a policy per agent keep one base in memory) against a
 deep copy of the whole model (what it did before), side by side on the same engine.
 
-    python benchmarks/sampler_snapshot.py                   # SmolLM2-135M-Instruct (built offline), 5 snapshots each
-    python benchmarks/sampler_snapshot.py --model tiny --quick
+    python -m benchmarks.sampler_snapshot                   # SmolLM2-135M-Instruct (built offline), 5 snapshots each
+    python -m benchmarks.sampler_snapshot --model tiny --quick
 
 Prints, for each way: the median seconds per snapshot, and the bytes of parameters the snapshot holds of its own
 (not shared with the training model); then the ratios.
@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def own_bytes(snapshot: object, model: object) -> int:

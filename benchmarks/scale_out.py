@@ -1,7 +1,7 @@
 """Scale-out: rollouts/s with 1, 2 and 4 runners as Ray actors (and as local processes beside them) against the agent
 alone; spans/s acknowledged after commit with 1 and 2 collectors on one PostgreSQL.
 
-    python benchmarks/scale_out.py [--rollouts 1000] [--runners 1,2,4] [--seconds 10] [--quick]
+    python -m benchmarks.scale_out [--rollouts 1000] [--runners 1,2,4] [--seconds 10] [--quick]
 
 (a) `Trainer.fit` with a Baseline over `--rollouts` tasks of the `four_calls` agent (four sequential chat calls by two
     named agents) against the zero-latency OpenAI-compatible test server in its own process (trainer_throughput.py's
@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import lightning_otel
@@ -32,7 +31,7 @@ from benchmarks.capture_overhead import start_server
 from benchmarks.collector_ingest import collectors_rate
 from benchmarks.trainer_throughput import uninstrumented
 from lightning_otel.collector import EmbeddedCollector
-from tests.programs.runtime_agents import four_calls
+from lightning_otel.testing.runtime_agents import four_calls
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -93,7 +92,7 @@ def runner_scaling(rollouts: int, concurrency: int, counts: list[int], *, start_
 
 
 def collector_scaling(seconds: float) -> None:
-    from tests.collector.pg_cluster import ThrowawayPostgres
+    from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 
     cluster = ThrowawayPostgres(fsync=True).start()
     try:

@@ -1,7 +1,7 @@
 """The local engine's update with a group's shared prompt read once, beside reading every row whole, same run.
 
-    python benchmarks/shared_prefix_update.py [--model smollm2] [--prompt-tokens 300] [--repeats 3]
-    python benchmarks/shared_prefix_update.py --quick          # the tiny model, small sizes (the tests)
+    python -m benchmarks.shared_prefix_update [--model smollm2] [--prompt-tokens 300] [--repeats 3]
+    python -m benchmarks.shared_prefix_update --quick          # the tiny model, small sizes (the tests)
 
 A step of an agent whose prompt carries instructions and a tool's schema: 4 tasks x 8 rollouts, each rollout two
 calls (the first continues the task's prompt, the second the prompt, the first reply and a tool's answer), so every

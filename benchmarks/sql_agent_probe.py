@@ -3,8 +3,8 @@ example's CPU profile) on the Spider-format validation split: execution accuracy
 query extracted, a query SQLite refuses, a query that runs and returns other rows). The first row of the SQL task in
 the SmolLM2 learning table.
 
-    python benchmarks/sql_agent_probe.py --model smollm2 --questions 100   # SmolLM2-135M-Instruct
-    python benchmarks/sql_agent_probe.py --quick                           # the tiny model, 2 questions (tests)
+    python -m benchmarks.sql_agent_probe --model smollm2 --questions 100   # SmolLM2-135M-Instruct
+    python -m benchmarks.sql_agent_probe --quick                           # the tiny model, 2 questions (tests)
 
 The data is the example's offline Spider-format set (built on first use, as `train_sql_agent.py cpu` does); the
 agent runs as in training (`Trainer.dev` through the policy gateway, 2 runners) against a CPU replica of the model,
@@ -20,17 +20,22 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import lightning_otel as agl
+from benchmarks._seeded_runs import standard_error
+from benchmarks._two_choices import MODELS
+from lightning_otel.agent_api.script_folder import import_from_folder
+from lightning_otel.serving.cpu_replica import serve_folder
+from lightning_otel.testing.tiny_model import model_or_tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "spider")]
-
-from prepare_dataset import data_ready, default_data_dir, prepare  # noqa: E402
-from recorded_sql_agent import RecordingSQLAgent  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from benchmarks._seeded_runs import standard_error  # noqa: E402
-from benchmarks._two_choices import MODELS  # noqa: E402
-from lightning_otel.serving.cpu_replica import serve_folder  # noqa: E402
-from lightning_otel.testing.tiny_model import model_or_tiny  # noqa: E402
+prepare_dataset, recorded_sql_agent = import_from_folder(ROOT / "examples" / "spider", "prepare_dataset",
+                                                          "recorded_sql_agent")  # fmt: skip
+data_ready, default_data_dir, prepare = (
+    prepare_dataset.data_ready,
+    prepare_dataset.default_data_dir,
+    prepare_dataset.prepare,
+)
+RecordingSQLAgent = recorded_sql_agent.RecordingSQLAgent
 
 
 def main() -> int:

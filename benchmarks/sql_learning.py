@@ -1,9 +1,9 @@
 """The SQL row of the SmolLM2 learning table: the seeds' SQL agent (examples/spider, LangGraph, `agent_match="write"`)
 trained by GRPO after a light warm start, over seeds, with every run reported.
 
-    python benchmarks/sql_learning.py --seeds 0 1 2 --out runs/sql.json   # about 30 min a seed
-    python benchmarks/sql_learning.py --reuse                             # the table from kept runs
-    python benchmarks/sql_learning.py --quick                             # the tiny model (tests)
+    python -m benchmarks.sql_learning --seeds 0 1 2 --out runs/sql.json   # about 30 min a seed
+    python -m benchmarks.sql_learning --reuse                             # the table from kept runs
+    python -m benchmarks.sql_learning --quick                             # the tiny model (tests)
 
 Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the
 untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
@@ -22,13 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import lightning_otel as agl
+from benchmarks._seeded_runs import finish, pooled_comparison, standard_error
+from lightning_otel.agent_api.script_folder import import_from_folder
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "spider")]
-
-import train_sql_smollm2  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from benchmarks._seeded_runs import finish, pooled_comparison, standard_error  # noqa: E402
+(train_sql_smollm2,) = import_from_folder(ROOT / "examples" / "spider", "train_sql_smollm2")
 
 
 def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The Tinker backend's step time through traces, beside the same RL loop written directly against the engine.
 
-    python benchmarks/tinker_step_time.py [--steps 10] [--batch-size 4] [--group-size 8] [--max-tokens 16]
+    python -m benchmarks.tinker_step_time [--steps 10] [--batch-size 4] [--group-size 8] [--max-tokens 16]
 
 Both sides train the same local engine (the tiny offline Qwen2, LoRA rank 32) on hello.py's task with the same
 sampling, loss (`importance_sampling`) and advantages, side by side in one run:
@@ -21,16 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import lightning_otel as agl
+from benchmarks._rollout_phases import format_run_phases, run_phases
+from lightning_otel.agent_api.script_folder import import_from_folder
+from lightning_otel.collector import EmbeddedCollector
+from lightning_otel.testing.tiny_model import save_tiny_model
+from lightning_otel.training.tinker.types import AdamParams, Datum, SamplingParams
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "tinker"))
-
-import hello  # noqa: E402  (the example's task, agent and reward)
-from _rollout_phases import format_run_phases, run_phases  # noqa: E402
-
-import lightning_otel as agl  # noqa: E402
-from lightning_otel.collector import EmbeddedCollector  # noqa: E402
-from lightning_otel.testing.tiny_model import save_tiny_model  # noqa: E402
-from lightning_otel.training.tinker.types import AdamParams, Datum, SamplingParams  # noqa: E402
+(hello,) = import_from_folder(ROOT / "examples" / "tinker", "hello")  # the example's task, agent and reward
 
 
 def direct_loop(model: Path, tasks: list[dict], args: argparse.Namespace) -> list[float]:

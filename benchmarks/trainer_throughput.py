@@ -1,6 +1,6 @@
 """Trainer runtime throughput: rollouts/s end to end, and adapter throughput on stored rollouts.
 
-    python benchmarks/trainer_throughput.py [--rollouts 2000] [--adapter-rollouts 10000]
+    python -m benchmarks.trainer_throughput [--rollouts 2000] [--adapter-rollouts 10000]
                                             [--agl-python /tmp/al03/bin/python] [--repeats N] [--target-only]
 
 (a) End to end: `Trainer.fit` with a Baseline over `--rollouts` tasks; each rollout is the `four_calls` agent (four
@@ -41,14 +41,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # At module level only what a training script has: runner processes start by importing the main module again, as
 # they would a user's script, and the harness (test server, collector, adapter, timing) is imported where it is used
 import lightning_otel
-from tests.programs import runtime_agents
-from tests.programs.runtime_agents import four_calls
+from lightning_otel.testing import runtime_agents
+from lightning_otel.testing.runtime_agents import four_calls
 
 
 class CpuMeter:

@@ -1,7 +1,7 @@
 """Seconds per GRPO step on CPU: our path vs verl's own agent loop, same tiny model, same batch, same reward.
 
-    python benchmarks/verl_step_time.py [--steps 12]                   # CPU: needs the [demo] extra (verl, torch)
-    python benchmarks/verl_step_time.py --device cuda [--steps 12]     # GPU: vLLM replicas (benchmarks/gpu/)
+    python -m benchmarks.verl_step_time [--steps 12]                   # CPU: needs the [demo] extra (verl, torch)
+    python -m benchmarks.verl_step_time --device cuda [--steps 12]     # GPU: vLLM replicas (benchmarks/gpu/)
 
 - ours: `Trainer` + `VERL`: an instrumented agent (one OpenAI chat call) in a runner process calls the policy
   gateway, which forwards to the CPU replica; spans go over OTLP to the embedded collector; the trainer reads them

@@ -13,7 +13,7 @@ import httpx
 
 from lightning_otel.collector.client import Client
 from lightning_otel.collector.server import EmbeddedCollector
-from tests.collector.otlp_factory import make_request, make_span
+from lightning_otel.testing.otlp_factory import make_request, make_span
 
 RUN_ID = "run-export"
 # The tools the `write` calls offered, in the conventions' shape (the `check` calls offered none).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -11,13 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning_otel import semconv
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (for a server that must be told its port before it starts)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from lightning_otel.testing.ports import free_port  # noqa: F401  (the tests import it from here)
 
 
 def attrs(span: Any) -> dict[str, Any]:
@@ -34,10 +27,10 @@ def assert_ids_match_server_response(span: Any, response: dict[str, Any], choice
 
 
 def run_benchmark_quick(root: Path, name: str, expected: Sequence[str], timeout: float) -> None:
-    """`python benchmarks/NAME.py --quick` from the checkout, as a reader runs it: exits 0 and prints `expected`."""
+    """`python -m benchmarks.NAME --quick` from the checkout, as a reader runs it: exits 0 and prints `expected`."""
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     done = subprocess.run(
-        [sys.executable, f"benchmarks/{name}.py", "--quick"],
+        [sys.executable, "-m", f"benchmarks.{name}", "--quick"],
         cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

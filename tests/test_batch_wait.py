@@ -16,7 +16,7 @@ from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client
 from lightning_otel.collector.client import otlp_endpoint_for
 from lightning_otel.runtime.training_run import TrainingRun
-from tests.collector.otlp_factory import make_request, make_span
+from lightning_otel.testing.otlp_factory import make_request, make_span
 
 
 class CountingClient(Client):

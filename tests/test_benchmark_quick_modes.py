@@ -1,11 +1,12 @@
 """Benchmarks cannot rot unseen: each one's `--quick` mode (tiny sizes, seconds) runs here, as a reader would run it
-(`python benchmarks/NAME.py --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
+(`python -m benchmarks.NAME --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
 what it measured is not a measurement (rollouts lost, nothing exported, steps missing), so that fails here too.
 The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py);
 scale_out's beside the multi-node test (tests/collector/test_multi_node_training.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,16 @@ def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
 @pytest.mark.parametrize("name", sorted(HERE))
 def test_quick_mode_runs_and_prints_its_comparison(name: str) -> None:
     run_benchmark_quick(ROOT, name, HERE[name], timeout=300)
+
+
+def test_benchmarks_are_modules_that_neither_edit_sys_path_nor_import_the_tests() -> None:
+    """`python -m benchmarks.NAME` from the checkout: what benchmarks share with the tests is in
+    lightning_otel.testing, an example's modules come through `import_from_folder`."""
+    offenders = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        text = path.read_text()
+        if re.search(r"\bsys\.path\b", text):
+            offenders.append(f"{path.name}: edits sys.path")
+        if re.search(r"^\s*(from tests[. ]|import tests\b)", text, re.MULTILINE):
+            offenders.append(f"{path.name}: imports tests/")
+    assert not offenders, offenders

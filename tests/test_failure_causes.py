@@ -14,8 +14,7 @@ import pytest
 import lightning_otel
 from lightning_otel.agent_api import failures
 from lightning_otel.runner.failure_causes import cause_of_exception, outcome_of, with_swallowed_failures
-from lightning_otel.testing import OpenAITestServer
-from tests.programs import runtime_agents
+from lightning_otel.testing import OpenAITestServer, runtime_agents
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 

@@ -217,7 +217,7 @@ class GatewayBaseline(lightning_otel.Algorithm):
 def test_a_bare_agents_calls_are_all_read_although_the_gateway_exports_in_batches(
     flush_before_read: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.programs.runtime_agents import bare_http_agent
+    from lightning_otel.testing.runtime_agents import bare_http_agent
 
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # the gateway's batches leave after a minute, or on flush
 

@@ -156,7 +156,7 @@ def test_an_anthropic_sdk_agents_sub_agent_is_selected_by_name_in_a_dry_run_thro
 ) -> None:
     """The SDK records nothing with token ids in a runner; the gateway does, under the traceparent of the agent the
     request was made in. `agent_match` on a sub-agent's name selects exactly its calls, with the replica's ids."""
-    from tests.programs import runtime_agents
+    from lightning_otel.testing import runtime_agents
 
     def model(body: dict[str, Any]) -> str | Reply:  # a tool call first, then an answer from its result
         answered = any(message["role"] == "tool" for message in body["messages"])

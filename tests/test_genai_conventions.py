@@ -24,8 +24,7 @@ from lightning_otel.capture.message_content import input_messages
 from lightning_otel.capture.settings import CaptureSettings, ContentCapture, settings
 from lightning_otel.collector import CollectorConfig, EmbeddedCollector
 from lightning_otel.export.dataset_export import export_dataset
-from lightning_otel.testing import OpenAITestServer
-from tests.programs import runtime_agents
+from lightning_otel.testing import OpenAITestServer, runtime_agents
 
 
 def test_the_switch_is_the_conventions_own_comma_separated_list() -> None:

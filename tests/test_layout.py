@@ -68,7 +68,9 @@ ALLOWED: dict[str, set[str]] = {
     # an ATIF import re-tokenizes with a model's chat template when asked (a model by name, the chat tokenizer)
     "export": {"adapters", "collector", "models", "lightning_otel.serving.sampler_api"},
     # test support; `model_or_tiny` resolves a model by name (models) or builds the tiny one
-    "testing": {"capture", "serving", "models"},
+    # test support shared with the benchmarks; the agents runner processes import in tests (agent_api); spans built
+    # for the collector's tests decoded as the collector decodes them
+    "testing": {"capture", "serving", "models", "agent_api", "lightning_otel.collector.otlp_decoding"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
     "rewards": {"capture", "lightning_otel.collector.auth", "lightning_otel.collector.declared_bodies"},

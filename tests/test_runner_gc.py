@@ -14,7 +14,7 @@ import pytest
 import lightning_otel
 from lightning_otel.runner.runner_gc import GC_ENV
 from lightning_otel.testing import OpenAITestServer
-from tests.programs.runtime_agents import heap_settled_agent
+from lightning_otel.testing.runtime_agents import heap_settled_agent
 
 PROBE = (
     "import gc, json; from lightning_otel.runner.runner_gc import settle_heap; settled = settle_heap(); "

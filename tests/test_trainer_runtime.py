@@ -19,9 +19,8 @@ import pytest
 import lightning_otel
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
-from lightning_otel.testing import OpenAITestServer
+from lightning_otel.testing import OpenAITestServer, runtime_agents
 from tests.helpers import free_port
-from tests.programs import runtime_agents
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "sql_agent"))  # the example as its users import it
@@ -177,7 +176,7 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
     with EmbeddedCollector(config) as addresses, OpenAITestServer() as server:
         runner = subprocess.Popen(
             [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
-             "--agent", "tests.programs.runtime_agents:flaky_agent", "--auth-token", "s3cret"],
+             "--agent", "lightning_otel.testing.runtime_agents:flaky_agent", "--auth-token", "s3cret"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
@@ -188,7 +187,8 @@ def test_a_runner_started_elsewhere_joins_a_training_and_stops_cleanly(tmp_path:
                 initial_resources={"main_llm": llm(server)},
             )
             # by name: with n_runners=0 the trainer never imports the agent (its environment may lack its libraries)
-            result = trainer.fit("tests.programs.runtime_agents:flaky_agent", [{"question": f"q{i}"} for i in range(6)])
+            tasks = [{"question": f"q{i}"} for i in range(6)]
+            result = trainer.fit("lightning_otel.testing.runtime_agents:flaky_agent", tasks)
             assert result.train[0].metrics()["succeeded"] == 6
             assert len(result.train[0].triplets()) == 6
             assert_ids_are_the_servers(server, result.train[0].triplets())
@@ -206,7 +206,7 @@ def test_a_runner_started_for_a_training_that_never_comes_stops_after_its_idle_b
         began = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
-             "--agent", "tests.programs.runtime_agents:flaky_agent", "--idle-stop-s", "1"],
+             "--agent", "lightning_otel.testing.runtime_agents:flaky_agent", "--idle-stop-s", "1"],
             cwd=ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -274,7 +274,7 @@ def test_a_runner_outlives_a_collector_restart(tmp_path: Path) -> None:
                                                             "model": "agl-tiny"}})  # fmt: skip
         runner = subprocess.Popen(
             [sys.executable, "-m", "lightning_otel.cli", "runner", "--collector", addresses.query,
-             "--agent", "tests.programs.runtime_agents:flaky_agent", "--max-rollouts", "2"],
+             "--agent", "lightning_otel.testing.runtime_agents:flaky_agent", "--max-rollouts", "2"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
@@ -301,7 +301,7 @@ def test_train_dev_cli_runs_a_dataset_file_through_trainer_dev(tmp_path: Path) -
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"question": "q1"}\n\n{"question": "q2", "fail_attempts": 9}\n')
     command = [sys.executable, "-m", "lightning_otel.cli", "train", "--dev", "--test-server", "--train", str(tasks),
-               "--agent", "tests.programs.runtime_agents:flaky_agent", "--agent-match", "^solo$"]  # fmt: skip
+               "--agent", "lightning_otel.testing.runtime_agents:flaky_agent", "--agent-match", "^solo$"]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "dev summary" in done.stdout and "rollouts 2  succeeded 1  failed 1" in done.stdout
@@ -316,7 +316,8 @@ def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Pa
     pd.DataFrame([{"question": "q1"}, {"question": "q2"}]).to_parquet(tasks)
     with EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3", fresh=True) as addresses:
         command = [sys.executable, "-m", "lightning_otel.cli", "train", "--dev", "--test-server", "--train", str(tasks),
-                   "--agent", "tests.programs.runtime_agents:flaky_agent", "--collector", addresses.query]  # fmt: skip
+                   "--agent", "lightning_otel.testing.runtime_agents:flaky_agent",
+                   "--collector", addresses.query]  # fmt: skip
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         with Client(addresses.query) as client:
@@ -327,7 +328,8 @@ def test_train_cli_uses_a_running_collector_and_reads_parquet_tasks(tmp_path: Pa
     notify = tmp_path / "policy.json"
     bare = [*command[:-2], "--gateway", "--agent-match", "^solver$", "--collector-port", str(port),
             "--policy-notify-file", str(notify)]  # fmt: skip
-    bare[bare.index("tests.programs.runtime_agents:flaky_agent")] = "tests.programs.runtime_agents:bare_http_agent"
+    agents = "lightning_otel.testing.runtime_agents"
+    bare[bare.index(f"{agents}:flaky_agent")] = f"{agents}:bare_http_agent"
     done = subprocess.run(bare, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "samples 4" in done.stdout  # 2 tasks x 2 calls, recorded by the gateway, named by the header

@@ -41,7 +41,7 @@ case "${1:-}" in
     ;;
   run)
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-    python3 benchmarks/verl_step_time.py --device cuda --steps "${STEPS:-12}"
+    python3 -m benchmarks.verl_step_time --device cuda --steps "${STEPS:-12}"
     ;;
   *)
     echo "usage: $0 prepare | install | run" >&2

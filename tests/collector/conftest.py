@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[object]:
     """One throwaway PostgreSQL cluster per test session; each test gets its own database."""
-    from tests.collector.pg_cluster import ThrowawayPostgres, find_pg_bin
+    from lightning_otel.testing.pg_cluster import ThrowawayPostgres, find_pg_bin
 
     if find_pg_bin() is None:  # never a quiet skip: the README's test command installs them first
         pytest.fail("PostgreSQL server binaries missing: run `bash .ci/prerequisites` (apt-get install postgresql)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.collector.otlp_factory import make_request
+from lightning_otel.testing.otlp_factory import make_request
 
 PB = {"content-type": "application/x-protobuf"}
 

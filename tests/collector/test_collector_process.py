@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from lightning_otel.testing.otlp_factory import make_request, make_span
 from tests.collector.helpers import PB, CollectorProcess
-from tests.collector.otlp_factory import make_request, make_span
 
 
 def test_ready_lines_env_configuration_and_sigterm(tmp_path: Path) -> None:

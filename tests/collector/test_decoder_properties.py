@@ -23,7 +23,7 @@ from lightning_otel.collector.otlp_decoding import DecodeError, decode_json, dec
 from lightning_otel.collector.otlp_json import traces_data_json
 from lightning_otel.collector.store import StoredSpan
 from lightning_otel.collector.stores import open_store
-from tests.collector.otlp_factory import make_request
+from lightning_otel.testing.otlp_factory import make_request
 
 BOUNDED = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]

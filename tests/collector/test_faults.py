@@ -18,9 +18,9 @@ import pytest
 import lightning_otel
 from lightning_otel.collector.client import Client, CollectorError
 from lightning_otel.testing import OpenAITestServer
+from lightning_otel.testing.runtime_agents import four_calls
 from tests.collector.helpers import CollectorProcess
 from tests.helpers import free_port
-from tests.programs.runtime_agents import four_calls
 
 
 @pytest.fixture

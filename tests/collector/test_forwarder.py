@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from lightning_otel.testing.otlp_factory import make_span
 from tests.collector.helpers import send, stored_ids, wait_for
-from tests.collector.otlp_factory import make_span
 from tests.helpers import free_port
 
 

@@ -18,8 +18,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from lightning_otel.collector.client import Client
+from lightning_otel.testing.otlp_factory import make_request, make_span, span_id, trace_id
 from tests.collector.helpers import PB
-from tests.collector.otlp_factory import make_request, make_span, span_id, trace_id
 
 JS = {"content-type": "application/json"}
 U64 = 2**64 - 1

@@ -8,7 +8,7 @@ import time
 
 from lightning_otel.collector.ingest import Ingestor
 from lightning_otel.collector.otlp_decoding import records_of
-from tests.collector.otlp_factory import make_request, make_span
+from lightning_otel.testing.otlp_factory import make_request, make_span
 
 
 async def test_commit_between_query_and_wait_is_not_missed(span_store) -> None:

@@ -13,7 +13,7 @@ from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tests.collector.otlp_factory import make_request, make_span, trace_id
+from lightning_otel.testing.otlp_factory import make_request, make_span, trace_id
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -85,7 +85,7 @@ def test_overload_is_unavailable_with_retry_info(start_collector) -> None:
 
 
 def test_store_outage_is_503_and_unavailable_then_recovers(start_collector, tmp_path) -> None:
-    from tests.collector.pg_cluster import ThrowawayPostgres, find_pg_bin
+    from lightning_otel.testing.pg_cluster import ThrowawayPostgres, find_pg_bin
 
     if find_pg_bin() is None:  # never a quiet skip: the README's test command installs them first
         pytest.fail("PostgreSQL server binaries missing: run `bash .ci/prerequisites` (apt-get install postgresql)")

@@ -12,8 +12,8 @@ from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from lightning_otel.testing.otlp_factory import kv, make_request, make_span, span_id, trace_id
 from tests.collector.helpers import PB
-from tests.collector.otlp_factory import kv, make_request, make_span, span_id, trace_id
 
 JS = {"content-type": "application/json"}
 

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from lightning_otel import semconv
 from lightning_otel.adapters.messages import TraceToMessages
 from lightning_otel.collector import Client
+from lightning_otel.testing.otlp_factory import kv, span_id, trace_id
 from tests.collector.helpers import PB
-from tests.collector.otlp_factory import kv, span_id, trace_id
 
 JS = {"content-type": "application/json"}
 MESSAGES_IN = [{"role": "user", "parts": [{"type": "text", "content": "What is 2 + 3?"}]}]

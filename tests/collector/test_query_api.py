@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from lightning_otel.collector import AsyncClient, Client, CollectorError
+from lightning_otel.testing.otlp_factory import BASE_NS, golden_request, make_request, make_span
 from tests.collector.helpers import PB
-from tests.collector.otlp_factory import BASE_NS, golden_request, make_request, make_span
 
 GOLDEN = Path(__file__).parent / "golden"
 TRACE = "0000000000000abc"  # Jaeger prints a 128-bit id whose high half is zero as 16 hex digits

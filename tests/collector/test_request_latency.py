@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 
 from lightning_otel.collector.tcp_listener import listening_socket
-from tests.collector.otlp_factory import make_request
+from lightning_otel.testing.otlp_factory import make_request
 
 STALL_S = 0.040  # Linux's minimum delayed-ACK timeout
 REQUESTS = 15

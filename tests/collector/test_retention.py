@@ -6,8 +6,8 @@ import time
 
 import httpx
 
+from lightning_otel.testing.otlp_factory import make_span
 from tests.collector.helpers import send, stored_ids, wait_for
-from tests.collector.otlp_factory import make_span
 
 
 def test_retention_deletes_spans_that_ended_long_ago(start_collector, tmp_path) -> None:

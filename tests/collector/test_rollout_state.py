@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lightning_otel.collector.rollout_state import InvalidRequest, NotFound, RolloutSpec, RolloutState
-from tests.collector.otlp_factory import make_span, records
+from lightning_otel.testing.otlp_factory import make_span, records
 
 
 def specs(count: int, **options: object) -> list[RolloutSpec]:

@@ -210,8 +210,7 @@ def test_a_call_recorded_by_the_agents_client_and_the_gateway_is_one_card_with_t
     instrumented client's span (agent name, messages) and the gateway's (token ids). The view shows one card a
     call, naming the other copy, with the messages; the step page lists one decision a call."""
     import lightning_otel
-    from lightning_otel.testing import OpenAITestServer
-    from tests.programs import runtime_agents
+    from lightning_otel.testing import OpenAITestServer, runtime_agents
 
     store = tmp_path / "store.sqlite3"
     with OpenAITestServer() as server:

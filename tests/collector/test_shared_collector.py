@@ -17,9 +17,9 @@ import pytest
 
 from lightning_otel.collector.client import Client
 from lightning_otel.testing import OpenAITestServer
+from lightning_otel.testing.runtime_agents import four_calls
 from tests.collector.helpers import CollectorProcess
 from tests.collector.test_faults import slow_training
-from tests.programs.runtime_agents import four_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +100,7 @@ def test_a_training_a_dry_run_and_a_second_training_share_one_collector(collecto
 TRAINER_SCRIPT = """
 import sys
 import lightning_otel
-from tests.programs.runtime_agents import sleeping_agent
+from lightning_otel.testing.runtime_agents import sleeping_agent
 
 if __name__ == "__main__":
     trainer = lightning_otel.Trainer(

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from lightning_otel.collector import Client
+from lightning_otel.testing.otlp_factory import make_span
 from tests.collector.helpers import send
-from tests.collector.otlp_factory import make_span
 
 
 def _read_in_background(client: Client, rollout_ids: list[str], wait_s: float) -> tuple[threading.Thread, dict]:

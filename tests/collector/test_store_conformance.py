@@ -10,7 +10,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from lightning_otel.collector.store import TraceQuery
 from lightning_otel.collector.stores import open_store
-from tests.collector.otlp_factory import BASE_NS, make_span, records, trace_id
+from lightning_otel.testing.otlp_factory import BASE_NS, make_span, records, trace_id
 
 
 async def test_write_is_idempotent_and_counts_duplicates(span_store) -> None:

@@ -7,7 +7,7 @@ import httpx
 from jaeger_mcp.facade import JaegerClient
 
 from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
-from tests.collector.otlp_factory import golden_request
+from lightning_otel.testing.otlp_factory import golden_request
 
 
 def test_jaeger_mcp_reads_our_store(tmp_path) -> None:

@@ -71,7 +71,7 @@ trainer = lightning_otel.Trainer(
 failing = [{"question": q, "fail_attempts": 9} for q in ("orders", "refunds")]  # step 1: every attempt fails
 # step 2: all succeed; "customers" always scores 1 (a group with nothing to learn), "revenue" is graded
 tasks = [*failing, {"question": "customers"}, {"question": "revenue", "graded": True}]
-result = trainer.fit("tests.programs.runtime_agents:flaky_agent", tasks)
+result = trainer.fit("lightning_otel.testing.runtime_agents:flaky_agent", tasks)
 after = state()
 steps = [{"metrics": record.metrics, "skipped_because": record.skipped_because} for record in result.steps]
 print(json.dumps({"before": before, "after": after, "steps": steps}))

@@ -1,4 +1,4 @@
-"""Agents the trainer-runtime tests run in runner processes (importable, so runners can load them)."""
+"""Agents the trainer-runtime tests and benchmarks run in runner processes (importable, so runners can load them)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from typing import Any
 
 import openai
 
-import lightning_otel
+from lightning_otel.agent_api.failures import PolicyError
+from lightning_otel.agent_api.function_agent import rollout
+from lightning_otel.agent_api.lit_agent import LitAgent, Rollout
+from lightning_otel.agent_api.resources import LLM
+from lightning_otel.capture.agent_naming import agent
+from lightning_otel.capture.reward import emit_reward
+from lightning_otel.capture.setup import flush
 
 
 @functools.cache
@@ -25,14 +31,14 @@ def _async_client(base_url: str) -> openai.AsyncOpenAI:
 
 def ask(resources: dict[str, Any], agent_name: str, text: str) -> Any:
     llm = resources["main_llm"]
-    with lightning_otel.agent(agent_name):
+    with agent(agent_name):
         return _client(llm.endpoint).chat.completions.create(
             model=llm.model, messages=[{"role": "user", "content": text}]
         )
 
 
-@lightning_otel.rollout
-def flaky_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+@rollout
+def flaky_agent(task: dict[str, Any], resources: dict[str, Any], rollout: Rollout) -> float:
     """Raises on its first `fail_attempts` attempts, then makes one call; reward 1, or the answer's length in
     characters for a task marked `graded` (attempts differ: a signal to learn from)."""
     if rollout.attempt_number <= task.get("fail_attempts", 0):
@@ -41,13 +47,13 @@ def flaky_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightn
     return float(len(reply.choices[0].message.content or "")) if task.get("graded") else 1.0
 
 
-@lightning_otel.rollout
-def hang_once_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+@rollout
+def hang_once_agent(task: dict[str, Any], resources: dict[str, Any], rollout: Rollout) -> float:
     """write, then check; on a task marked `hang`, attempt 1 stops after `write` (its spans flushed) and waits to
     be killed, writing its pid where the test can find it."""
     ask(resources, "write", f"Write a SQL query: {task['question']}")
     if task.get("hang") and rollout.attempt_number == 1:
-        lightning_otel.flush()  # the killed attempt's first call is in the store: it must not become a sample
+        flush()  # the killed attempt's first call is in the store: it must not become a sample
         # written whole, then renamed: the test polls for the file and must never read it half-written
         partial = Path(task["pid_file"] + ".partial")
         partial.write_text(str(os.getpid()))
@@ -57,40 +63,40 @@ def hang_once_agent(task: dict[str, Any], resources: dict[str, Any], rollout: li
     return 1.0
 
 
-class EmittingAgent(lightning_otel.LitAgent):
+class EmittingAgent(LitAgent):
     """Async; rewards the writer's call by response id and the checker's by position; may also return a value."""
 
-    async def rollout(self, task: Any, resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float | None:
+    async def rollout(self, task: Any, resources: dict[str, Any], rollout: Rollout) -> float | None:
         llm = resources["main_llm"]
         client = _async_client(llm.endpoint)
-        with lightning_otel.agent("write"):
+        with agent("write"):
             draft = await client.chat.completions.create(
                 model=llm.model, messages=[{"role": "user", "content": task["question"]}]
             )
-        with lightning_otel.agent("check"):
+        with agent("check"):
             await client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": "check"}])
-        lightning_otel.emit_reward(0.25)  # the latest unrewarded call: check
-        lightning_otel.emit_reward(0.75, response_id=draft.id)  # the write call, by id
+        emit_reward(0.25)  # the latest unrewarded call: check
+        emit_reward(0.75, response_id=draft.id)  # the write call, by id
         return 1.0 if task.get("also_return") else None
 
 
 emitting_agent = EmittingAgent()
 
 
-@lightning_otel.rollout
+@rollout
 async def four_calls(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """The benchmark's agent: four sequential calls by two agents (async client)."""
     llm = resources["main_llm"]
     client = _async_client(llm.endpoint)
     for index in range(4):
-        with lightning_otel.agent("write" if index % 2 == 0 else "check"):
+        with agent("write" if index % 2 == 0 else "check"):
             await client.chat.completions.create(
                 model=llm.model, messages=[{"role": "user", "content": f"{task['question']} {index}"}]
             )
     return 1.0
 
 
-@lightning_otel.rollout
+@rollout
 def litellm_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """A LiteLLM agent (the framework path of the capture tests): a planner then a solver."""
     import litellm
@@ -98,7 +104,7 @@ def litellm_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     llm = resources["main_llm"]
     answer = ""
     for name in ("planner", "solver"):
-        with lightning_otel.agent(name):
+        with agent(name):
             reply = litellm.completion(
                 model=f"openai/{llm.model}",
                 api_base=llm.endpoint,
@@ -109,8 +115,8 @@ def litellm_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     return 1.0 if task["question"] in answer else 0.0
 
 
-@lightning_otel.rollout
-def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: lightning_otel.Rollout) -> float:
+@rollout
+def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: Rollout) -> float:
     """A client nothing of ours instruments: raw HTTP to the rollout's path on the gateway, its agent named by a
     header. Only the gateway records its calls."""
     import httpx
@@ -122,7 +128,7 @@ def bare_http_agent(task: dict[str, Any], resources: dict[str, Any], rollout: li
     return 1.0
 
 
-@lightning_otel.rollout
+@rollout
 def heap_settled_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """Reward 1.0 when the runner process runs it with its heap settled (`lightning_otel.runner.runner_gc`)."""
     import gc
@@ -131,14 +137,14 @@ def heap_settled_agent(task: dict[str, Any], resources: dict[str, Any]) -> float
     return 1.0 if gc.get_freeze_count() > 0 and gc.get_threshold()[0] >= 5_000 else 0.0
 
 
-@lightning_otel.rollout
+@rollout
 def sleeping_agent(task: dict[str, Any]) -> float:
     """Sleeps `sleep_s` (a rollout that holds its runner: a trainer killed meanwhile leaves it running)."""
     time.sleep(float(task.get("sleep_s", 0)))
     return 1.0
 
 
-@lightning_otel.rollout
+@rollout
 def swallowing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """Two calls; a call that fails is swallowed and the agent answers without it (reward: the share that came
     back): what a careless agent does with an outage, and what must not train as a low reward."""
@@ -152,20 +158,20 @@ def swallowing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     return answered / 2
 
 
-@lightning_otel.rollout
+@rollout
 def failing_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """One call; then what the task says: `policy` (the answer cannot be used), `loop` (the same call again and
     again, the same answer each time), or nothing (reward 1)."""
     reply = ask(resources, "write", task["question"])
     if task.get("then") == "policy":
-        raise lightning_otel.PolicyError(f"no SQL in the answer {reply.choices[0].message.content!r}", "no_sql")
+        raise PolicyError(f"no SQL in the answer {reply.choices[0].message.content!r}", "no_sql")
     if task.get("then") == "loop":
         for _ in range(100):
             ask(resources, "write", task["question"])
     return 1.0
 
 
-@lightning_otel.rollout
+@rollout
 def tool_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     """One call, then a tool over HTTP (`task["tool_url"]`): a tool server's 5xx is raised (`raise_for_status`)."""
     import httpx
@@ -175,8 +181,8 @@ def tool_agent(task: dict[str, Any], resources: dict[str, Any]) -> float:
     return 1.0
 
 
-@lightning_otel.rollout
-def anthropic_sdk_agent(task: dict[str, Any], llm: lightning_otel.LLM, rollout: lightning_otel.Rollout) -> float:
+@rollout
+def anthropic_sdk_agent(task: dict[str, Any], llm: LLM, rollout: Rollout) -> float:
     """An agent on the Anthropic SDK (Messages API): a planner's tool call, then a writer's answer. Only the
     policy gateway records token ids; the SDK's requests carry the traceparent of the agent they were made in."""
     import anthropic
@@ -185,11 +191,11 @@ def anthropic_sdk_agent(task: dict[str, Any], llm: lightning_otel.LLM, rollout: 
     client = anthropic.Anthropic(base_url=base_url, api_key="test", max_retries=0)
     tools = [{"name": "run_sql", "description": "Run SQL.", "input_schema": {"type": "object"}}]
     conversation: list[Any] = [{"role": "user", "content": task["question"]}]
-    with lightning_otel.agent("planner"):
+    with agent("planner"):
         plan = client.messages.create(model=llm.model, max_tokens=32, messages=conversation, tools=tools)
     results = [{"type": "tool_result", "tool_use_id": block.id, "content": "12"}
                for block in plan.content if block.type == "tool_use"]  # fmt: skip
     conversation += [{"role": "assistant", "content": plan.content}, {"role": "user", "content": results}]
-    with lightning_otel.agent("writer"):
+    with agent("writer"):
         answer = client.messages.create(model=llm.model, max_tokens=32, messages=conversation, tools=tools)
     return 1.0 if "12" in answer.content[0].text else 0.0

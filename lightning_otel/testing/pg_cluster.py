@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.helpers import free_port
+from lightning_otel.testing.ports import free_port
 
 
 def find_pg_bin() -> Path | None:
