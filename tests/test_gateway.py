@@ -203,7 +203,7 @@ class GatewayBaseline(lightning_otel.Algorithm):
         self.flush_before_read = flush_before_read
 
     def run(self, run, train_dataset, val_dataset=None):  # type: ignore[no-untyped-def]
-        from lightning_otel.serving.gateway import collector_tracer
+        from lightning_otel.serving.collector_tracer import collector_tracer
 
         with collector_tracer(run.client) as spans:
             if self.flush_before_read:
@@ -330,10 +330,10 @@ def test_streams_left_early_are_not_counted_in_flight_forever(agl_spans: SpanCap
                 with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body, timeout=30) as response:
                     next(response.iter_lines())  # the first chunk, then gone
             deadline = time.monotonic() + 10
-            while gateway._in_flight and time.monotonic() < deadline:
+            while gateway.hold._in_flight and time.monotonic() < deadline:
                 gc.collect()
                 time.sleep(0.05)
-            assert gateway._in_flight == 0
+            assert gateway.hold._in_flight == 0
             with gateway.held() as in_flight:  # so a hold now starts at once
                 assert in_flight == 0
     assert gateway.pause_s_total < 1.0

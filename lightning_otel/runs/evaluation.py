@@ -40,7 +40,7 @@ class HeldOutRewards(Algorithm):
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
     ) -> tuple[list[float], list[float] | None]:
-        from lightning_otel.serving.gateway import gateway_for_run
+        from lightning_otel.serving.gateway_run import gateway_for_run
 
         tasks = list(val_dataset or [])
         if not tasks:

@@ -198,7 +198,7 @@ class Trainer:
     def _dev_gateway(self, run: TrainingRun, resource: str = "main_llm") -> Iterator[None]:
         """A policy gateway in front of the `resource` LLM's endpoint, published as a ProxyLLM; its spans are in
         the store before each batch is read."""
-        from lightning_otel.serving.gateway import gateway_for_run
+        from lightning_otel.serving.gateway_run import gateway_for_run
 
         llm = (self.initial_resources or {}).get(resource)
         if not isinstance(llm, LLM):

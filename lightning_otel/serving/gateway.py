@@ -30,18 +30,12 @@ matches two policies' patterns is answered 400 and kept in `policy_conflicts` (t
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import hashlib
 import itertools
 import json
-import socket
-import threading
-import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -56,44 +50,25 @@ from lightning_otel.capture.agent_naming import context_with_agent
 from lightning_otel.capture.llm_call import LLMCall
 from lightning_otel.capture.propagation import extract_context
 from lightning_otel.capture.rollout_context import context_with_rollout, current_rollout
-from lightning_otel.capture.token_id_params import CHAT, COMPLETIONS, missing_token_id_params
-from lightning_otel.serving import messages_dialect, responses_dialect
+from lightning_otel.capture.token_id_params import CHAT, missing_token_id_params
+from lightning_otel.serving import messages_dialect, openai_dialect
 from lightning_otel.serving.app_server import AppServer, json_object_body, openai_error
-from lightning_otel.serving.context_limits import Overflow, overflow_in
+from lightning_otel.serving.context_limits import overflow_in
+from lightning_otel.serving.enforced_sampling import enforced_sampling
+from lightning_otel.serving.gateway_dialects import TRANSLATED, context_error_response, error_response
 from lightning_otel.serving.harness_headers import agent_from_headers, conversation_from_headers
+from lightning_otel.serving.openai_dialect import ENDPOINTS
+from lightning_otel.serving.stream_relay import relay_stream
+from lightning_otel.serving.weight_hold import WeightHold
 from lightning_otel.tls_context import shared_tls_context
 
 if TYPE_CHECKING:
-    from lightning_otel.collector.client import Client
+    pass
 
 # Headers that describe one hop, not the request: never forwarded.
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "accept-encoding"}
 )
-_ENDPOINTS = {"chat/completions": (CHAT, semconv.OP_CHAT), "completions": (COMPLETIONS, semconv.OP_TEXT_COMPLETION)}
-
-
-@dataclass(frozen=True, slots=True)
-class _Dialect:
-    """An API the gateway speaks over replicas that speak chat: its path, and how a request and an answer cross."""
-
-    path: str
-    chat_request: Callable[[dict[str, Any]], dict[str, Any]]
-    answer: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]  # (chat completion, request) -> answer
-    events: Callable[[dict[str, Any]], Iterator[bytes]]  # the answer as the dialect's stream
-
-
-_DIALECTS = {
-    messages_dialect.DIALECT: _Dialect(
-        "messages", messages_dialect.chat_request, messages_dialect.message_response, messages_dialect.message_events
-    ),
-    responses_dialect.DIALECT: _Dialect(
-        "responses",
-        responses_dialect.chat_request,
-        responses_dialect.response_object,
-        responses_dialect.response_events,
-    ),
-}
 
 
 class PolicyRouting(Protocol):
@@ -134,12 +109,8 @@ class PolicyGateway:
         self.policy_conflicts: list[str] = []  # agents matched by two policies' patterns (each refused with a 400)
         self.tracer = tracer
         self.timeout_s = timeout_s
-        self._paused = False
-        self._held = False  # held(): new requests wait (not refused) while the weights change
-        self._in_flight = 0  # requests forwarded and not yet answered in full (streams until their last byte)
-        self._in_flight_lock = threading.Lock()
+        self.hold = WeightHold()  # pause() and held(): requests refused or kept waiting while weights change
         self._val_rollouts: set[str] = set()
-        self.pause_s_total = 0.0  # time spent held (the weight swaps of asynchronous training)
         self._served: collections.Counter[tuple[str, str]] = collections.Counter()  # per rollout attempt
         self._round_robin = itertools.count()
         self._http: httpx.AsyncClient | None = None
@@ -147,29 +118,21 @@ class PolicyGateway:
     # --- control (the trainer's side) --------------------------------------------------------------------------
     def pause(self) -> None:
         """Refuse new requests with 503 + Retry-After (weights are syncing); requests in flight finish."""
-        self._paused = True
+        self.hold.paused = True
 
     def resume(self) -> None:
-        self._paused = False
+        self.hold.paused = False
 
-    @contextlib.contextmanager
-    def held(self, drain_timeout_s: float = 600.0) -> Iterator[int]:
+    def held(self, drain_timeout_s: float = 600.0) -> contextlib.AbstractContextManager[int]:
         """While the weights change under running rollouts: new requests wait here (no 503: the agent sees a slow
-        call, not an error), the ones in flight finish on the old weights (drained: the block starts when none is
-        left, or after `drain_timeout_s`), then requests resume on the new ones. No response mixes weights. Yields
-        how many requests were in flight when the hold began."""
-        began = time.monotonic()
-        self._held = True
-        with self._in_flight_lock:
-            in_flight = self._in_flight
-        try:
-            deadline = began + drain_timeout_s
-            while self._in_flight and time.monotonic() < deadline:
-                time.sleep(0.005)
-            yield in_flight
-        finally:
-            self._held = False
-            self.pause_s_total += time.monotonic() - began
+        call, not an error), the ones in flight finish on the old weights, then requests resume on the new ones.
+        No response mixes weights. Yields how many requests were in flight when the hold began."""
+        return self.hold.held(drain_timeout_s)
+
+    @property
+    def pause_s_total(self) -> float:
+        """Time spent held (the weight swaps of asynchronous training)."""
+        return self.hold.held_s_total
 
     def validate_rollouts(self, rollout_ids: Sequence[str], *, done: bool = False) -> None:
         """Serve these rollouts with `validation_sampling` whatever the mode (`done=True`: forget them)."""
@@ -224,12 +187,12 @@ class PolicyGateway:
         prefix = "/rollout/{rollout_id}/attempt/{attempt_id}"
         routes = [Route("/v1/models", models), Route(prefix + "/v1/models", models)]
         routes += [Route(f"{base}/v1/messages/count_tokens", count_tokens, methods=["POST"]) for base in ("", prefix)]
-        for path in _ENDPOINTS:
+        for path in ENDPOINTS:
             routes += [
                 Route(f"/v1/{path}", proxy, methods=["POST"]),
                 Route(f"{prefix}/v1/{path}", proxy, methods=["POST"]),
             ]
-        for dialect, speech in _DIALECTS.items():
+        for dialect, speech in TRANSLATED.items():
             speak = dialect_route(dialect)
             routes += [Route(f"{base}/v1/{speech.path}", speak, methods=["POST"]) for base in ("", prefix)]
         return Starlette(routes=routes, lifespan=lifespan)
@@ -248,73 +211,35 @@ class PolicyGateway:
             self.tracer = get_tracer()
         return self.tracer
 
-    async def _enter(self) -> None:
-        """Count the request in flight, after any hold (a hold that starts now waits for it)."""
-        while True:
-            with self._in_flight_lock:
-                if not self._held:
-                    self._in_flight += 1
-                    return
-            await asyncio.sleep(0.005)
-
-    def _leave(self) -> None:
-        with self._in_flight_lock:
-            self._in_flight -= 1
-
-    def _leave_once(self) -> Callable[[], None]:
-        """A stream's leave: called when its last byte is sent, or when the response is dropped unsent (a client
-        gone before the body started), whichever comes first; only the first call counts."""
-        left = threading.Event()
-
-        def leave() -> None:
-            if not left.is_set():
-                left.set()
-                self._leave()
-
-        return leave
-
-    async def _proxy(self, request: Request, dialect: str = "openai") -> Response:
-        if self._paused:
-            return self._error(dialect, 503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
-        await self._enter()
+    async def _proxy(self, request: Request, dialect: str = openai_dialect.DIALECT) -> Response:
+        if self.hold.paused:
+            return error_response(dialect, 503, "the policy is being updated; retry shortly", {"Retry-After": "1"})
+        await self.hold.enter()
         streaming = False
         try:
-            forwarded = self._forward(request) if dialect == "openai" else self._forward_dialect(request, dialect)
+            forwarded = (
+                self._forward(request) if dialect == openai_dialect.DIALECT else self._forward_dialect(request, dialect)
+            )
             response = await forwarded
             streaming = isinstance(response, StreamingResponse)
             return response
         except _PolicyConflict as exc:  # a configuration error: said to the agent, and to the trainer
             self.policy_conflicts.append(str(exc))
-            return self._error(dialect, 400, str(exc))
+            return error_response(dialect, 400, str(exc))
         finally:
             if not streaming:  # a stream leaves when its last byte is sent (relay's finally)
-                self._leave()
-
-    @staticmethod
-    def _error(dialect: str, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-        """An error in the shape of the dialect the agent speaks (its SDK parses it into its own exception)."""
-        if dialect != messages_dialect.DIALECT:
-            return openai_error(status, message, headers)
-        body = messages_dialect.error_body(message, messages_dialect.error_kind(status))
-        return JSONResponse(body, status_code=status, headers=headers)
-
-    @staticmethod
-    def _context_error(dialect: str, overflow: Overflow) -> Response:
-        if dialect == messages_dialect.DIALECT:
-            body = messages_dialect.error_body(overflow.anthropic_message(), "invalid_request_error")
-        else:
-            body = {"error": overflow.openai_error()}
-        return JSONResponse(body, status_code=400)
+                self.hold.leave()
 
     async def _forward(self, request: Request) -> Response:
         path = request.url.path.split("/v1/", 1)[1]
-        kind, operation = _ENDPOINTS[path]
+        kind, operation = ENDPOINTS[path]
         body = await json_object_body(request)
         if isinstance(body, Response):
             return body
         call, url, headers, identity = self._start_call(request, kind, operation, path, body)
         if body.get("stream"):
-            return await self._stream(call, url, headers, body, identity)
+            return await relay_stream(self._client(), call, url, headers, body, leave=self.hold.leave_once(),
+                                      served=lambda: self._count(identity))  # fmt: skip
         upstream = await self._post(call, url, headers, body, identity)
         if isinstance(upstream, Response):
             return upstream
@@ -322,8 +247,8 @@ class PolicyGateway:
         return Response(upstream.content, upstream.status_code, media_type=media_type)
 
     async def _forward_dialect(self, request: Request, dialect: str) -> Response:
-        """Another API than chat (`_DIALECTS`): asked of the replica as a chat completion, answered in the dialect."""
-        speech = _DIALECTS[dialect]
+        """Another API than chat (`TRANSLATED`): asked of the replica as a chat completion, answered in the dialect."""
+        speech = TRANSLATED[dialect]
         read = await self._dialect_request(request, dialect, speech.chat_request)
         if isinstance(read, Response):
             return read
@@ -335,8 +260,8 @@ class PolicyGateway:
             return upstream
         if upstream.status_code >= 400:
             if upstream.status_code == 400 and (overflow := overflow_in(upstream.text)):
-                return self._context_error(dialect, overflow)  # in the words the harness acts on (compaction)
-            return self._error(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
+                return context_error_response(dialect, overflow)  # in the words the harness acts on (compaction)
+            return error_response(dialect, upstream.status_code, f"the policy replica answered: {upstream.text[:500]}")
         answer = speech.answer(upstream.json(), body)
         if body.get("stream"):
             return StreamingResponse(speech.events(answer), media_type="text/event-stream")
@@ -353,7 +278,7 @@ class PolicyGateway:
                 raise messages_dialect.DialectError("the request body must be a JSON object")
             return body, to_chat(body)
         except ValueError as exc:
-            return self._error(dialect, 400, f"invalid request: {exc}")
+            return error_response(dialect, 400, f"invalid request: {exc}")
 
     async def _count_tokens(self, request: Request) -> Response:
         """Anthropic's `/v1/messages/count_tokens`: the prompt's tokens as the replica renders it (vLLM's
@@ -370,9 +295,9 @@ class PolicyGateway:
         try:
             upstream = await self._client().post(f"{replica.removesuffix('/v1')}/tokenize", json=asked)
         except httpx.HTTPError as exc:
-            return self._error(dialect, 502, f"replica {replica} unreachable: {exc}")
+            return error_response(dialect, 502, f"replica {replica} unreachable: {exc}")
         if upstream.status_code >= 400:
-            return self._error(dialect, 502, f"the policy replica cannot count tokens (its /tokenize answered "
+            return error_response(dialect, 502, f"the policy replica cannot count tokens (its /tokenize answered "
                                              f"HTTP {upstream.status_code}: {upstream.text[:300]})")  # fmt: skip
         return JSONResponse({"input_tokens": int(upstream.json()["count"])})
 
@@ -427,7 +352,7 @@ class PolicyGateway:
 
     async def _post(
         self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any,
-        dialect: str = "openai",
+        dialect: str = openai_dialect.DIALECT,
     ) -> httpx.Response | Response:  # fmt: skip
         """The replica's whole answer, recorded on the call's span (or the 502 to answer, in the agent's dialect, when
         the replica is unreachable)."""
@@ -435,7 +360,7 @@ class PolicyGateway:
             upstream = await self._client().post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             call.finish(error=exc)
-            return self._error(dialect, 502, f"replica {url} unreachable: {exc}")
+            return error_response(dialect, 502, f"replica {url} unreachable: {exc}")
         if upstream.status_code < 400:
             call.record_completion(upstream.json())
             call.finish()
@@ -448,141 +373,6 @@ class PolicyGateway:
         if identity is not None:
             self._served[(identity.rollout_id, identity.attempt_id)] += 1
 
-    async def _stream(
-        self, call: LLMCall, url: str, headers: dict[str, str], body: dict[str, Any], identity: Any
-    ) -> Response:
-        client = self._client()
-        try:
-            upstream = await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
-        except httpx.HTTPError as exc:
-            call.finish(error=exc)
-            return openai_error(502, f"replica {url} unreachable: {exc}")
-        if upstream.status_code >= 400:
-            content = await upstream.aread()
-            await upstream.aclose()
-            call.finish(error=RuntimeError(f"replica answered HTTP {upstream.status_code}"))
-            return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
-
-        async def relay() -> AsyncIterator[bytes]:
-            complete = False
-            try:
-                async for line in upstream.aiter_lines():
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        with contextlib.suppress(ValueError):  # not ours to judge: the client gets the bytes as sent
-                            call.record_chunk(json.loads(line[6:]))
-                    complete = complete or line == "data: [DONE]"
-                    yield (line + "\n").encode()
-            finally:
-                await upstream.aclose()
-                call.finish(stream_complete=complete)  # a client that left early: ids so far, marked incomplete
-                self._count(identity)
-                leave()
-
-        leave = self._leave_once()
-        response = StreamingResponse(relay(), media_type=upstream.headers.get("content-type", "text/event-stream"))
-        weakref.finalize(response, leave)  # never counted in flight forever: a drain would wait out its timeout
-        return response
-
-
-@dataclass(frozen=True, slots=True)
-class CollectorTracer:
-    """A tracer exporting to a collector, and `flush`: when it returns, every span it ended is in the store."""
-
-    tracer: trace.Tracer
-    flush: Callable[[], bool]
-
-
-@contextlib.contextmanager
-def collector_tracer(client: Client, service_name: str = "agl-policy-gateway") -> Iterator[CollectorTracer]:
-    """A tracer whose spans go to the collector `client` talks to (its OTLP/HTTP port, its bearer token), on a
-    provider of its own: the trainer's process keeps whatever tracing its user set up. Spans are exported in
-    batches; `flush()` before reading a rollout (see `TrainingRun.add_span_source`)."""
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-
-    from lightning_otel.capture.batch_export import BatchExportProcessor
-    from lightning_otel.capture.otlp_exporters import otlp_http_exporter
-    from lightning_otel.capture.setup import ensure_span_processors, get_tracer
-    from lightning_otel.capture.span_finisher import finisher
-    from lightning_otel.collector.client import otlp_endpoint_for
-
-    endpoint = otlp_endpoint_for(client.url, client.collector_info())
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
-    ensure_span_processors(provider)  # rollout ids stamped from baggage, agent names resolved
-    # our exporter: every policy call carries token ids and logprobs, which it encodes ~6x cheaper
-    exporter = otlp_http_exporter(endpoint, auth_token=client.auth_token, retry_for_s=client.retry_for_s)
-    provider.add_span_processor(BatchExportProcessor(exporter))
-
-    def flush(timeout_s: float = 30.0) -> bool:
-        drained = finisher.drain(timeout_s)  # LLM spans still being finished end first
-        return bool(provider.force_flush(int(timeout_s * 1000))) and drained
-
-    try:
-        yield CollectorTracer(get_tracer(provider), flush)
-    finally:
-        provider.shutdown()  # flushes what is left
-
-
-class GatewayRun(Protocol):
-    """What a served gateway needs of the training it serves (`TrainingRun` is one): the collector its spans go to,
-    and where to register the flush of its spans and its count of served calls."""
-
-    client: Client
-
-    def add_span_source(self, flush: Callable[[], bool]) -> None: ...
-
-    def add_call_counter(self, served: Callable[[list[tuple[str, str]]], int]) -> None: ...
-
-
-REPLY_BUDGETS = ("max_tokens", "max_completion_tokens")
-
-
-def enforced_sampling(body: Mapping[str, Any], sampling: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's sampling for a request: enforced whatever the agent asked, except the reply budget, which is a cap:
-    an agent that asks for fewer tokens than the run's `max_tokens` gets its fewer (both spellings set alike)."""
-    enforced = dict(sampling)
-    cap = enforced.get("max_tokens")
-    asked = [body[key] for key in REPLY_BUDGETS
-             if isinstance(body.get(key), int) and not isinstance(body.get(key), bool) and body[key] > 0]  # fmt: skip
-    if isinstance(cap, int) and asked:
-        enforced["max_tokens"] = min(cap, *asked)
-        if "max_completion_tokens" in body:
-            enforced["max_completion_tokens"] = enforced["max_tokens"]
-    return enforced
-
-
-@contextlib.contextmanager
-def gateway_for_run(
-    run: GatewayRun,
-    replicas: Sequence[str],
-    *,
-    sampling: Mapping[str, Any],
-    validation_sampling: Mapping[str, Any],
-    model: str | None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    paused: bool = False,
-    policies: PolicyRouting | None = None,
-) -> Iterator[tuple[PolicyGateway, GatewayServer]]:
-    """A served gateway for a training run (a `TrainingRun`): its spans go to the run's collector and are flushed
-    before the run reads a batch, so no rollout is read without the calls the gateway served."""
-    with collector_tracer(run.client) as spans:
-        run.add_span_source(spans.flush)
-        gateway = PolicyGateway(replicas, sampling=sampling, validation_sampling=validation_sampling,
-                                tracer=spans.tracer, model=model, policies=policies)  # fmt: skip
-        run.add_call_counter(gateway.calls_served)
-        if paused:
-            gateway.pause()
-        with GatewayServer(gateway, host=host, port=port) as server:
-            yield gateway, server
-
-
-def advertised_url(host: str, port: int) -> str:
-    """The gateway's base URL as runners should use it: a wildcard bind address becomes this machine's name."""
-    if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
-    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
-
 
 class GatewayServer(AppServer):
     """Serve a gateway on loopback in a background thread: `with GatewayServer(gateway) as server: server.base_url`."""
@@ -592,13 +382,4 @@ class GatewayServer(AppServer):
         self.gateway = gateway
 
 
-__all__ = [
-    "CollectorTracer",
-    "GatewayRun",
-    "GatewayServer",
-    "PolicyGateway",
-    "PolicyRouting",
-    "advertised_url",
-    "collector_tracer",
-    "gateway_for_run",
-]
+__all__ = ["GatewayServer", "PolicyGateway", "PolicyRouting"]

@@ -22,8 +22,15 @@ Not spoken yet: images and documents (a 400 says so), extended thinking.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from lightning_otel.serving.context_limits import Overflow
 
 DIALECT = "anthropic.messages"
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
@@ -42,6 +49,16 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
 def error_kind(status: int) -> str:
     return {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
             429: "rate_limit_error", 503: "overloaded_error"}.get(status, "api_error")  # fmt: skip
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """An HTTP error as the Anthropic SDKs read it (their exception for the status, with our message)."""
+    return JSONResponse(error_body(message, error_kind(status)), status_code=status, headers=headers)
+
+
+def context_error_response(overflow: Overflow) -> Response:
+    """A prompt over the model's context, in the words Claude Code acts on (it compacts the conversation)."""
+    return JSONResponse(error_body(overflow.anthropic_message(), "invalid_request_error"), status_code=400)
 
 
 def chat_request(body: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,8 @@ import lightning_otel as agl
 from lightning_otel import semconv
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, EmbeddedCollector
-from lightning_otel.serving.gateway import GatewayServer, PolicyGateway, collector_tracer
+from lightning_otel.serving.collector_tracer import collector_tracer
+from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import OpenAITestServer
 from lightning_otel.testing.server import Reply, ToolCall
 from tests.harnesses.example_runs import EXAMPLES, check_dry_run, npm_ci, run_training

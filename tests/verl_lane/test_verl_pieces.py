@@ -218,7 +218,7 @@ def test_a_negative_advantage_weight_outside_zero_to_one_is_refused() -> None:
 def test_the_gateway_is_advertised_by_a_name_runners_can_reach() -> None:
     import socket
 
-    from lightning_otel.serving.gateway import advertised_url
+    from lightning_otel.serving.gateway_run import advertised_url
 
     assert advertised_url("127.0.0.1", 8080) == "http://127.0.0.1:8080/v1"
     assert advertised_url("0.0.0.0", 8080) == f"http://{socket.getfqdn()}:8080/v1"

@@ -362,7 +362,7 @@ class TrainingLoop(Algorithm):
     @contextlib.contextmanager
     def _served(self, run: TrainingRun, replicas: PolicyReplicas) -> Iterator[PolicyGateway]:
         """The policy gateway over the replicas, published as the policy resource; its spans go to the collector."""
-        from lightning_otel.serving.gateway import advertised_url, gateway_for_run
+        from lightning_otel.serving.gateway_run import advertised_url, gateway_for_run
 
         served = gateway_for_run(
             run, replicas.urls, sampling=self.sampling, validation_sampling=self.validation_sampling,

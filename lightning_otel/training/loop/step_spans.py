@@ -23,7 +23,7 @@ Record = Callable[[int, Mapping[str, float], int], None]
 @contextlib.contextmanager
 def step_spans(run: TrainingRun) -> Iterator[Record]:
     """A recorder of step spans exporting to the run's collector (flushed when the block ends)."""
-    from lightning_otel.serving.gateway import collector_tracer
+    from lightning_otel.serving.collector_tracer import collector_tracer
 
     with collector_tracer(run.client, service_name=semconv.TRAINER_SERVICE) as spans:
 
