@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 
 from lightning_otel import semconv
+from lightning_otel.adapters.llm_calls import span_with_messages
 from lightning_otel.adapters.recorded_settings import adapter_of, recorded_adapter, recorded_training
-from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet, span_with_messages
+from lightning_otel.adapters.triplets import AdaptedRollout, TraceToTriplet
 from lightning_otel.collector.log_records import attach_logs, rollout_logs_without_span
 from lightning_otel.collector.otlp_json import flat_span
 from lightning_otel.collector.rollout_credit import credits_by_span, group_records

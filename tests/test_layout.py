@@ -41,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     # the rollout view (/ui) explains samples with the adapter's own decisions; the adapter imports only the contract
     "collector": {
         "lightning_otel.adapters.triplets",
+        "lightning_otel.adapters.llm_calls",
         "lightning_otel.adapters.credit",
         "lightning_otel.adapters.recorded_settings",
     },

@@ -12,7 +12,8 @@ from typing import Any
 
 from lightning_otel import semconv
 from lightning_otel.adapters.diagnostics import RolloutDiagnostics
-from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names, span_with_messages
+from lightning_otel.adapters.llm_calls import llm_calls, rollout_agent_names, span_with_messages
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.flat_span import Span
 
 

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from lightning_otel import semconv
 from lightning_otel.adapters.credit import CallStep, call_credits
 from lightning_otel.adapters.diagnostics import CallDecision, RolloutDiagnostics
-from lightning_otel.adapters.harness_calls import HarnessJoin, harness_agent_name, join_harness_calls
+from lightning_otel.adapters.llm_calls import Call, llm_calls, rollout_agent_names
 from lightning_otel.adapters.policy_match import AmbiguousPolicy, PolicyMatch, policy_match
 from lightning_otel.adapters.process_rewards import TRACE_SOURCE, ProcessRewards, trace_rewards
 from lightning_otel.flat_span import Span
@@ -84,178 +84,6 @@ class AdaptedRollout:
     final_reward: float | None
     diagnostics: RolloutDiagnostics
     step_rewards_total: float = 0.0  # every step reward of the rollout (intermediate and process rewards)
-
-
-@dataclass(slots=True)
-class _Call:
-    span: Span
-    start_ns: int
-    agent: str | None
-    prompt: list[int] | None
-    response: list[int] | None
-    logprobs: list[float] | None
-    complete: bool
-    response_id: str | None
-    policy_version: int | None = None
-    served_by: str | None = None  # the policy that sampled it (`agl.llm.policy`, on the policy gateway's copy)
-    policy: str | None = None  # the policy it trains (agent_match as a mapping)
-    rewards: dict[str, float] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    step_rewards: list[float] = field(default_factory=list)  # the rewards credited as steps (credit module)
-    copies: list[Span] = field(default_factory=list)  # other spans of the same response (the gateway's, the client's)
-    note: str | None = None  # why its agent is not known, where that is worth saying (a harness join that failed)
-
-
-def _call(span: Span) -> _Call:
-    attributes = span.get("attributes") or {}
-    prompt = attributes.get(semconv.AGL_PROMPT_TOKEN_IDS)
-    response = attributes.get(semconv.AGL_RESPONSE_TOKEN_IDS)
-    logprobs = attributes.get(semconv.AGL_RESPONSE_LOGPROBS)
-    return _Call(
-        span=span,
-        start_ns=int(span.get("startTimeUnixNano") or 0),
-        agent=attributes.get(semconv.GEN_AI_AGENT_NAME),
-        prompt=list(prompt) if prompt is not None else None,
-        response=list(response) if response is not None else None,
-        logprobs=[float(x) for x in logprobs] if logprobs else None,
-        complete=attributes.get(semconv.AGL_TOKEN_IDS_COMPLETE) is not False,
-        response_id=attributes.get(semconv.GEN_AI_RESPONSE_ID),
-        policy_version=_version(attributes.get(semconv.AGL_POLICY_VERSION)),
-        served_by=attributes.get(semconv.AGL_LLM_POLICY),
-    )
-
-
-def _version(value: object) -> int | None:
-    try:
-        return int(value) if value is not None else None  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-
-
-def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[_Call]:
-    """The rollout's LLM calls in start order, one per response id (the copy with complete ids kept)."""
-    calls: list[_Call] = []
-    by_response_id: dict[str, int] = {}
-    agents: set[str] = set()
-    duplicates: list[tuple[_Call, _Call]] = []  # (dropped copy, kept copy)
-    ancestry: _AgentAncestry | None = None
-    operations = semconv.LLM_OPERATIONS
-    llm_spans = [s for s in spans if (s.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in operations]
-    harness = _harness_join(llm_spans)
-    for span in llm_spans:
-        span_id = str(span.get("spanId"))
-        if harness is not None and span_id in harness.joined:  # a harness's record of a gateway call: a copy
-            diagnostics.harness_copies += 1
-            continue
-        call = _call(span)
-        if call.agent is None and harness is not None:
-            if found := harness.agents.get(span_id):  # the harness that made the call names its agent
-                call.agent, own = found
-                call.copies.append(own)
-                diagnostics.calls.append(CallDecision(str(own.get("spanId")), call.agent, False, ("harness", span_id)))
-            elif why := harness.unjoined.get(span_id):
-                call.note = why
-                if call.prompt is None:  # a harness span alone: its own name for its agent
-                    call.agent = harness_agent_name(span.get("attributes") or {})
-        if call.agent is None:  # recorded in another process (the policy gateway, under the caller's traceparent)
-            ancestry = ancestry or _AgentAncestry(spans)
-            call.agent = ancestry.agent_of(span)
-        diagnostics.llm_calls += 1
-        if call.agent:
-            agents.add(call.agent)
-        if call.response_id and call.response_id in by_response_id:
-            diagnostics.duplicate_calls += 1
-            kept = calls[by_response_id[call.response_id]]
-            if _quality(call) > _quality(kept):  # keep the copy with (complete) token ids
-                call.agent = call.agent or kept.agent
-                call.served_by = call.served_by if call.served_by is not None else kept.served_by
-                call.copies = [*kept.copies, kept.span]
-                calls[by_response_id[call.response_id]] = call
-                dropped, kept = kept, call
-            else:  # e.g. the gateway's copy came first: the client's copy knows the agent
-                kept.agent = kept.agent or call.agent
-                kept.served_by = kept.served_by if kept.served_by is not None else call.served_by
-                kept.copies.append(call.span)
-                dropped = call
-            duplicates.append((dropped, kept))
-            continue
-        if call.response_id:
-            by_response_id[call.response_id] = len(calls)
-        calls.append(call)
-    diagnostics.llm_calls -= diagnostics.duplicate_calls
-    diagnostics.agents_seen = sorted(agents)
-    calls.sort(key=lambda c: c.start_ns)
-    for dropped, kept in duplicates:
-        why = ("duplicate", kept.span.get("spanId"), dropped.response_id)
-        diagnostics.calls.append(CallDecision(str(dropped.span.get("spanId")), dropped.agent or kept.agent, False, why))
-    return calls
-
-
-def _harness_join(llm_spans: Sequence[Span]) -> HarnessJoin | None:
-    """The harness join (`adapters.harness_calls`) where some call names a conversation; None (no cost) otherwise."""
-    if any(semconv.GEN_AI_CONVERSATION_ID in (span.get("attributes") or {}) for span in llm_spans):
-        return join_harness_calls(llm_spans)
-    return None
-
-
-class _AgentAncestry:
-    """The agent of a call whose span names none: the nearest agent span above it in the trace. A span recorded in
-    another process (the policy gateway's, under the caller's `traceparent`) could not resolve its agent when it
-    started; its caller's spans, in the same rollout, say it. The rollout's own agent span (the runner's) is not a
-    sub-agent: a call under it and no other stays unnamed, as it was recorded."""
-
-    def __init__(self, spans: Sequence[Span]) -> None:
-        self._by_id = {span.get("spanId"): span for span in spans}
-
-    def agent_of(self, span: Span) -> str | None:
-        parent = self._by_id.get(span.get("parentSpanId"))
-        for _ in range(256):  # a trace is no deeper; a cycle in bad data must not hang the adapter
-            if parent is None:
-                return None
-            attributes = parent.get("attributes") or {}
-            if semconv.AGL_ROLLOUT_AGENT_NAMES in attributes:
-                return None
-            name = attributes.get(semconv.GEN_AI_AGENT_NAME)
-            if name and attributes.get(semconv.GEN_AI_OPERATION_NAME) not in semconv.LLM_OPERATIONS:
-                return str(name)
-            parent = self._by_id.get(parent.get("parentSpanId"))
-        return None
-
-
-def span_with_messages(span: Span, copies: Sequence[Span] = ()) -> Span:
-    """Of a call's spans (the one the adapter kept and its copies: the gateway's, the client's), the first that
-    recorded the messages; the kept one when none did. The gateway's copy, kept for its ids, holds none. Messages
-    recorded in the call's operation-details event (a span event, or a log record the collector attached to the
-    span: ADK's newer path) are read as if on the span (the span returned carries them in its attributes)."""
-    for candidate in (span, *copies):
-        attributes = _content_attributes(candidate)
-        if attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES):
-            return candidate if attributes is candidate.get("attributes") else {**candidate, "attributes": attributes}
-    return span
-
-
-# What a call's operation-details event may hold: read as if on its span.
-CONTENT_KEYS = (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES, semconv.GEN_AI_TOOL_DEFINITIONS)
-
-
-def _content_attributes(span: Span) -> dict[str, Any]:
-    attributes = span.get("attributes") or {}
-    if semconv.GEN_AI_OUTPUT_MESSAGES in attributes:
-        return attributes
-    for event in span.get("events") or ():
-        found = event.get("attributes") or {}
-        if event.get("name") == semconv.GEN_AI_CONTENT_EVENT and semconv.GEN_AI_OUTPUT_MESSAGES in found:
-            return {**attributes, **{key: found[key] for key in CONTENT_KEYS if key in found}}
-    return attributes
-
-
-def rollout_agent_names(spans: Sequence[Span]) -> list[str]:
-    """The names of the agent the runner ran for this rollout (its `invoke_agent` span carries them)."""
-    for span in spans:
-        names = (span.get("attributes") or {}).get(semconv.AGL_ROLLOUT_AGENT_NAMES)
-        if names:
-            return [str(name) for name in names]
-    return []
 
 
 # Agent Lightning's adapter options: accepted, and why each has nothing to do here.
@@ -422,7 +250,7 @@ class TraceToTriplet:
         return AdaptedRollout(triplets, final_reward, diagnostics, step_total)
 
     def _policy_refusal(
-        self, call: _Call, matched: tuple[str | None, str], diagnostics: RolloutDiagnostics
+        self, call: Call, matched: tuple[str | None, str], diagnostics: RolloutDiagnostics
     ) -> tuple[Any, ...] | None:
         """A policy per agent: set the call's policy, or say why it trains none (its agent matches two policies'
         patterns; another policy sampled it)."""
@@ -439,7 +267,7 @@ class TraceToTriplet:
 
     # --- steps -------------------------------------------------------------------------------------------------
     def _assign_rewards(
-        self, calls: list[_Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics
+        self, calls: list[Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics
     ) -> float | None:
         rewards = sorted(
             (s for s in spans if s.get("name") == semconv.REWARD_SPAN_NAME),
@@ -473,7 +301,7 @@ class TraceToTriplet:
         return final
 
     def _triplet(
-        self, calls: list[_Call], response: list[int], mask: list[int], logprobs: list[float] | None
+        self, calls: list[Call], response: list[int], mask: list[int], logprobs: list[float] | None
     ) -> Triplet:
         rewards: dict[str, float] = {}
         for call in calls:  # a merged segment carries the latest value of each reward name
@@ -498,7 +326,7 @@ class TraceToTriplet:
             policy=first.policy,
         )
 
-    def _trajectories(self, calls: list[_Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:
+    def _trajectories(self, calls: list[Call], diagnostics: RolloutDiagnostics) -> list[Triplet]:
         segments: list[_Segment] = []
         open_segment: dict[str | None, _Segment] = {}  # agent -> its segment still being extended
         for call in calls:
@@ -548,7 +376,7 @@ class TracerTraceToTriplet(TraceToTriplet):
 class _Segment:
     """Calls of one agent merged into one sample (trajectory mode)."""
 
-    calls: list[_Call]
+    calls: list[Call]
     response: list[int]
     mask: list[int]
     logprobs: list[float] | None
@@ -556,8 +384,3 @@ class _Segment:
 
 def _reward_name(span: Span) -> str:
     return str((span.get("attributes") or {}).get(semconv.AGL_REWARD_NAME) or semconv.DEFAULT_REWARD_NAME)
-
-
-def _quality(call: _Call) -> int:
-    has_ids = call.prompt is not None and call.response is not None
-    return 2 * has_ids + (has_ids and call.complete)

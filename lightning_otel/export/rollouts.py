@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.adapters.diagnostics import RolloutDiagnostics
+from lightning_otel.adapters.llm_calls import llm_calls, rollout_agent_names, span_with_messages
 from lightning_otel.adapters.messages import call_messages, call_tools
 from lightning_otel.adapters.recorded_settings import recorded_adapter
-from lightning_otel.adapters.triplets import TraceToTriplet, llm_calls, rollout_agent_names, span_with_messages
+from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.flat_span import Span
 
 AGENT_MATCH_OF_RUN: Any = ...  # the default agent_match: the one the rollout's run trained with (its metadata)
