@@ -16,7 +16,6 @@ OpenAI client) finds it with `active_llm_call()` and contributes what it sees in
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +30,15 @@ from lightning_otel.capture import message_content
 from lightning_otel.capture.agent_naming import resolve_agent_name
 from lightning_otel.capture.deferred_span import DeferredSpan
 from lightning_otel.capture.framework_context import framework_parent_context
+from lightning_otel.capture.response_readers import (
+    Choice,
+    accumulate_delta,
+    field,
+    logprobs_of,
+    read_message,
+    read_message_event,
+    read_response,
+)
 from lightning_otel.capture.rollout_context import raise_if_stopped
 from lightning_otel.capture.settings import settings
 from lightning_otel.capture.span_finisher import finisher
@@ -53,15 +61,6 @@ _REQUEST_PARAMS: tuple[tuple[str, str], ...] = (
     ("seed", semconv.GEN_AI_REQUEST_SEED),
     ("n", semconv.GEN_AI_REQUEST_CHOICE_COUNT),
 )
-
-
-def field(obj: Any, key: str) -> Any:
-    """Read `key` from a dict or an attribute-style model (openai/litellm objects keep unknown fields)."""
-    if obj is None:
-        return None
-    if isinstance(obj, dict):  # not `Mapping`: an ABC check per token would cost more than the read
-        return obj.get(key)
-    return getattr(obj, key, None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -93,17 +92,6 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
     return attributes
 
 
-class _Choice:
-    __slots__ = ("finish_reason", "logprobs", "text", "token_ids", "tool_calls")
-
-    def __init__(self) -> None:
-        self.token_ids: list[int] | None = None
-        self.logprobs: list[float] | None = None
-        self.finish_reason: str | None = None
-        self.text: list[str] = []
-        self.tool_calls: dict[int, dict[str, Any]] = {}
-
-
 class LLMCall:
     """The span of one request to a model, and what was read back from the server."""
 
@@ -132,7 +120,7 @@ class LLMCall:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.response_status: str | None = None
-        self.choices: dict[int, _Choice] = {}
+        self.choices: dict[int, Choice] = {}
         self.ended = False
         # (reader, whole response) kept by reference and read on the span finisher's thread when the call ends.
         self._received: list[tuple[Callable[[LLMCall, Any], None], Any]] = []
@@ -158,12 +146,12 @@ class LLMCall:
         if agent_name:
             attributes[semconv.GEN_AI_AGENT_NAME] = agent_name
         content = settings.content
-        self._capture_content = content.enabled
+        self.capture_content = content.enabled
         self._content_on_span = content.on_span
         self._content_as_event = content.as_event
         self._input_messages: str | None = None
         self._tool_definitions: str | None = None  # recorded with the messages: what a template rendered them with
-        if self._capture_content:
+        if self.capture_content:
             self._input_messages = message_content.to_json(message_content.input_messages(body))
             definitions = message_content.tool_definitions(body)
             if definitions:
@@ -202,7 +190,7 @@ class LLMCall:
 
     def record_response(self, response: Any) -> None:
         """A Responses API object: kept, and read on the span finisher's thread."""
-        self._received.append((LLMCall._read_response, response))
+        self._received.append((read_response, response))
 
     def record_response_event(self, event: Any) -> None:
         """A streamed Responses API event: the terminal one carries the whole response."""
@@ -215,24 +203,24 @@ class LLMCall:
 
     def record_message(self, message: Any) -> None:
         """An Anthropic Message (non-streaming): kept, and read on the span finisher's thread."""
-        self._received.append((LLMCall._read_message, message))
+        self._received.append((read_message, message))
 
     def record_message_event(self, event: Any) -> None:
         """One streamed Anthropic event, read now (like a chat chunk)."""
         try:
-            self._read_message_event(event)
+            read_message_event(self, event)
         except Exception:  # an event shape we do not know must never break the agent's stream
             logger.debug("lightning-otel: could not read an Anthropic stream event", exc_info=True)
 
     # --- reading responses (whole responses on the span finisher's thread, chunks as they come) -------------
-    def _choice(self, index: Any) -> _Choice:
+    def choice_at(self, index: Any) -> Choice:
         index = index if isinstance(index, int) else 0
         choice = self.choices.get(index)
         if choice is None:
-            choice = self.choices[index] = _Choice()
+            choice = self.choices[index] = Choice()
         return choice
 
-    def _read_usage(self, usage: Any) -> None:
+    def read_usage(self, usage: Any) -> None:
         if usage is None:
             return
         prompt_tokens = field(usage, "prompt_tokens")
@@ -246,7 +234,7 @@ class LLMCall:
         if isinstance(completion_tokens, int):
             self.output_tokens = completion_tokens
 
-    def _read_header(self, payload: Any) -> None:
+    def read_header(self, payload: Any) -> None:
         if self.response_id is None:
             response_id = field(payload, "id")
             if response_id:
@@ -265,24 +253,10 @@ class LLMCall:
         if isinstance(policy, str) and policy:
             self.extra_attributes[semconv.AGL_LLM_POLICY] = policy
 
-    @staticmethod
-    def _logprobs_of(logprobs: Any) -> list[float] | None:
-        if logprobs is None:
-            return None
-        content = field(logprobs, "content")
-        if content is not None:  # chat: [{token, logprob, ...}], one entry per sampled token
-            if content and isinstance(content[0], dict):
-                return [entry["logprob"] for entry in content]
-            return [entry.logprob for entry in content]
-        token_logprobs = field(logprobs, "token_logprobs")  # completions
-        if token_logprobs is not None:
-            return [float(value) for value in token_logprobs]
-        return None
-
     def _read_completion(self, response: Any) -> None:
-        self._read_header(response)
+        self.read_header(response)
         for raw in field(response, "choices") or ():
-            choice = self._choice(field(raw, "index"))
+            choice = self.choice_at(field(raw, "index"))
             token_ids = field(raw, "token_ids")
             if token_ids is None:  # LiteLLM's hosted_vllm provider keeps them here
                 token_ids = (field(raw, "provider_specific_fields") or {}).get("token_ids")
@@ -292,10 +266,10 @@ class LLMCall:
                 prompt_ids = field(raw, "prompt_token_ids")  # /completions reports them per choice
                 if prompt_ids is not None:
                     self.prompt_token_ids = list(prompt_ids)
-            choice.logprobs = self._logprobs_of(field(raw, "logprobs"))
+            choice.logprobs = logprobs_of(field(raw, "logprobs"))
             finish_reason = field(raw, "finish_reason")
             choice.finish_reason = str(finish_reason) if finish_reason is not None else None
-            if self._capture_content:
+            if self.capture_content:
                 message = field(raw, "message")
                 if message is not None:
                     text = field(message, "content")
@@ -303,19 +277,19 @@ class LLMCall:
                     choice.tool_calls = dict(enumerate(field(message, "tool_calls") or ()))
                 elif field(raw, "text") is not None:
                     choice.text = [str(field(raw, "text"))]
-        self._read_usage(field(response, "usage"))
+        self.read_usage(field(response, "usage"))
 
     def _read_chunk(self, chunk: Any) -> None:
         """Per-chunk `token_ids` are deltas; prompt ids come with the first chunk."""
-        self._read_header(chunk)
+        self.read_header(chunk)
         for raw in field(chunk, "choices") or ():
-            choice = self._choice(field(raw, "index"))
+            choice = self.choice_at(field(raw, "index"))
             token_ids = field(raw, "token_ids")
             if token_ids:
                 if choice.token_ids is None:
                     choice.token_ids = []
                 choice.token_ids.extend(token_ids)
-            logprobs = self._logprobs_of(field(raw, "logprobs"))
+            logprobs = logprobs_of(field(raw, "logprobs"))
             if logprobs:
                 if choice.logprobs is None:
                     choice.logprobs = []
@@ -323,102 +297,9 @@ class LLMCall:
             finish_reason = field(raw, "finish_reason")
             if finish_reason is not None:
                 choice.finish_reason = str(finish_reason)
-            if self._capture_content:
-                self._accumulate_delta(choice, raw)
-        self._read_usage(field(chunk, "usage"))
-
-    @staticmethod
-    def _accumulate_delta(choice: _Choice, raw: Any) -> None:
-        delta = field(raw, "delta")
-        text = field(delta, "content") if delta is not None else field(raw, "text")
-        if text:
-            choice.text.append(str(text))
-        for call in (field(delta, "tool_calls") or ()) if delta is not None else ():
-            slot = choice.tool_calls.setdefault(
-                field(call, "index") or 0, {"id": None, "function": {"name": None, "arguments": ""}}
-            )
-            if field(call, "id"):
-                slot["id"] = field(call, "id")
-            function = field(call, "function")
-            if field(function, "name"):
-                slot["function"]["name"] = field(function, "name")
-            if field(function, "arguments"):
-                slot["function"]["arguments"] += field(function, "arguments")
-
-    def _read_response(self, response: Any) -> None:
-        """vLLM returns a Responses API call's token ids as `input_messages`/`output_messages` when asked."""
-        self._read_header(response)
-        status = field(response, "status")
-        self.response_status = str(status) if status is not None else None
-        input_messages = field(response, "input_messages")
-        if input_messages and self.prompt_token_ids is None:
-            self.prompt_token_ids = [t for m in input_messages for t in (field(m, "tokens") or ())]
-        choice = self._choice(0)
-        output_messages = field(response, "output_messages")
-        if output_messages:
-            choice.token_ids = [t for m in output_messages for t in (field(m, "tokens") or ())]
-        choice.finish_reason = self.response_status
-        if self._capture_content:
-            for item in field(response, "output") or ():
-                if field(item, "type") == "message":
-                    choice.text.extend(
-                        str(field(part, "text")) for part in field(item, "content") or () if field(part, "text")
-                    )
-                elif field(item, "type") == "function_call":
-                    choice.tool_calls[len(choice.tool_calls)] = {
-                        "id": field(item, "call_id"),
-                        "function": {"name": field(item, "name"), "arguments": field(item, "arguments")},
-                    }
-        self._read_usage(field(response, "usage"))
-
-    def _read_message(self, message: Any) -> None:
-        """Anthropic's Message: its id and model, its stop reason, its usage; with content on, its text and
-        `tool_use` blocks (as tool calls whose arguments are the input's JSON)."""
-        self._read_header(message)
-        choice = self._choice(0)
-        stop_reason = field(message, "stop_reason")
-        choice.finish_reason = str(stop_reason) if stop_reason is not None else None
-        if self._capture_content:
-            for block in field(message, "content") or ():
-                self._read_block(choice, block)
-        self._read_usage(field(message, "usage"))
-
-    def _read_block(self, choice: _Choice, block: Any) -> None:
-        kind = field(block, "type")
-        if kind == "text" and field(block, "text"):
-            choice.text.append(str(field(block, "text")))
-        elif kind == "tool_use":
-            arguments = json.dumps(field(block, "input") or {}, ensure_ascii=False, default=str)
-            function = {"name": field(block, "name"), "arguments": arguments}
-            choice.tool_calls[len(choice.tool_calls)] = {"id": field(block, "id"), "function": function}
-
-    def _read_message_event(self, event: Any) -> None:
-        kind = field(event, "type")
-        choice = self._choice(0)
-        if kind == "message_start":
-            message = field(event, "message")
-            self._read_header(message)
-            self._read_usage(field(message, "usage"))
-        elif kind == "content_block_start" and self._capture_content:
-            block = field(event, "content_block")
-            if field(block, "type") == "tool_use":
-                function = {"name": field(block, "name"), "arguments": ""}
-                choice.tool_calls[field(event, "index") or 0] = {"id": field(block, "id"), "function": function}
-        elif kind == "content_block_delta" and self._capture_content:
-            delta = field(event, "delta")
-            if field(delta, "type") == "text_delta" and field(delta, "text"):
-                choice.text.append(str(field(delta, "text")))
-            elif field(delta, "type") == "input_json_delta":
-                slot = choice.tool_calls.get(field(event, "index") or 0)
-                if slot is not None:
-                    slot["function"]["arguments"] += str(field(delta, "partial_json") or "")
-        elif kind == "message_delta":
-            stop_reason = field(field(event, "delta"), "stop_reason")
-            if stop_reason is not None:
-                choice.finish_reason = str(stop_reason)
-            output_tokens = field(field(event, "usage"), "output_tokens")
-            if isinstance(output_tokens, int):
-                self.output_tokens = output_tokens
+            if self.capture_content:
+                accumulate_delta(choice, raw)
+        self.read_usage(field(chunk, "usage"))
 
     # --- ending ----------------------------------------------------------------------------------------------
     def _token_ids_complete(self, stream_complete: bool, error: BaseException | None) -> bool:
@@ -488,7 +369,7 @@ class LLMCall:
         if has_ids or self.token_ids_requested:
             attributes[semconv.AGL_TOKEN_IDS_COMPLETE] = self._token_ids_complete(stream_complete, error)
         event = None
-        if self._capture_content and ordered:
+        if self.capture_content and ordered:
             output = message_content.to_json(
                 [
                     message_content.output_message(
