@@ -16,7 +16,8 @@ examples import only from here, `lightning_otel` and `lightning_otel.collector`)
 
 from typing import Any
 
-from lightning_otel.testing.server import OpenAITestServer, Reply, ToolCall
+from lightning_otel.testing.replies import Reply, ToolCall
+from lightning_otel.testing.server import OpenAITestServer
 from lightning_otel.testing.span_capture import SpanCapture
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, train_tokenizer
 

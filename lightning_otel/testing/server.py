@@ -22,76 +22,19 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.serving import vllm_format
 from lightning_otel.serving.app_server import AppServer
 from lightning_otel.serving.context_limits import vllm_message
 from lightning_otel.serving.vllm_format import SampledChoice, stream_pieces
-from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, render_tool_call
+from lightning_otel.testing import responses_api
+from lightning_otel.testing.replies import Generation, RecordedRequest, Reply, ReplySource, ServedCall
+from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
 
 VLLM_ONLY_FIELDS = frozenset(
     {"return_token_ids", "top_k", "repetition_penalty", "enable_response_messages", "prompt_logprobs"}
 )
-
-
-@dataclass
-class ToolCall:
-    name: str
-    arguments: str = "{}"
-    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
-
-
-@dataclass
-class Reply:
-    content: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-
-@dataclass
-class RecordedRequest:
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-
-
-@dataclass
-class ServedCall:
-    """What the server produced for one request (by response id): the ids a trainer must end up with."""
-
-    prompt_token_ids: list[int]
-    response_token_ids: list[list[int]]  # one list per choice
-    headers: dict[str, str]
-
-
-ReplySource = Callable[[dict[str, Any]], "str | Reply"]
-
-
-def _logprob(token_id: int, position: int) -> float:
-    """Deterministic, distinct per (token, position): tests can compare values exactly."""
-    return -round(((token_id * 7919 + position * 104729) % 997) / 100.0 + 0.01, 4)
-
-
-class _Generation:
-    """One choice: the text the client sees and the token ids the 'model' sampled."""
-
-    def __init__(self, tokenizer: ChatTokenizer, reply: Reply, max_tokens: int | None) -> None:
-        self.reply = reply
-        rendered = reply.content or ""
-        for call in reply.tool_calls:
-            rendered += render_tool_call(call.name, call.arguments)
-        ids = [*tokenizer.encode(rendered), tokenizer.eos_token_id]
-        self.finish_reason = "tool_calls" if reply.tool_calls else "stop"
-        if max_tokens is not None and len(ids) > max_tokens:
-            ids = ids[:max_tokens]
-            self.finish_reason = "length"
-        self.token_ids = ids
-        self.logprobs = [_logprob(t, i) for i, t in enumerate(ids)]
-        if self.finish_reason == "length":
-            self.text = tokenizer.decode([t for t in ids if t != tokenizer.eos_token_id])
-        else:
-            self.text = reply.content or ""
 
 
 class OpenAITestServer:
@@ -152,7 +95,7 @@ class OpenAITestServer:
         self.requests.clear()
         self.served.clear()
 
-    def _record(self, request: Any, response_id: str, prompt_ids: list[int], generations: list[_Generation]) -> None:
+    def _record(self, request: Any, response_id: str, prompt_ids: list[int], generations: list[Generation]) -> None:
         headers = dict(request.headers)
         self.served[response_id] = ServedCall(list(prompt_ids), [list(g.token_ids) for g in generations], headers)
 
@@ -180,14 +123,14 @@ class OpenAITestServer:
             reply = "You said: " + _last_user_text(body, prompt_text)
         return Reply(content=reply) if isinstance(reply, str) else reply
 
-    def _generations(self, body: dict[str, Any], prompt_text: str) -> list[_Generation]:
+    def _generations(self, body: dict[str, Any], prompt_text: str) -> list[Generation]:
         count = int(body.get("n") or 1)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens")
         first = self._next_reply(body, prompt_text)
         replies = [first] + [
             Reply(content=f"{first.content or ''} ({index})", tool_calls=first.tool_calls) for index in range(1, count)
         ]
-        return [_Generation(self.tokenizer, reply, max_tokens) for reply in replies]
+        return [Generation(self.tokenizer, reply, max_tokens) for reply in replies]
 
     # --- the ASGI app ----------------------------------------------------------------------------------------
     def app(self) -> Any:
@@ -262,14 +205,16 @@ class OpenAITestServer:
             body = await read(request)
             if isinstance(body, Response):
                 return body
-            messages = _responses_messages(body)
+            messages = responses_api.chat_messages(body)
             if not messages:
                 return _error(400, "input must be a string or a list of messages")
             prompt_text = self.tokenizer.render_chat(messages)
             generation = self._generations({**body, "n": 1}, prompt_text)[0]
-            response = self._responses_response(body, prompt_text, generation)
+            response_id = f"resp_{next(self._ids)}_{uuid.uuid4().hex[:8]}"
+            response = responses_api.response_object(body, prompt_text, generation, self.tokenizer, response_id,
+                                                     self.model)  # fmt: skip
             if body.get("stream"):
-                return sse(_responses_stream(response, generation))
+                return sse(responses_api.response_stream(response, generation))
             return JSONResponse(response)
 
         async def models(request: Request) -> Response:
@@ -297,7 +242,7 @@ class OpenAITestServer:
 
     # --- chat completions and completions: the shared vLLM-format builder ----------------------------------------
     def _sampled(
-        self, generations: list[_Generation], *, chat: bool, stream: bool, with_logprobs: bool
+        self, generations: list[Generation], *, chat: bool, stream: bool, with_logprobs: bool
     ) -> list[SampledChoice]:
         eos = self.tokenizer.eos_token_id
         choices = []
@@ -321,7 +266,7 @@ class OpenAITestServer:
         return choices
 
     def _chat_response(
-        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[Generation]
     ) -> dict[str, Any]:
         with_logprobs = bool(body.get("logprobs"))
         choices = self._sampled(generations, chat=True, stream=False, with_logprobs=with_logprobs)
@@ -331,7 +276,7 @@ class OpenAITestServer:
         )  # fmt: skip
 
     async def _chat_stream(
-        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[Generation]
     ) -> AsyncIterator[str]:
         with_logprobs = bool(body.get("logprobs"))
         choices = self._sampled(generations, chat=True, stream=True, with_logprobs=with_logprobs)
@@ -346,7 +291,7 @@ class OpenAITestServer:
         yield vllm_format.SSE_DONE
 
     def _completion_response(
-        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[Generation]
     ) -> dict[str, Any]:
         with_logprobs = body.get("logprobs") is not None
         choices = self._sampled(generations, chat=False, stream=False, with_logprobs=with_logprobs)
@@ -356,7 +301,7 @@ class OpenAITestServer:
         )  # fmt: skip
 
     async def _completion_stream(
-        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[_Generation]
+        self, body: dict[str, Any], response_id: str, prompt_ids: list[int], generations: list[Generation]
     ) -> AsyncIterator[str]:
         choices = self._sampled(generations, chat=False, stream=True, with_logprobs=False)
         chunks = vllm_format.text_completion_chunks(
@@ -367,103 +312,6 @@ class OpenAITestServer:
             yield vllm_format.sse(chunk)
         yield vllm_format.SSE_DONE
 
-    # --- responses -------------------------------------------------------------------------------------------
-    def _responses_response(self, body: dict[str, Any], prompt_text: str, generation: _Generation) -> dict[str, Any]:
-        prompt_ids = self.tokenizer.encode(prompt_text)
-        output: list[dict[str, Any]] = []
-        if generation.reply.tool_calls:
-            output.extend(
-                {
-                    "type": "function_call",
-                    "id": f"fc_{uuid.uuid4().hex[:8]}",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "status": "completed",
-                }
-                for call in generation.reply.tool_calls
-            )
-        else:
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_{uuid.uuid4().hex[:8]}",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": generation.text, "annotations": []}],
-                }
-            )
-        response: dict[str, Any] = {
-            "id": f"resp_{next(self._ids)}_{uuid.uuid4().hex[:8]}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "model": body.get("model", self.model),
-            "status": "incomplete" if generation.finish_reason == "length" else "completed",
-            "output": output,
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "usage": {
-                "input_tokens": len(prompt_ids),
-                "output_tokens": len(generation.token_ids),
-                "total_tokens": len(prompt_ids) + len(generation.token_ids),
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens_details": {"reasoning_tokens": 0},
-            },
-        }
-        if body.get("enable_response_messages"):
-            response["input_messages"] = [{"type": "raw_message_tokens", "message": prompt_text, "tokens": prompt_ids}]
-            response["output_messages"] = [
-                {
-                    "type": "raw_message_tokens",
-                    "message": self.tokenizer.decode(generation.token_ids),
-                    "tokens": generation.token_ids,
-                }
-            ]
-        return response
-
-
-async def _responses_stream(response: dict[str, Any], generation: _Generation) -> AsyncIterator[str]:
-    sequence = itertools.count()
-
-    def event(kind: str, **payload: Any) -> str:
-        return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': next(sequence), **payload})}\n\n"
-
-    pending = {**response, "status": "in_progress", "output": []}
-    pending.pop("input_messages", None)
-    pending.pop("output_messages", None)
-    yield event("response.created", response=pending)
-    for item in response["output"]:
-        if item["type"] == "message":
-            yield event(
-                "response.output_text.delta",
-                item_id=item["id"],
-                output_index=0,
-                content_index=0,
-                delta=generation.text,
-                logprobs=[],
-            )
-    yield event(
-        "response.completed" if response["status"] == "completed" else "response.incomplete",
-        response=response,
-    )
-
-
-def _responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if body.get("instructions"):
-        messages.append({"role": "system", "content": str(body["instructions"])})
-    item = body.get("input")
-    if isinstance(item, str):
-        messages.append({"role": "user", "content": item})
-    elif isinstance(item, list):
-        for entry in item:
-            if isinstance(entry, dict) and entry.get("role"):
-                messages.append({"role": entry["role"], "content": entry.get("content")})
-            elif isinstance(entry, dict) and entry.get("type") == "function_call_output":
-                messages.append({"role": "tool", "content": str(entry.get("output", ""))})
-    return messages
-
 
 def _last_user_text(body: dict[str, Any], prompt_text: str) -> str:
     for message in reversed(body.get("messages") or []):
@@ -472,7 +320,7 @@ def _last_user_text(body: dict[str, Any], prompt_text: str) -> str:
             if isinstance(content, list):
                 return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
             return str(content or "")
-    for message in reversed(_responses_messages(body)):
+    for message in reversed(responses_api.chat_messages(body)):
         if message["role"] == "user":
             return str(message["content"] or "")
     return prompt_text[-200:]

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from lightning_otel.adapters.triplets import TraceToTriplet
-from lightning_otel.testing.server import _logprob
+from lightning_otel.testing.replies import logprob
 from lightning_otel.training.loop.step_spans import step_spans
 from tests.programs import recorded_run
 
@@ -171,7 +171,7 @@ def test_rollout_page_shows_the_waterfall_and_highlights_the_trained_tokens(
         assert flags == {"true" if span_id in trained else "false"}
         assert call.locator(".tok.trained").count() == (len(ids) if span_id in trained else 0)  # highlighted
         title = tokens.first.get_attribute("title")
-        assert title == f"token {ids[0]} · logprob {_logprob(ids[0], 0):.4f}"  # the server's logprob, on hover
+        assert title == f"token {ids[0]} · logprob {logprob(ids[0], 0):.4f}"  # the server's logprob, on hover
     hrefs = [a.get_attribute("href") for a in page.get_by_test_id("link-jaeger").all()]
     assert hrefs and all(h.startswith(f"{recorded_run.JAEGER_UI}/trace/") for h in hrefs)
     # each trained call says its return and advantages, and links the other calls of its anchor state

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lightning_otel.testing.server import OpenAITestServer, Reply, ToolCall
+from lightning_otel.testing import OpenAITestServer, Reply, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "apo"))
 from room_selector import best_room

@@ -20,7 +20,7 @@ from lightning_otel.collector import Client, EmbeddedCollector
 from lightning_otel.serving.collector_tracer import collector_tracer
 from lightning_otel.serving.gateway import GatewayServer, PolicyGateway
 from lightning_otel.testing import OpenAITestServer
-from lightning_otel.testing.server import Reply, ToolCall
+from lightning_otel.testing.replies import Reply, ToolCall
 from tests.harnesses.example_runs import EXAMPLES, check_dry_run, npm_ci, run_training
 
 EXAMPLE = EXAMPLES / "claude_code"
