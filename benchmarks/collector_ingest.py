@@ -357,7 +357,7 @@ def read_big_rollout(store_url: str, total: int) -> None:
 
 
 async def _store_read_ms(store_url: str) -> float:
-    from lightning_otel.collector.stores import open_store
+    from lightning_otel.collector.stores.stores import open_store
 
     store = open_store(store_url)
     await store.start()

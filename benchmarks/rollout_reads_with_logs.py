@@ -20,10 +20,10 @@ import time
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from lightning_otel.collector.log_records import attach_logs, rows_of, write_logs
-from lightning_otel.collector.otlp_decoding import records_of
-from lightning_otel.collector.otlp_json import flat_span
-from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.receiving.log_records import attach_logs, rows_of, write_logs
+from lightning_otel.collector.receiving.otlp_decoding import records_of
+from lightning_otel.collector.receiving.otlp_json import flat_span
+from lightning_otel.collector.stores.stores import open_store
 from lightning_otel.testing.otlp_factory import make_request, make_span, span_id, trace_id
 
 READS = 20

@@ -8,7 +8,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lightning_otel.collector.jaeger_json import error_envelope
+from lightning_otel.collector.query_params import error_envelope
 
 
 def bearer_ok(header: str | None, token: str | None) -> bool:

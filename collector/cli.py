@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from lightning_otel.collector.sqlite_store import default_sqlite_url
+from lightning_otel.collector.stores.sqlite_store import default_sqlite_url
 from lightning_otel.collector.tcp_listener import port_number, port_or_off
 
 DEFAULT_JAEGER_UI = "http://127.0.0.1:16686"
@@ -156,8 +156,8 @@ def _retention_s(text: str | None) -> float | None:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from lightning_otel.collector.reads.token_text import TokenizerUnavailable
     from lightning_otel.collector.server import Collector, CollectorConfig
-    from lightning_otel.collector.token_text import TokenizerUnavailable
 
     config = CollectorConfig(
         host=args.host,
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["link"]:
         sys.exit(_link(link_parser().parse_args(argv[1:])))
     args = serve_parser().parse_args(argv)
-    from lightning_otel.collector.store import TransientStoreError
+    from lightning_otel.collector.stores.store import TransientStoreError
 
     try:
         asyncio.run(_serve(args))

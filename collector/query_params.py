@@ -29,6 +29,11 @@ class BadQuery(ValueError):
     pass
 
 
+def error_envelope(code: int, message: str) -> dict[str, Any]:
+    """An error in the Jaeger query API's envelope (what every query route, and the auth check, answers)."""
+    return {"data": None, "total": 0, "limit": 0, "offset": 0, "errors": [{"code": code, "msg": message}]}
+
+
 class FastJSONResponse(JSONResponse):
     """orjson for the large rollout payloads (token ids). orjson writes NaN and infinities as null: every payload
     sent through here has them tagged already (`otlp_json.native_value`) or refused on input."""

@@ -94,7 +94,7 @@ CREATE INDEX IF NOT EXISTS agl_rollouts_by_run ON agl_rollouts (run_id, status, 
 CREATE INDEX IF NOT EXISTS agl_resources_by_run ON agl_resources (run_id, version);
 """
 
-# OTLP log records (collector/log_records.py): kept once each, found by their span or their rollout.
+# OTLP log records (collector/receiving/log_records.py): kept once each, found by their span or their rollout.
 LOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS agl_logs (
     digest TEXT PRIMARY KEY,

@@ -22,20 +22,20 @@ import grpc
 import uvicorn
 from starlette.types import ASGIApp
 
-from lightning_otel.collector.forwarder import Forwarder
-from lightning_otel.collector.grpc_receiver import build_grpc_server
-from lightning_otel.collector.http_receiver import build_otlp_app
-from lightning_otel.collector.ingest import CollectorMetrics, Ingestor
-from lightning_otel.collector.query_api import build_query_app
-from lightning_otel.collector.rollout_state import RolloutState
-from lightning_otel.collector.rollout_view import ViewSettings
-from lightning_otel.collector.routes_queue import EXCEPTION_HANDLERS, queue_routes
-from lightning_otel.collector.routes_ui import UI_OPEN_PATHS, ui_routes
-from lightning_otel.collector.sqlite_store import default_sqlite_url
-from lightning_otel.collector.store import SpanStore
-from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.queue.rollout_state import RolloutState
+from lightning_otel.collector.queue.routes_queue import EXCEPTION_HANDLERS, queue_routes
+from lightning_otel.collector.reads.query_api import build_query_app
+from lightning_otel.collector.reads.rollout_view import ViewSettings
+from lightning_otel.collector.reads.routes_ui import UI_OPEN_PATHS, ui_routes
+from lightning_otel.collector.reads.token_text import TokenText
+from lightning_otel.collector.receiving.forwarder import Forwarder
+from lightning_otel.collector.receiving.grpc_receiver import build_grpc_server
+from lightning_otel.collector.receiving.http_receiver import build_otlp_app
+from lightning_otel.collector.receiving.ingest import CollectorMetrics, Ingestor
+from lightning_otel.collector.stores.sqlite_store import default_sqlite_url
+from lightning_otel.collector.stores.store import SpanStore
+from lightning_otel.collector.stores.stores import open_store
 from lightning_otel.collector.tcp_listener import listening_socket, server_config
-from lightning_otel.collector.token_text import TokenText
 
 T = TypeVar("T")
 log = logging.getLogger("lightning_otel.collector")

@@ -28,9 +28,23 @@ CONTRACT = {
     "lightning_otel.version",
     "lightning_otel.tls_context",
 }
-COLLECTOR_CLIENT = {"lightning_otel.collector.client", "lightning_otel.collector.queue_schema"}
+COLLECTOR_CLIENT = {
+    "lightning_otel.collector.client",
+    "lightning_otel.collector.client_calls",
+    "lightning_otel.collector.queue_schema",
+}
 # how every HTTP server of ours listens (TCP_NODELAY): the collector's, and serving's apps
 TCP_LISTENER = "lightning_otel.collector.tcp_listener"
+# the collector's sub-rooms (its folders); its top-level modules that every sub-room may import: bearer tokens,
+# request bodies, query parameters and error envelopes, the queue's schema, the TCP listener
+COLLECTOR_ROOMS = ("receiving", "stores", "queue", "reads")
+COLLECTOR_SHARED = {
+    "lightning_otel.collector.auth",
+    "lightning_otel.collector.declared_bodies",
+    "lightning_otel.collector.query_params",
+    "lightning_otel.collector.queue_schema",
+    TCP_LISTENER,
+}
 
 # room -> the rooms (or single modules) it may import besides itself and the contract: docs/architecture.md.
 ALLOWED: dict[str, set[str]] = {
@@ -38,8 +52,22 @@ ALLOWED: dict[str, set[str]] = {
     "capture": set(),
     "instrumentors": {"capture"},
     "adapters": set(),
-    # the rollout view (/ui) explains samples with the adapter's own decisions; the adapter imports only the contract
-    "collector": {
+    # the collector's entry points (server, cli, client) and the pieces every sub-room shares (COLLECTOR_SHARED); the
+    # server wires the sub-rooms together
+    "collector": {"collector.receiving", "collector.stores", "collector.queue", "collector.reads"},
+    # receiving: OTLP over HTTP and gRPC, decoding, ingest; it writes to a store
+    "collector.receiving": {*COLLECTOR_SHARED, "collector.stores"},
+    # stores: the span record, the store interface, SQLite, PostgreSQL, their SQL: nothing of receiving's
+    "collector.stores": {*COLLECTOR_SHARED},
+    # the queue: rollouts, attempts, runs and leases in a store's transactions, and its HTTP API
+    "collector.queue": {*COLLECTOR_SHARED, "collector.stores"},
+    # reads and views: the query APIs and the rollout view (/ui), which explains samples with the adapter's own
+    # decisions (the adapter imports only the contract)
+    "collector.reads": {
+        *COLLECTOR_SHARED,
+        "collector.stores",
+        "collector.receiving",
+        "collector.queue",
         "lightning_otel.adapters.triplets",
         "lightning_otel.adapters.llm_calls",
         "lightning_otel.adapters.credit",
@@ -71,7 +99,7 @@ ALLOWED: dict[str, set[str]] = {
     # test support; `model_or_tiny` resolves a model by name (models) or builds the tiny one
     # test support shared with the benchmarks; the agents runner processes import in tests (agent_api); spans built
     # for the collector's tests decoded as the collector decodes them
-    "testing": {"capture", "serving", "models", "agent_api", "lightning_otel.collector.otlp_decoding"},
+    "testing": {"capture", "serving", "models", "agent_api", "lightning_otel.collector.receiving.otlp_decoding"},
     # reward models: scorer, service, client, scoring helpers (agent side: capture only); the service checks bearer
     # tokens with the collector's one rule
     "rewards": {"capture", "lightning_otel.collector.auth", "lightning_otel.collector.declared_bodies"},
@@ -164,6 +192,8 @@ def room_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) > 2 and parts[1] == "training":
         return f"training.{parts[2]}"  # training's rooms: loop, verl, tinker, sft, reward_model
+    if len(parts) > 2 and parts[1] == "collector" and parts[2] in COLLECTOR_ROOMS:
+        return f"collector.{parts[2]}"  # the collector's sub-rooms
     return parts[1] if len(parts) > 1 else "face"
 
 
@@ -178,6 +208,8 @@ def allowed(source: str, target: str) -> bool:
     if source_room == target_room or BY_NAME.get(source) == target_room:
         return True
     rules = ALLOWED.get(source_room, set())
+    if target_room.startswith("collector.") and not source_room.startswith("collector"):
+        target_room = "collector"  # from outside, the collector is one room; its sub-rooms are its own business
     return "*" in rules or target_room in rules or target in rules
 
 
@@ -272,16 +304,16 @@ def test_a_runner_process_loads_only_the_runner_the_agent_api_and_capture():
         "from lightning_otel.runner.runner import Runner\n"
         "from lightning_otel.runner.runner_options import RunnerOptions\n"
         "import lightning_otel.runner.runner_process\n"
+        "import lightning_otel.runner.ray_actor\n"  # a Ray actor's body: in the runner's room, loading the same
         "Runner(load_agent('tests.training.agents:length_agent'), 'http://127.0.0.1:9', RunnerOptions())\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('lightning_otel'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = done.stdout.split()
-    assert "lightning_otel.runner.runner" in loaded
+    assert {"lightning_otel.runner.runner", "lightning_otel.runner.ray_actor"} <= set(loaded)
     client = {name for name in loaded if room_of(name) == "collector"}
-    assert client <= {"lightning_otel.collector", "lightning_otel.collector.client",
-                      "lightning_otel.collector.queue_schema"}, client  # fmt: skip
+    assert client <= {"lightning_otel.collector", *COLLECTOR_CLIENT}, client
     assert {room_of(name) for name in loaded} - {"collector"} <= RUNNER_ROOMS, sorted(loaded)
 
 
@@ -334,6 +366,31 @@ def test_the_checker_sees_training_rooms_and_modules_named_by_strings(tmp_path):
     assert allowed("lightning_otel.capture.instrumentor_registry", "lightning_otel.instrumentors.openai")
 
 
+def test_the_collectors_sub_rooms_keep_to_their_rows(tmp_path):
+    """A store never reaches a receiver or a query route, a receiver never reaches the queue or the reads, the queue
+    never reaches the reads; the server wires them, and the reads may read them all."""
+    known = set(module_files())
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from lightning_otel.collector.receiving import http_receiver\n"
+        "def later():\n    from lightning_otel.collector.reads.query_api import query_app\n"
+    )
+    found = imports_of("lightning_otel.collector.stores.probe", source, known)
+    assert found == {"lightning_otel.collector.receiving.http_receiver", "lightning_otel.collector.reads.query_api"}
+    assert not any(allowed("lightning_otel.collector.stores.probe", target) for target in found)
+    assert not allowed("lightning_otel.collector.receiving.ingest", "lightning_otel.collector.queue.rollout_state")
+    assert not allowed("lightning_otel.collector.queue.routes_queue", "lightning_otel.collector.reads.jaeger_json")
+    assert not allowed("lightning_otel.collector.receiving.ingest", "lightning_otel.collector.server")
+    assert not allowed(
+        "lightning_otel.collector.stores.sqlite_store", "lightning_otel.collector.receiving.otlp_decoding"
+    )
+    assert allowed("lightning_otel.collector.receiving.ingest", "lightning_otel.collector.stores.span_record")
+    assert allowed("lightning_otel.collector.reads.rollout_view", "lightning_otel.collector.queue.rollout_transactions")
+    assert allowed("lightning_otel.collector.server", "lightning_otel.collector.receiving.http_receiver")
+    assert allowed("lightning_otel.runtime.trainer", "lightning_otel.collector.stores.store")
+    assert not allowed("lightning_otel.runner.runner", "lightning_otel.collector.stores.store")
+
+
 LAYOUT_MAP = ROOT / "docs" / "architecture.md"  # the rooms table
 
 
@@ -373,3 +430,32 @@ def test_every_module_of_the_tree_is_on_the_layout_map():
         if row_naming(path.relative_to(ROOT), rows) is None
     ]
     assert not missing, "modules the layout map does not name (docs/architecture.md):\n" + "\n".join(missing)
+
+
+def test_every_room_of_the_checker_has_its_row_on_the_map():
+    """The map (docs/architecture.md) and this checker's table (ALLOWED) name the same rooms: a room added here
+    without a row there, or a sub-room there the checker does not know, fails."""
+    rows = map_rows()
+
+    def row_of(room: str) -> list[str]:
+        if room.startswith("collector"):
+            folder = "collector/" + "".join(f"{part}/" for part in room.split(".")[1:])
+        elif room == "instrumentors":
+            folder = "instrumentors/"
+        else:
+            folder = "lightning_otel/" + room.replace(".", "/") + "/"
+        return [path for path in rows if path in (folder, folder.rstrip("/") + ".py")]
+
+    missing = [room for room in ALLOWED if not row_of(room)]
+    assert not missing, f"rooms of the checker with no row on the map: {missing}"
+    collector_rows = {path for path in rows if path.startswith("collector/") and path != "collector/"}
+    assert collector_rows == {f"collector/{room}/" for room in COLLECTOR_ROOMS}, collector_rows
+
+
+def test_modules_stay_small():
+    """No module over 500 lines and at most 8 over 400: a module that grows past them is split by what it does."""
+    sizes = {name: len(path.read_text().splitlines()) for name, path in module_files().items()}
+    over_500 = sorted(name for name, lines in sizes.items() if lines > 500)
+    over_400 = sorted(name for name, lines in sizes.items() if lines > 400)
+    assert not over_500, f"modules over 500 lines: {over_500}"
+    assert len(over_400) <= 8, f"{len(over_400)} modules over 400 lines (at most 8): {over_400}"

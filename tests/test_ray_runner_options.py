@@ -12,7 +12,8 @@ import pytest
 
 import lightning_otel as agl
 from lightning_otel.cli.train import add_arguments, collector_options
-from lightning_otel.runtime.ray_runners import RayRunnerPool, collector_for_node
+from lightning_otel.runner.ray_actor import collector_for_node
+from lightning_otel.runtime.ray_runners import RayRunnerPool
 
 
 def parsed(*flags: str) -> argparse.Namespace:

@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Here, not at the top: every `lightning-otel` command builds this parser, runners in small environments too.
     from lightning_otel.collector.client import CollectorError
-    from lightning_otel.collector.store import TransientStoreError
-    from lightning_otel.collector.stores import NoStore
+    from lightning_otel.collector.stores.store import TransientStoreError
+    from lightning_otel.collector.stores.stores import NoStore
     from lightning_otel.export.dataset_export import export_dataset
 
     agent_match = None if args.all_calls else (args.agent_match or AGENT_MATCH_OF_RUN)

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lightning_otel.collector.client import CollectorError
-    from lightning_otel.collector.store import TransientStoreError
-    from lightning_otel.collector.stores import NoStore
+    from lightning_otel.collector.stores.store import TransientStoreError
+    from lightning_otel.collector.stores.stores import NoStore
     from lightning_otel.export.atif_import import import_atif
 
     try:

@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from lightning_otel.collector.stores import NoStore, existing_store_url
+from lightning_otel.collector.stores.stores import NoStore, existing_store_url
 from lightning_otel.collector.tcp_listener import port_number
 
 
@@ -48,7 +48,7 @@ def run_folder_tokenizer(store: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from lightning_otel.collector.client import Client
     from lightning_otel.collector.server import CollectorConfig, EmbeddedCollector
-    from lightning_otel.collector.store import TransientStoreError
+    from lightning_otel.collector.stores.store import TransientStoreError
 
     try:
         url = existing_store_url(args.store)

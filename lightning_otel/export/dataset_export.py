@@ -25,7 +25,7 @@ from typing import Any
 
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector.client import Client
-from lightning_otel.collector.stores import existing_store_url
+from lightning_otel.collector.stores.stores import existing_store_url
 from lightning_otel.export.atif import rollout_trajectory
 from lightning_otel.export.rollouts import AGENT_MATCH_OF_RUN, ExportedRollout, exported_rollout
 from lightning_otel.export.shapes import SHAPES, PairCounts, PairRule, preference_pairs, rollout_row, sft_rows

@@ -16,7 +16,7 @@ from typing import Any
 from lightning_otel.agent_api.resources import ProxyLLM
 from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.training_run import TrainingRun
-from lightning_otel.training.loop.loop import task_means
+from lightning_otel.training.loop.step_summary import task_means
 
 
 class HeldOutRewards(Algorithm):

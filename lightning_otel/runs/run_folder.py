@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightning_otel.collector.stores import FOLDER_STORE as STORE_FILE
+from lightning_otel.collector.stores.stores import FOLDER_STORE as STORE_FILE
 
 SETTINGS_FILE = "settings.json"
 

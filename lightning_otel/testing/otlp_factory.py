@@ -85,7 +85,7 @@ def make_request(spans: list[Span], service: str = "svc", scope: str = "tests") 
 
 
 def records(spans: list[Span], service: str = "svc") -> list:
-    from lightning_otel.collector.otlp_decoding import records_of
+    from lightning_otel.collector.receiving.otlp_decoding import records_of
 
     return records_of(make_request(spans, service)).records
 

@@ -33,7 +33,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 
 @pytest.fixture
 async def span_store(store_url: str) -> AsyncIterator[object]:
-    from lightning_otel.collector.stores import open_store
+    from lightning_otel.collector.stores.stores import open_store
 
     store = open_store(store_url)
     await store.start()

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from lightning_otel.collector.otlp_decoding import DecodeError, decode_json, decode_protobuf
-from lightning_otel.collector.otlp_json import traces_data_json
-from lightning_otel.collector.store import StoredSpan
-from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.receiving.json_decoding import decode_json
+from lightning_otel.collector.receiving.otlp_decoding import DecodeError, decode_protobuf
+from lightning_otel.collector.receiving.otlp_json import traces_data_json
+from lightning_otel.collector.stores.store import StoredSpan
+from lightning_otel.collector.stores.stores import open_store
 from lightning_otel.testing.otlp_factory import make_request
 
 BOUNDED = settings(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from lightning_otel.collector.ingest import Ingestor
-from lightning_otel.collector.otlp_decoding import records_of
+from lightning_otel.collector.receiving.ingest import Ingestor
+from lightning_otel.collector.receiving.otlp_decoding import records_of
 from lightning_otel.testing.otlp_factory import make_request, make_span
 
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
-from lightning_otel.collector.numeric_arrays import numeric_array_values
-from lightning_otel.collector.otlp_json import native_value
+from lightning_otel.collector.receiving.numeric_arrays import numeric_array_values
+from lightning_otel.collector.receiving.otlp_json import native_value
 
 BOUNDED = settings(max_examples=300, deadline=None)
 i64 = st.integers(-(2**63), 2**63 - 1)

@@ -145,7 +145,12 @@ def test_the_rollout_view_and_jaeger_show_a_spans_log_records(start_collector: A
 async def test_each_store_keeps_a_record_once_and_finds_it_by_span_and_by_rollout(span_store: Any) -> None:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    from lightning_otel.collector.log_records import logs_by_span, rollout_logs_without_span, rows_of, write_logs
+    from lightning_otel.collector.receiving.log_records import (
+        logs_by_span,
+        rollout_logs_without_span,
+        rows_of,
+        write_logs,
+    )
 
     request = ExportLogsServiceRequest()
     resource_logs = request.resource_logs.add()

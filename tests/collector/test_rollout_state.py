@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lightning_otel.collector.rollout_state import InvalidRequest, NotFound, RolloutSpec, RolloutState
+from lightning_otel.collector.queue.rollout_state import InvalidRequest, NotFound, RolloutSpec, RolloutState
 from lightning_otel.testing.otlp_factory import make_span, records
 
 
@@ -269,7 +269,7 @@ async def test_a_wait_spaces_its_checks_by_what_they_cost_while_completions_tric
 ) -> None:
     """Each check of a large batch costs the store's thread time that claims and completions queue behind: a wait
     checks at most about once per ten times a check's cost, and still returns soon after the last completion."""
-    from lightning_otel.collector import rollout_state
+    from lightning_otel.collector.queue import rollout_state
 
     checks: list[float] = []
     counted = rollout_state.unfinished
@@ -301,7 +301,7 @@ async def test_a_wait_follows_this_collectors_endings_without_reading_the_store_
 ) -> None:
     """The endings this collector announces take rollouts off a wait's list: the store is read once, not after every
     completion burst (which cost a trainer waiting on a 2,000-rollout batch ~9% of a core)."""
-    from lightning_otel.collector import rollout_state
+    from lightning_otel.collector.queue import rollout_state
 
     reads: list[int] = []
     counted = rollout_state.unfinished

@@ -14,7 +14,7 @@ import pytest
 
 from lightning_otel.adapters.triplets import TraceToTriplet
 from lightning_otel.collector import Client, CollectorConfig, EmbeddedCollector
-from lightning_otel.collector.token_text import TokenizerUnavailable
+from lightning_otel.collector.reads.token_text import TokenizerUnavailable
 from lightning_otel.testing.tokenizer import build_tokenizer
 from lightning_otel.training.loop.samples import Sample
 from tests.programs import recorded_run

@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from lightning_otel.collector.rollout_state import RolloutSpec, RolloutState
-from lightning_otel.collector.run_transactions import RunNotFound, RunRefused
+from lightning_otel.collector.queue.rollout_state import RolloutSpec, RolloutState
+from lightning_otel.collector.queue.run_transactions import RunNotFound, RunRefused
 
 
 def specs(run_id: str | None, count: int) -> list[RolloutSpec]:

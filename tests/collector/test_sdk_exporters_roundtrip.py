@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from lightning_otel.collector.otlp_decoding import request_from_json
+from lightning_otel.collector.receiving.json_decoding import request_from_json
 
 TRACES, SPANS_PER_TRACE = 100, 100  # 10,000 spans
 

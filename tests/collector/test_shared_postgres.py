@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from lightning_otel.collector import Client
-from lightning_otel.collector.postgres_store import PostgresStore
+from lightning_otel.collector.stores.postgres_store import PostgresStore
 from lightning_otel.testing.otlp_factory import make_request, make_span
 from tests.collector.helpers import PB
 

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from lightning_otel.collector.store import TraceQuery
-from lightning_otel.collector.stores import open_store
+from lightning_otel.collector.stores.store import TraceQuery
+from lightning_otel.collector.stores.stores import open_store
 from lightning_otel.testing.otlp_factory import BASE_NS, make_span, records, trace_id
 
 
@@ -64,7 +64,7 @@ async def test_a_batch_read_equals_one_read_per_attempt(span_store) -> None:
     """`attempts_spans` (a training batch, an export page; read in chunks of rollouts) gives each attempt exactly
     what `rollout_spans` gives it: ingest order, the attempt's spans only, "latest" and all-attempts reads too, and
     an empty list for what is not stored; more rollouts than one chunk."""
-    from lightning_otel.collector.sql_reads import READ_CHUNK
+    from lightning_otel.collector.stores.sql_reads import READ_CHUNK
 
     rollouts = READ_CHUNK + 7
     spans = []

@@ -57,6 +57,15 @@ from lightning_otel.training.loop.samples import Sample, message_samples, sample
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
 from lightning_otel.training.loop.step_spans import step_spans
+from lightning_otel.training.loop.step_summary import (
+    TimeBudget,
+    async_metrics,
+    nothing_trained_summary,
+    policy_metrics,
+    staleness_histogram,
+    step_note,
+    task_means,
+)
 
 if TYPE_CHECKING:
     from lightning_otel.serving.gateway import PolicyGateway
@@ -151,7 +160,7 @@ class TrainingLoop(Algorithm):
                     result.checkpoints.append(path)
                 result.steps.append(record)
                 record_span(step, record.metrics, step_began_ns)
-                trackers.log(step, record.metrics, note=_note(record))
+                trackers.log(step, record.metrics, note=step_note(record))
                 if self.options.on_step is not None:
                     self.options.on_step(step, record.metrics)
             result.final = self.backend.finish()
@@ -207,15 +216,15 @@ class TrainingLoop(Algorithm):
         else:
             samples, metrics = samples_from(batch, group_by_agent=self.options.group_by_agent)
         if taken is not None:
-            metrics.update(_async_metrics(taken))
+            metrics.update(async_metrics(taken))
             for sample in samples:
                 sample.staleness = taken.staleness.get(sample.rollout, 0)
-            metrics.update(_staleness_histogram(samples))
+            metrics.update(staleness_histogram(samples))
         rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
         metrics.update(self.estimator.assign(samples, rewards))
         if self._policies:
             self._refuse_policy_conflicts(batch)
-            metrics.update(_policy_metrics(self._policies, samples))
+            metrics.update(policy_metrics(self._policies, samples))
         record = StepRecord(step, metrics, rollout_ids=list(batch.batch.rollout_ids), rewards=rewards)
         for sample in samples:
             if sample.triplet is not None:
@@ -377,86 +386,3 @@ class TrainingLoop(Algorithm):
             run.update_resources({**run.latest_resources(), self.options.policy_resource: policy})
             log.info("policy gateway %s over %s (%s)", server.base_url, replicas.urls, self.backend.name)
             yield gateway
-
-
-def _async_metrics(taken: Taken) -> dict[str, float]:
-    return {
-        "async/dropped_stale_groups": float(taken.dropped_stale),
-        "async/carried_over_groups": float(taken.carried_over),
-        "async/wait_s": taken.waited_s,
-    }
-
-
-def _policy_metrics(policies: Sequence[str], samples: Sequence[Sample]) -> dict[str, float]:
-    """Per policy: its samples this step, their mean reward and mean |advantage| (NaN without samples)."""
-    metrics: dict[str, float] = {}
-    for policy in policies:
-        mine = [s for s in samples if s.triplet is not None and s.triplet.policy == policy]
-        metrics[f"policy/{policy}/samples"] = float(len(mine))
-        metrics[f"policy/{policy}/reward_mean"] = sum(s.reward for s in mine) / len(mine) if mine else math.nan
-        advantages = [abs(s.advantage) for s in mine if s.advantage is not None]
-        metrics[f"policy/{policy}/advantage_abs_mean"] = sum(advantages) / len(advantages) if advantages else math.nan
-    return metrics
-
-
-def _staleness_histogram(samples: Sequence[Sample]) -> dict[str, float]:
-    counts: dict[int, int] = {}
-    for sample in samples:
-        counts[sample.staleness] = counts.get(sample.staleness, 0) + 1
-    metrics = {f"async/staleness_{k}": float(n) for k, n in sorted(counts.items())}
-    if samples:
-        metrics["async/staleness_mean"] = sum(k * n for k, n in counts.items()) / len(samples)
-        metrics["async/staleness_max"] = float(max(counts))
-    return metrics
-
-
-class TimeBudget:
-    """`Schedule.max_seconds`: no step starts that would, at the steps' mean pace so far, end past the budget
-    (counted from the first step's start; the last validation and checkpoint come after it)."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self.began = time.monotonic()
-        self.steps: list[float] = []
-
-    def allows_another(self, step_seconds: float) -> bool:
-        self.steps.append(step_seconds)
-        if self.seconds is None:
-            return True
-        return time.monotonic() - self.began + sum(self.steps) / len(self.steps) <= self.seconds
-
-    def said(self) -> str:
-        used, pace = time.monotonic() - self.began, sum(self.steps) / max(len(self.steps), 1)
-        return f"{used:.0f} s of {self.seconds:.0f} s used, a step takes {pace:.0f} s"
-
-
-def task_means(batch: BatchResult, rewards: Mapping[str, float]) -> list[float]:
-    """Each task's mean reward over its rewarded rollouts (a group is one task of one batch), in queue order; a task
-    none of whose rollouts has a reward is left out."""
-    by_group: dict[str, list[float]] = {}
-    for record in batch.rollouts:
-        if record["rollout_id"] in rewards:
-            by_group.setdefault(record["group_id"], []).append(rewards[record["rollout_id"]])
-    return [sum(values) / len(values) for values in by_group.values()]
-
-
-def _note(record: StepRecord) -> str:
-    return ("skipped: " + "; ".join(record.skipped_because)) if record.skipped_because else ""
-
-
-def nothing_trained_summary(steps: Sequence[StepRecord]) -> str:
-    """One message for a run in which no step trained: what the steps saw, and the first step's reasons."""
-
-    def total(key: str) -> int:
-        return int(sum(record.metrics.get(key, 0.0) for record in steps))
-
-    first = steps[0]
-    failed = total("rollout/failed") + total("rollout/timeout") + total("rollout/cancelled")
-    return (
-        f"no training step of {len(steps)} had a trainable sample (none trained: {total('rollout/rollouts')} "
-        f"rollouts ({failed} failed), {total('training/samples')} samples selected, "
-        f"{total('rollout/zero_variance_groups')} groups whose rewards were all equal, "
-        f"{total('rollout/calls_without_token_ids')} calls without token ids). Step {first.step}: "
-        + "; ".join(first.skipped_because)
-        + ". Check agent_match with Trainer.dev, and a reward that varies between attempts of a task"
-    )

@@ -1,0 +1,1 @@
+"""Receiving: OTLP over HTTP and gRPC, decoding, ingest into a store, forwarding."""
