@@ -1,3 +1,3 @@
 """The distribution's version, in one place (pyproject.toml reads it; the package face re-exports it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

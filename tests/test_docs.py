@@ -71,3 +71,23 @@ def test_every_test_the_commands_table_names_exists() -> None:
             if not defined:
                 wrong.append(f"{command!r}: {where} does not exist")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_public_name_is_in_the_api_reference() -> None:
+    """Every name `lightning_otel.__all__` lists has its entry in docs/reference.md (`__version__`, a string, is said
+    on its first lines): a public name added without its entry fails (the strict docs build fails on an entry for a
+    name that is gone)."""
+    import lightning_otel
+
+    entries = re.findall(r"^::: (lightning_otel\.[\w.]+)$", (ROOT / "docs" / "reference.md").read_text(), re.MULTILINE)
+    documented = {entry.rsplit(".", 1)[1] for entry in entries}
+    public = set(lightning_otel.__all__) - {"__version__"}
+    assert not public - documented, f"public names missing from docs/reference.md: {sorted(public - documented)}"
+
+
+def test_the_changelog_names_the_version_the_package_says() -> None:
+    import lightning_otel
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## (\d+\.\d+\.\d+) - \d{4}-\d{2}-\d{2}$", changelog, re.MULTILINE)
+    assert releases and releases[0] == lightning_otel.__version__, (releases[:3], lightning_otel.__version__)
