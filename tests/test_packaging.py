@@ -50,7 +50,7 @@ def test_wheel_contains_every_package_and_imports_from_the_wheel(tmp_path):
     missing = sorted(set(source_files()) - names)
     assert not missing, f"the wheel lacks these files of the source tree: {missing}"
     assert "lightning_otel/training/verl/cpu/replica.py" in names  # the CPU backend `VERL(device="cpu")` needs
-    page = {f"lightning_otel/collector/ui/{name}" for name in ("index.html", "app.js", "style.css")}
+    page = {f"lightning_otel/collector/reads/ui/{name}" for name in ("index.html", "app.js", "style.css")}
     assert page <= names, "the rollout view's page must ship in the wheel (the collector serves it at /ui)"
     assert "agl_openai = lightning_otel.instrumentors.openai:OpenAIInstrumentor" in entry_points
     assert "lightning-otel-run = lightning_otel.cli.run:main" in entry_points
