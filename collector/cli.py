@@ -47,18 +47,15 @@ class OneLineErrors(argparse.ArgumentParser):
 
 def store_url(text: str) -> str:
     """`--store`: a URL as it is; a plain path is a SQLite file (relative to here: sqlite:/// plus a relative path
-    would name an absolute one). `sqlite:///name.db` names /name.db, a file at the filesystem's root: most likely
-    ./name.db was meant, so it is refused, with both spellings, unless the file exists (`sqlite:////name.db`: the
+    would name an absolute one). `sqlite:///sub/name.db` whose /sub (or /name.db) does not exist at the filesystem's
+    root most likely meant ./sub/name.db, so it is refused with both spellings (`sqlite:////sub/name.db`: the
     root)."""
     from pathlib import Path
 
-    if text.startswith("sqlite:///") and not text.startswith("sqlite:////"):
-        path = Path("/" + text.removeprefix("sqlite:///").partition("?")[0])
-        if path.parent == Path("/") and not path.exists():
-            raise argparse.ArgumentTypeError(
-                f"{text} names {path}, at the filesystem's root (sqlite:/// is followed by an absolute path): for "
-                f"./{path.name} give its path ({path.name}), for the root sqlite:///{path}"
-            )
+    from lightning_otel.collector.stores.sqlite_store import new_directory_at_the_root
+
+    if refused := new_directory_at_the_root(text):
+        raise argparse.ArgumentTypeError(refused)
     if "://" in text:
         return text
 

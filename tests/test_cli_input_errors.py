@@ -115,6 +115,20 @@ def test_a_sqlite_url_that_names_the_filesystems_root(tmp_path: Path) -> None:
     assert not Path("/agl-relative.db").exists()
 
 
+def test_a_sqlite_url_that_would_make_a_folder_at_the_root_is_refused_everywhere(tmp_path: Path) -> None:
+    """Issue 72's fourth defect: `sqlite:///sub/rel.db` created /sub at the filesystem's root. The command line says
+    so in one line, and so does the store itself (a Trainer's `CollectorConfig`, an embedded collector)."""
+    from lightning_otel.collector.stores.sqlite_store import SQLiteStore
+
+    fails_with_one_line([*COLLECTOR, "--store", "sqlite:///agl-sub-folder/rel.db"],
+                        "names /agl-sub-folder/rel.db", "give its path (agl-sub-folder/rel.db)",
+                        "sqlite:////agl-sub-folder/rel.db", cwd=tmp_path)  # fmt: skip
+    with pytest.raises(ValueError, match="would create /agl-sub-folder at the filesystem's root"):
+        SQLiteStore("sqlite:///agl-sub-folder/rel.db")
+    assert not Path("/agl-sub-folder").exists()
+    SQLiteStore(f"sqlite:///{tmp_path}/a/b.db")  # a folder under one that exists: as written
+
+
 def test_agl_managed_store_0_is_heard_by_the_command_line(tmp_path: Path) -> None:
     import os
 
@@ -140,3 +154,21 @@ def test_a_tasks_file_whose_tasks_are_not_objects_or_not_text(content: bytes, sa
     line = fails_with_one_line([*LIGHTNING, "train", "--dev", "--test-server", "--agent", "m:a", "--train",
                                 str(tasks)], said)  # fmt: skip
     assert str(tasks) in line
+
+
+def test_a_collector_nothing_answers_at_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """Issue 72's second defect: `--collector` at a port nothing listens on was 5.5 minutes of silence and a
+    93-line traceback; it is one line, exit 1, before the agent's runners or a model start."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "q"}\n')
+    with socket.socket() as closed:  # a port free now: nothing listens on it
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    command = [*LIGHTNING, "train", "--agent", "lightning_otel.testing.runtime_agents:flaky_agent", "--train",
+               str(tasks), "--model", "tiny", "--collector", f"http://127.0.0.1:{port}"]  # fmt: skip
+    for extra in ([], ["--dev"]):
+        done = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1, (done.returncode, done.stderr)
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"no collector answers at http://127.0.0.1:{port}" in lines[0], lines[0]

@@ -77,6 +77,21 @@ _INSERT_SPAN = (
 logger = logging.getLogger(__name__)
 
 
+def new_directory_at_the_root(url: str) -> str | None:
+    """Why `url` must not be opened, or None: `sqlite:///sub/x.db` names /sub/x.db, and a file or a folder that does
+    not exist at the filesystem's root was almost surely meant relative to here (./sub/x.db); the store would
+    create it at the root. `sqlite:////sub/x.db` (four slashes, SQLAlchemy's spelling) says the root on purpose."""
+    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+        return None
+    path = Path("/" + url.removeprefix("sqlite:///").partition("?")[0])
+    top = Path("/", *path.parts[1:2])
+    if path.exists() or top.exists():
+        return None
+    relative = path.relative_to("/")
+    return (f"{url} names {path}, which would create {top} at the filesystem's root (sqlite:/// is followed by an "
+            f"absolute path): for ./{relative} give its path ({relative}), for the root sqlite:///{path}")  # fmt: skip
+
+
 class SQLiteStore(SQLReads):
     writer_name = "the SQLite writer"
 
@@ -88,6 +103,8 @@ class SQLiteStore(SQLReads):
         self.url = url
         if location.startswith("//"):  # sqlite:////abs/path (SQLAlchemy's spelling) means the same file
             location = "/" + location.lstrip("/")
+        if refused := new_directory_at_the_root(url):
+            raise ValueError(refused)
         self.path = Path(location).expanduser()
         options = {key: values[-1] for key, values in parse_qs(query).items()}
         self.synchronous = options.get("synchronous", "normal").upper()

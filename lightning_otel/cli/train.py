@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lightning_otel.cli.collector_flags import collector_options
+from lightning_otel.cli.collector_flags import CollectorUnreachable, check_collector_reachable, collector_options
 from lightning_otel.cli.train_arguments import add_arguments
 from lightning_otel.cli.train_run import Start
 
@@ -45,6 +45,10 @@ def run_train(args: argparse.Namespace) -> int:
         agent = load_agent(args.agent)
     except (ImportError, AttributeError, OSError, ValueError, TypeError) as exc:
         return said(exc, code=2)
+    try:
+        check_collector_reachable(args.collector)
+    except CollectorUnreachable as exc:
+        return said(exc, code=1)
     if args.dev:
         from lightning_otel.cli.train_dev import run_dev
 

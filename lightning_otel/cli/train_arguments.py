@@ -33,6 +33,24 @@ def policy_pair(text: str) -> tuple[str, str]:
     return pattern, name
 
 
+def rollout_limits(text: str) -> dict[str, int | None]:
+    """`max_llm_calls=50,max_repeats=4` -> RolloutLimits' fields (0: no limit), names and values checked."""
+    from lightning_otel.runner.attempt_watch import RolloutLimits
+
+    limits: dict[str, int | None] = {}
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        name, _, value = part.partition("=")
+        if not value.strip().isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r} is not NAME=WHOLE_NUMBER (e.g. max_llm_calls=50; 0: no limit)")
+        limits[name.strip()] = int(value) or None
+    try:
+        RolloutLimits(**limits)  # type: ignore[arg-type]
+    except TypeError:
+        known = ", ".join(RolloutLimits.__dataclass_fields__)
+        raise argparse.ArgumentTypeError(f"unknown rollout limit(s) {sorted(limits)}: the limits are {known}") from None
+    return limits
+
+
 def process_rewards(text: str) -> dict[str, float]:
     """`tool_error=-0.5,truncated=-0.2` -> {"tool_error": -0.5, "truncated": -0.2} (names checked by the adapter)."""
     from lightning_otel.adapters.process_rewards import ProcessRewards
@@ -162,6 +180,13 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
                        help="write the policy's address here (default $LLM_SERVER_NOTIFY_FILE)")  # fmt: skip
     where.add_argument("--span-wait-s", type=float, default=30.0,
                        help="bound on waiting for spans other processes export late (default 30)")  # fmt: skip
+    where.add_argument("--rollout-timeout", type=float, default=900.0, metavar="SECONDS",
+                       help="an attempt running longer is stopped and retried, as an infrastructure failure: a hung "
+                            "tool call (default 900; 0: none)")  # fmt: skip
+    where.add_argument("--rollout-limits", type=rollout_limits, default={}, metavar="NAME=N,...",
+                       help="the runners' no-progress limits (RolloutLimits: max_llm_calls=500, max_repeats=8, "
+                            "max_empty=8, max_without_tool_call=25, max_completion_tokens=1000000; "
+                            "0: none)")  # fmt: skip
 
     engine = train.add_argument_group("verl's own keys (they imply --algorithm verl)")
     engine.add_argument("--config", help="a verl config file (YAML) merged over the run's settings")
@@ -173,4 +198,4 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["add_arguments", "policy_pair", "process_rewards", "regex"]
+__all__ = ["add_arguments", "policy_pair", "process_rewards", "regex", "rollout_limits"]

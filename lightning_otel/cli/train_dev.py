@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import lightning_otel
-from lightning_otel.cli.collector_flags import collector_options, run_settings
+from lightning_otel.cli.collector_flags import collector_options, run_settings, runner_options
 
 
 def run_dev(args: argparse.Namespace, agent: Any, tasks: list[Any], val_tasks: list[Any]) -> int:
@@ -50,7 +50,7 @@ def run_dev(args: argparse.Namespace, agent: Any, tasks: list[Any], val_tasks: l
             initial_resources={"main_llm": lightning_otel.LLM(base_url, served_as, sampling_parameters=sampling)},
             **options,
             settings=run_settings(args),
-            runner_options=lightning_otel.RunnerOptions(capture_content=args.capture_content),  # what each said
+            runner_options=runner_options(args, args.capture_content),  # what each said
         )
         try:
             result = trainer.dev(agent, tasks, n_tasks=args.n_tasks, gateway=gateway)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lightning_otel
-from lightning_otel.cli.collector_flags import collector_options, run_settings
+from lightning_otel.cli.collector_flags import collector_options, run_settings, runner_options
 from lightning_otel.cli.program_name import invoked_as
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def teacher_warm_start(start: Start, agent: Any, tasks: list[Any], base: Path, r
         progress=False,
         **collector_options(args, folder.store_url),
         settings=run_settings(args, f"{folder.run_id}-warm-start"),
-        runner_options=lightning_otel.RunnerOptions(capture_content=True),
+        runner_options=runner_options(args, True),
     )  # fmt: skip
     final = trainer.fit(agent, tasks).final
     return model, {"examples": final["sft/examples"], "first_loss": final["sft/first_loss"],
@@ -183,7 +183,7 @@ def trainer_for(start: Start, algorithm: Any, main_llm: Any, run_id: str) -> Any
         initial_resources={"main_llm": main_llm},
         **collector_options(args, start.folder.store_url),
         settings=run_settings(args, run_id),
-        runner_options=lightning_otel.RunnerOptions(capture_content=args.capture_content),
+        runner_options=runner_options(args, args.capture_content),
     )
 
 
