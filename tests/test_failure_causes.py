@@ -80,7 +80,9 @@ def test_what_each_outcome_reports() -> None:
     # a policy failure that also saw an outage is not trained either: which lowered its reward cannot be told
     assert with_swallowed_failures(looped, ["infrastructure:ConnectError"]).status == "failed"
     stopped = outcome_of(**{**common, "stopped": "runner stopped"})
-    assert (stopped.status, stopped.cause) == ("failed", None)
+    assert (stopped.status, stopped.cause) == ("failed", "infrastructure:runner_stopped")
+    ended = outcome_of(**{**common, "stopped": "stopped"})  # the queue's word: timed out or cancelled there
+    assert (ended.status, ended.cause) == ("failed", "infrastructure:stopped_by_queue")
 
 
 def test_a_training_retries_infrastructure_failures_and_trains_policy_failures_with_their_reward() -> None:

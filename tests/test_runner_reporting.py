@@ -103,3 +103,35 @@ def test_slots_freeing_close_together_are_claimed_in_one_request(
     assert [r["status"] for r in records] == ["succeeded"] * 16
     # after the first claim, each asks for half the slots at least, or for every rollout left (max_rollouts is 16)
     assert asked[0] == 8 and all(size >= min(4, 16 - sum(asked[:i])) for i, size in enumerate(asked) if i), asked
+
+
+def test_an_attempt_stopped_by_the_runners_shutdown_is_stored_with_its_cause(tmp_path: Path) -> None:
+    """Issue 72's fifth defect: a runner stopped while its agent ran reported the attempt failed with no cause;
+    it is an infrastructure failure (`infrastructure:runner_stopped`, the runtime page's table), retried, never
+    trained."""
+    started = threading.Event()
+
+    @lightning_otel.rollout
+    async def agent(task: dict[str, Any]) -> float:
+        started.set()
+        await asyncio.sleep(60)
+        return 1.0
+
+    with (
+        EmbeddedCollector.on_sqlite_file(tmp_path / "collector.sqlite3") as addresses,
+        Client(addresses.query) as client,
+    ):
+        (queued,) = client.enqueue([{"input": {"n": 0}, "max_attempts": 2}])
+        runner = Runner(agent, addresses.query, RunnerOptions(max_rollouts=1))
+
+        async def run_then_stop() -> None:
+            task = asyncio.create_task(runner.run())
+            assert await asyncio.to_thread(started.wait, 20)
+            runner.stop()
+            await asyncio.wait_for(task, 30)
+
+        asyncio.run(run_then_stop())
+        record = client.rollout(queued["rollout_id"])
+    (attempt,) = record["attempt_list"]
+    assert (attempt["status"], attempt["cause"]) == ("failed", "infrastructure:runner_stopped"), attempt
+    assert record["status"] == "queuing"  # retried on a fresh attempt

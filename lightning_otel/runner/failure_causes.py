@@ -38,6 +38,9 @@ INFRASTRUCTURE_ERRORS = frozenset({
     "ConnectionError", "TimeoutError", "ServerDisconnectedError", "ClientConnectorError",
 })  # fmt: skip
 CONTEXT_OVERFLOW_ERRORS = frozenset({"ContextWindowExceededError"})
+# why the runner stopped an attempt -> its cause (the runtime page's table): a runner shutting down, or the queue's
+# word (the attempt timed out or was cancelled there; the queue keeps its own cause, this one is the runner's report)
+STOPPED_CAUSES = {"runner stopped": f"{INFRASTRUCTURE}:runner_stopped", "stopped": f"{INFRASTRUCTURE}:stopped_by_queue"}
 _CONTEXT_WORDS = ("context length", "context window", "maximum context", "too many tokens", "prompt is too long")
 
 
@@ -110,8 +113,8 @@ def outcome_of(
     or the agent's own error fails (the queue retries it); `stopped`: the runner stopped it (why)."""
     if tripped is not None:
         return AttemptOutcome("succeeded", f"stopped by a limit: {tripped}", policy_failure_reward, tripped, True)
-    if stopped is not None:
-        return AttemptOutcome("failed", stopped)
+    if stopped is not None:  # the runner stopping, or the queue that ended it: never the policy's doing
+        return AttemptOutcome("failed", stopped, None, STOPPED_CAUSES.get(stopped, f"{INFRASTRUCTURE}:stopped"))
     if exc is not None:
         cause = cause_of_exception(exc)
         said = "".join(traceback.format_exception_only(exc)).strip()
