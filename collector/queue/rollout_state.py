@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from lightning_otel.collector.queue.queue_reads import (
@@ -242,13 +242,16 @@ class RolloutState:
         return records
 
     async def claim(
-        self, runner_id: str, limit: int, wait_s: float, *, run_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Up to `limit` attempts of one run (`run_id`, or the oldest claimable rollout's), waiting up to `wait_s`."""
+        self, runner_id: str, limit: int, wait_s: float, *, run_id: str | None = None,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Up to `limit` attempts of one run (`run_id`, or the oldest claimable rollout's), waiting up to `wait_s`;
+        nothing once `gone()` says the claimer left (its connection closed while the claim waited: a runner that
+        stopped must not take rollouts it will never run)."""
         deadline = time.monotonic() + min(wait_s, 300.0)
         while True:
             generation = self.queued.generation
-            if runner_id in self._lost_runners:
+            if runner_id in self._lost_runners or (gone is not None and await gone()):
                 return []
             claimed = await self.store.state_transaction(lambda tx: claim(tx, runner_id, limit, time.time_ns(), run_id))
             remaining = deadline - time.monotonic()

@@ -128,3 +128,20 @@ def test_many_reports_in_one_request(start_collector) -> None:
         "timeout": 0,
         "cancelled": 0,
     }
+
+
+def test_a_parked_claim_whose_runner_left_takes_nothing(start_collector) -> None:
+    """Issue 72's first defect: a claim long-polling when its runner went away (stopped, killed: its connection
+    closed) claimed the next rollout enqueued, which then waited out the heartbeat timeout on a runner that no longer
+    existed. The collector now sees the connection gone and claims nothing for it."""
+    collector = start_collector(heartbeat_timeout_s=30.0)
+    url = collector.addresses.query
+    with pytest.raises(httpx.TimeoutException):  # a runner that leaves while its claim is parked
+        httpx.post(f"{url}/v1/queue/claim", json={"runner_id": "gone", "max": 4, "wait_s": 20}, timeout=1.0)
+    time.sleep(0.5)
+    client = Client(url)
+    (queued,) = client.enqueue([{"input": {"q": 1}}])
+    time.sleep(1.5)  # the parked claim wakes on the enqueue, and sees its client gone
+    assert client.rollout(queued["rollout_id"])["status"] == "queuing"
+    (attempt,) = client.claim("here", wait_s=5)["attempts"]  # a runner that is there gets it, at once
+    assert attempt["rollout_id"] == queued["rollout_id"]
