@@ -126,14 +126,16 @@ class Runner:
         self._client: AsyncClient | None = None
         self._heartbeat_interval_s = 5.0
 
-    def stop(self) -> None:
+    def stop(self, *, collector_gone: bool = False) -> None:
         """Stop claiming and cancel the running rollouts (reported failed, so they retry elsewhere). A stopping
         runner no longer rides out a collector that is gone (it often stopped first): its last reports wait
-        `STOPPING_RETRY_S` at most."""
+        `STOPPING_RETRY_S` at most, and none at all when the collector is known gone (`collector_gone`: the trainer
+        whose collector it was died)."""
         if self._stopping is not None:
             self._stopping.set()
         if self._client is not None:
-            self._client.retry_for_s = min(self._client.retry_for_s, STOPPING_RETRY_S)
+            bound = 0.0 if collector_gone else STOPPING_RETRY_S
+            self._client.retry_for_s = min(self._client.retry_for_s, bound)
 
     async def run(self) -> RunnerStats:
         """Claim and run rollouts until `stop()` (or the options' `max_rollouts` claimed and finished)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from typing import Any
 
@@ -48,9 +49,12 @@ def instrumented_runner(
 
 
 def run_runner_process(
-    agent: LitAgent, collector_url: str, options: RunnerOptions | None = None, *, runner_id: str | None = None
-) -> RunnerStats:
-    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush (see the module docstring)."""
+    agent: LitAgent, collector_url: str, options: RunnerOptions | None = None, *, runner_id: str | None = None,
+    parent_pid: int | None = None,
+) -> RunnerStats:  # fmt: skip
+    """A runner process's main: instrument, run until SIGTERM/Ctrl-C, flush (see the module docstring). A runner
+    its trainer started (`parent_pid`) whose trainer died ends at once and says so in one line: its collector, the
+    trainer's, is gone with it, and its terminal is the dead trainer's."""
     from lightning_otel.capture.setup import flush as flush_spans
 
     runner, exporter = instrumented_runner(agent, collector_url, options or RunnerOptions(), runner_id=runner_id)
@@ -59,7 +63,10 @@ def run_runner_process(
     def stop() -> None:  # SIGTERM/Ctrl-C: spans still unsent go once more, not for minutes
         nonlocal stopping
         stopping = True
-        runner.stop()
+        orphaned = parent_pid is not None and os.getppid() != parent_pid
+        if orphaned:
+            _quiet_after_the_trainer_died(exporter)
+        runner.stop(collector_gone=orphaned)
         exporter.retry_for_s = 0.0
 
     async def main() -> RunnerStats:
@@ -76,6 +83,17 @@ def run_runner_process(
         flush_spans(5_000 if stopping else 30_000)
         if stopping:
             _exit_past_hung_agents(runner)
+
+
+def _quiet_after_the_trainer_died(exporter: Any) -> None:
+    """One line, then nothing more of the reports and spans that have nowhere to go: the exporter stops sending
+    (its batches and the SDK's retries end now) and this dying process's warnings are left unsaid."""
+    import logging
+
+    logging.getLogger("lightning_otel.runner").warning("the trainer is gone: stopping now, reporting nothing more")
+    exporter.shutdown()
+    for name in ("lightning_otel", "opentelemetry"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _exit_past_hung_agents(runner: Runner) -> None:
@@ -107,7 +125,7 @@ def runner_main(
     logging.basicConfig(level=logging.WARNING, format=f"[{runner_id}] %(levelname)s %(name)s: %(message)s")
     if parent_pid is not None:
         end_with_parent(parent_pid)
-    run_runner_process(agent, collector_url, options, runner_id=runner_id)
+    run_runner_process(agent, collector_url, options, runner_id=runner_id, parent_pid=parent_pid)
 
 
 def end_with_parent(parent_pid: int) -> None:

@@ -156,3 +156,53 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+EMBEDDED_TRAINER_SCRIPT = """
+import sys
+import lightning_otel
+from lightning_otel.collector import CollectorConfig
+from lightning_otel.testing.runtime_agents import sleeping_agent
+
+if __name__ == "__main__":
+    trainer = lightning_otel.Trainer(n_runners=1, collector=CollectorConfig.embedded(query_port=int(sys.argv[1])),
+                                     progress=False)
+    trainer.fit(sleeping_agent, [{"sleep_s": 600}])
+"""
+
+
+def test_a_runner_whose_trainer_and_collector_died_ends_at_once_in_one_line(tmp_path: Path) -> None:
+    """Issue 72's sixth defect: a runner whose agent hangs took 13-40 s to end after its trainer (and the trainer's
+    embedded collector) was SIGKILLed, printing 8 warnings while it retried reports and spans with nowhere to go.
+    It ends within a few seconds and says why in one line (the SDK's word on a batch already under way aside)."""
+    from lightning_otel.testing.ports import free_port
+
+    script, log, port = tmp_path / "trainer.py", tmp_path / "trainer.log", free_port()
+    script.write_text(EMBEDDED_TRAINER_SCRIPT)
+    with log.open("w") as out:
+        trainer = subprocess.Popen([sys.executable, str(script), str(port)], cwd=ROOT, stdout=out, stderr=out,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    deadline = time.monotonic() + 120
+    try:
+        while True:  # the runner holds the rollout whose agent hangs
+            assert time.monotonic() < deadline and trainer.poll() is None, log.read_text()[-2000:]
+            try:
+                if Client(f"http://127.0.0.1:{port}", retry_for_s=0).queue_stats()["running"] == 1:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.2)
+        (runner,) = {
+            pid for pid in children_of(trainer.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        }
+        before = len(log.read_text().splitlines())
+    finally:
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(10)
+    killed = time.monotonic()
+    while Path(f"/proc/{runner}").exists() and "Z" not in _state(runner):
+        assert time.monotonic() - killed < 5, "the runner outlived its trainer by 5 s"
+        time.sleep(0.05)
+    time.sleep(0.5)  # what it printed on its way out is in the log
+    said = [line for line in log.read_text().splitlines()[before:] if "opentelemetry.exporter" not in line]
+    assert len(said) <= 1 and all("the trainer is gone" in line for line in said), said
