@@ -152,8 +152,9 @@ async def enqueue(queue: Queue, request: Request, body: EnqueueBody) -> Any:
 
 
 async def claim(queue: Queue, request: Request, body: ClaimBody) -> Any:
-    attempts = await queue.state.claim(body.runner_id, body.max, body.wait_s, run_id=body.run_id,
-                                       gone=request.is_disconnected)  # a parked claim whose runner left takes nothing
+    attempts = await queue.state.claim(
+        body.runner_id, body.max, body.wait_s, run_id=body.run_id, gone=request.is_disconnected
+    )  # a parked claim whose runner left takes nothing
     answer = {"attempts": attempts, "heartbeat_interval_s": queue.state.heartbeat_interval_s}
     # What the runner serves, so it can follow its run and stop or move on when the run ends. Attempts come from a
     # run that was running when they were claimed (no read more on a busy claim); an idle claim reads the run's state.
