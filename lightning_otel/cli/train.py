@@ -175,10 +175,15 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
     if args.policies and plan.algorithm != "tinker":
         raise BadInput(f"--policy: a policy per agent trains with --algorithm tinker (LoRA adapters over one base), "
                        f"not {plan.algorithm}")  # fmt: skip
+    if args.refill_tied_groups and args.max_staleness:
+        raise BadInput("--refill-tied-groups runs with synchronous steps: leave out --max-staleness")
+    if args.refill_tied_groups < 0:
+        raise BadInput(f"--refill-tied-groups must be >= 0, got {args.refill_tied_groups}")
     if plan.algorithm == "dpo" and args.advantage != "grpo":
         raise BadInput("--algorithm dpo pairs rollouts by reward: --advantage does not apply")
     extras = LoopExtras(
         advantage=args.advantage, max_staleness=args.max_staleness, gateway_host=args.gateway_host,
+        refill_tied_groups=args.refill_tied_groups,
         save_every=args.save_every, seed=args.seed, min_reward=args.min_reward,
         verl_config=_verl_file(args.config) if args.config else {}, verl_overrides=tuple(args.overrides),
     )  # fmt: skip

@@ -115,6 +115,9 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     run.add_argument("--max-staleness", type=int, default=0, metavar="K",
                      help="0: synchronous steps (default); K >= 1: asynchronous training, the runners never wait "
                           "for the update and samples are at most K policy versions old")  # fmt: skip
+    run.add_argument("--refill-tied-groups", type=float, default=0.0, metavar="FACTOR",
+                     help="replace a group whose rewards all tie with groups of further tasks, drawing at most "
+                          "FACTOR x the step's tasks more (default 0: no refill)")  # fmt: skip
     run.add_argument("--process-rewards", type=process_rewards, default=None, metavar="NAME=VALUE,...",
                      help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also "
                           "call_error)")  # fmt: skip

@@ -33,6 +33,7 @@ class LoopExtras:
 
     advantage: str = "grpo"
     max_staleness: int = 0
+    refill_tied_groups: float = 0.0  # 0: groups whose rewards tie are not replaced
     gateway_host: str = "127.0.0.1"
     save_every: int = 0  # 0: only after the last step
     seed: int = 0
@@ -66,6 +67,7 @@ def options_of(plan: Plan, folder: RunFolder, extras: LoopExtras, *, validate: b
         validation_sampling=Sampling(0.0, 1.0, plan.max_tokens),
         advantage=extras.advantage,
         max_staleness=extras.max_staleness,
+        refill_tied_groups=extras.refill_tied_groups,
         gateway_host=extras.gateway_host,
         trackers=trackers_of(folder),
         on_step=extras.on_step,
@@ -103,6 +105,7 @@ def build_algorithm(plan: Plan, folder: RunFolder, model: Path, extras: LoopExtr
         from lightning_otel.training.verl.algorithm import VERL
 
         options = TrainingOptions(advantage=extras.advantage, max_staleness=extras.max_staleness,
+                                  refill_tied_groups=extras.refill_tied_groups,
                                   gateway_host=extras.gateway_host, on_step=extras.on_step,
                                   trackers=trackers_of(folder))  # fmt: skip
         return VERL(verl_config(plan, folder, model, extras), options, overrides=list(extras.verl_overrides),

@@ -150,16 +150,18 @@ class TrainingRun:
         task_ids: Sequence[str] | None = None,
         resources_version: int | None = None,
         metadata: dict[str, Any] | None = None,
+        same_step: bool = False,
     ) -> RolloutBatch:
         """Queue `n` rollouts of every task; the `n` rollouts of one task share a group id (GRPO's group).
         `resources_version`: the rollouts run with that version of the resources (default: the latest when claimed),
         so candidates evaluated side by side do not mix; `metadata`: more of it on every rollout (a `note`, a label
-        the rollout view shows for the batch)."""
+        the rollout view shows for the batch); `same_step`: more rollouts of the last step (refilled groups), under
+        its number in the rollout view."""
         if n < 1:
             raise ValueError("n must be >= 1")
         self._ensure_started()
         self._batches += 1
-        self._steps[mode] = step = self._steps.get(mode, 0) + 1
+        self._steps[mode] = step = self._steps.get(mode, 0) + (0 if same_step else 1)  # a refill: the same step
         batch_id = f"b{self._batches}-{uuid.uuid4().hex[:6]}"
         rollout_metadata = {
             "run_id": self.run_id,

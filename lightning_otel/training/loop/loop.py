@@ -52,10 +52,11 @@ from lightning_otel.training.loop.advantages import moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.options import Trackers, TrainingOptions
+from lightning_otel.training.loop.refill import TaskPool, refill
 from lightning_otel.training.loop.result import StepRecord, TrainingResult
 from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
 from lightning_otel.training.loop.schedule import Schedule
-from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken
+from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken, require_async_support
 from lightning_otel.training.loop.step_spans import step_spans
 from lightning_otel.training.loop.step_summary import (
     TimeBudget,
@@ -71,15 +72,6 @@ if TYPE_CHECKING:
     from lightning_otel.serving.gateway import PolicyGateway
 
 log = logging.getLogger("lightning_otel.training")
-
-
-def require_async_support(max_staleness: int, backend: str, serves_while_updating: bool, why_not: str) -> None:
-    """Asynchronous training needs replicas that serve while the backend updates (checked before anything starts)."""
-    if max_staleness and not serves_while_updating:
-        raise ValueError(
-            f"max_staleness={max_staleness}: the {backend} backend cannot serve the policy while it updates "
-            f"({why_not}); use max_staleness=0"
-        )
 
 
 class TrainingLoop(Algorithm):
@@ -108,6 +100,8 @@ class TrainingLoop(Algorithm):
         self._version = 0  # the policy version the replicas serve: the loop's count (see `backend`)
         self._settings = options.rollout_settings(self.estimator)  # what every rollout of the run records
         self._agents_said = False  # which agents are trained without agent_match: said at the first step with samples
+        self._pool: TaskPool | None = None  # refilled groups' tasks (`refill_tied_groups`)
+        self._refilled: dict[str, float] = {}  # the step's refill metrics
 
     # --- the run -------------------------------------------------------------------------------------------------
     def run(
@@ -115,6 +109,8 @@ class TrainingLoop(Algorithm):
     ) -> TrainingResult:
         train_tasks = list(train_tasks or [])
         steps = self.schedule.steps(train_tasks)
+        if self.options.refill_tied_groups:
+            self._pool = TaskPool(train_tasks, seed=self.schedule.seed)
         val_tasks = list(val_tasks or [])
         result = TrainingResult()
         trackers = self._trackers(run)
@@ -172,6 +168,14 @@ class TrainingLoop(Algorithm):
     # --- one step ------------------------------------------------------------------------------------------------
     def _synchronous(self, run: TrainingRun, tasks: list[Any]) -> tuple[BatchResult, Taken | None]:
         batch = self._rollouts(run, tasks, mode="train", n=self.schedule.group_size)
+        if self._pool is not None:  # tied groups replaced by further tasks' (`refill`), before the replicas pause
+            batch, self._refilled = refill(
+                batch,
+                tasks,
+                self._pool,
+                self.options.refill_tied_groups,
+                lambda more: self._rollouts(run, more, mode="train", n=self.schedule.group_size, same_step=True),
+            )
         self.backend.pause_serving()
         return batch, None
 
@@ -208,6 +212,7 @@ class TrainingLoop(Algorithm):
     ) -> StepRecord:
         began = time.monotonic()
         version = self._version
+        self._refilled = {}
         batch, taken = rollouts()
         generated = time.monotonic()
         if self.backend.learns_from_text:
@@ -220,6 +225,7 @@ class TrainingLoop(Algorithm):
             for sample in samples:
                 sample.staleness = taken.staleness.get(sample.rollout, 0)
             metrics.update(staleness_histogram(samples))
+        metrics.update(self._refilled)
         rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
         metrics.update(self.estimator.assign(samples, rewards))
         if self._policies:
@@ -298,10 +304,11 @@ class TrainingLoop(Algorithm):
         return reasons or ["no sample was selected"]
 
     def _rollouts(
-        self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int, sampling: str | None = None
-    ) -> BatchResult:
+        self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int, sampling: str | None = None,
+        same_step: bool = False,
+    ) -> BatchResult:  # fmt: skip
         """The tasks run `n` times each as `mode` rollouts; the gateway samples them as `sampling` says ("train" or
-        "val"; default: as their mode)."""
+        "val"; default: as their mode); `same_step`: more of the last step's (a refill)."""
         gateway = self._gateway
         timeout = self.options.collect_timeout_s
         sampling = sampling or mode
@@ -317,7 +324,8 @@ class TrainingLoop(Algorithm):
             gateway.set_mode(sampling)
             gateway.resume()
         try:
-            return run.collect(run.submit(tasks, n=n, mode=mode, metadata=self._stamp()), timeout=timeout)
+            queued = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(), same_step=same_step)
+            return run.collect(queued, timeout=timeout)
         finally:
             if gateway is not None:
                 gateway.pause()  # late calls get 503 + Retry-After until the next weights are served

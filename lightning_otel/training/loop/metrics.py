@@ -61,6 +61,13 @@ LOOP_METRICS: dict[str, str] = {
     "timing_s/publish": "making the new weights servable (weight sync, sampler swap)",
     "timing_s/step": "the whole step (validation and checkpoints excluded)",
 }
+# Only with refilled groups (`refill_tied_groups` > 0).
+REFILL_METRICS: dict[str, str] = {
+    "refill/tasks_drawn": "tasks drawn beyond the step's own to make up for groups whose rewards tied",
+    "refill/groups": "the step's groups, its own tasks' and the drawn ones'",
+    "refill/tied_groups": "of which: groups whose rewards all tied",
+    "refill/informative_groups": "of which: groups whose rewards differ (what GRPO learns from)",
+}
 # Only with asynchronous training (`max_staleness` >= 1).
 ASYNC_METRICS: dict[str, str] = {
     "async/staleness_mean": "mean versions behind the trained policy over the trained samples",

@@ -85,7 +85,9 @@ class TrainingOptions:
     running this long after they were queued are cancelled (None: wait for them); `policy_resource`: the resource
     the agents read the policy from; `gateway_host` / `gateway_port`: where the policy gateway listens ("0.0.0.0"
     for runners on other machines); `trackers`: where the metrics go; `on_step(step, metrics)`: called after each
-    step."""
+    step; `refill_tied_groups`: a group whose rewards all tie is replaced by groups of further tasks until the step
+    holds as many differing groups as tasks, drawing at most this many times the step's tasks more (0: no refill;
+    `training.loop.refill`)."""
 
     schedule: Schedule | None = None
     sampling: Sampling | None = None
@@ -99,8 +101,15 @@ class TrainingOptions:
     gateway_port: int = 0
     trackers: Trackers | None = None
     on_step: Callable[[int, dict[str, float]], None] | None = None
+    refill_tied_groups: float = 0.0
 
     def __post_init__(self) -> None:
+        if not self.refill_tied_groups >= 0:
+            raise ValueError(f"refill_tied_groups must be >= 0 (0: tied groups are not replaced), got "
+                             f"{self.refill_tied_groups!r}")  # fmt: skip
+        if self.refill_tied_groups and self.max_staleness:
+            raise ValueError("refill_tied_groups runs with synchronous steps (max_staleness=0): an asynchronous "
+                             "step takes the groups already queued")  # fmt: skip
         if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0: synchronous steps), got {self.max_staleness!r}")
         if not isinstance(self.advantage, AdvantageEstimator) and self.advantage not in ADVANTAGES:

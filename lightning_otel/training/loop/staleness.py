@@ -242,3 +242,12 @@ class RunnerUsage:
             with self._lock:
                 self._busy += min(running, self.capacity) * (now - last)
             last = now
+
+
+def require_async_support(max_staleness: int, backend: str, serves_while_updating: bool, why_not: str) -> None:
+    """Asynchronous training needs replicas that serve while the backend updates (checked before anything starts)."""
+    if max_staleness and not serves_while_updating:
+        raise ValueError(
+            f"max_staleness={max_staleness}: the {backend} backend cannot serve the policy while it updates "
+            f"({why_not}); use max_staleness=0"
+        )

@@ -31,10 +31,11 @@ from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.training_run import TrainingRun
-from lightning_otel.training.loop.loop import TrainingLoop, require_async_support
+from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions, with_moved_arguments
 from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.schedule import Schedule
+from lightning_otel.training.loop.staleness import require_async_support
 
 log = logging.getLogger("lightning_otel.verl")
 
