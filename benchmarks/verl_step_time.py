@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning_otel
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PROMPT = "Say it in CAPITAL LETTERS: {word}"
 WORDS = ["orders", "customers", "revenue", "products", "invoices", "shipments", "refunds", "suppliers"] * 4
@@ -84,8 +87,7 @@ def config(model: Path, steps: int, work: Path) -> dict[str, Any]:
 
 
 def run_ours(model: Path, steps: int, work: Path, device: str) -> list[dict[str, float]]:
-    from _rollout_phases import run_phases
-
+    from benchmarks._rollout_phases import run_phases
     from lightning_otel.collector import EmbeddedCollector
 
     overrides = GPU_OVERRIDES if device == "cuda" else []
@@ -239,9 +241,12 @@ def main() -> None:
     for path in paths:
         out, log = work / f"{path}.json", work / f"{path}.log"
         flags = ["--steps", str(args.steps), "--device", args.device]
-        command = [sys.executable, __file__, *flags, "--child", path, str(model), str(work), str(out)]
+        command = [sys.executable, "-m", "benchmarks.verl_step_time", *flags, "--child", path, str(model), str(work),
+                   str(out)]  # fmt: skip
+        # the child runs in its work folder, as a module of the checkout
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         with log.open("w") as output:
-            done = subprocess.run(command, cwd=work, stdout=output, stderr=subprocess.STDOUT, check=False)
+            done = subprocess.run(command, cwd=work, env=env, stdout=output, stderr=subprocess.STDOUT, check=False)
         if done.returncode != 0:
             sys.exit(f"the {path} run failed (exit {done.returncode}): see {log}")
         results[path] = json.loads(out.read_text())
@@ -258,7 +263,7 @@ def main() -> None:
               f"{row['timing_s/update_actor']:9.2f}")  # fmt: skip
     phases_file = work / "ours-phases.json"
     if "ours" in means and phases_file.exists():
-        from _rollout_phases import format_run_phases
+        from benchmarks._rollout_phases import format_run_phases
 
         row = means["ours"]
         print(
