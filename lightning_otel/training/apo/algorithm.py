@@ -91,11 +91,6 @@ class APO(Algorithm):
         self.options = options = APOOptions.merged(options, agent_lightning)
         self.chat = ChatModel(async_openai_client, use_litellm=use_litellm)
         self.settings = SearchSettings(options.gradient_model, options.apply_edit_model, options.diversity_temperature)
-        self.gradient_batch_size, self.val_batch_size = options.gradient_batch_size, options.val_batch_size
-        self.beam_width, self.branch_factor = options.beam_width, options.branch_factor
-        self.beam_rounds = options.beam_rounds
-        self.rollout_batch_timeout = options.rollout_batch_timeout
-        self.run_initial_validation = options.run_initial_validation
         self.max_metric_calls, self.output_dir, self.seed = max_metric_calls, Path(output_dir), seed
         self.perfect_score = perfect_score
         self._best: PromptTemplate | None = None
@@ -108,8 +103,8 @@ class APO(Algorithm):
     def budget(self, val_tasks: int) -> int:
         """Rollouts for the beam's proposals: each runs its parent and itself on a minibatch, and is scored on the
         validation tasks if it wins; plus the seed's validation."""
-        proposals = self.beam_rounds * self.beam_width * self.branch_factor
-        return val_tasks + proposals * (2 * self.gradient_batch_size + val_tasks)
+        proposals = self.options.beam_rounds * self.options.beam_width * self.options.branch_factor
+        return val_tasks + proposals * (2 * self.options.gradient_batch_size + val_tasks)
 
     def run(
         self, run: TrainingRun, train_dataset: Sequence[Any] | None, val_dataset: Sequence[Any] | None
@@ -124,8 +119,8 @@ class APO(Algorithm):
             raise ValueError("val_dataset is required for APO (candidates are compared on it)")
         name, seed_prompt = self._seed(run)
         train, val = list(train_dataset), list(val_dataset)
-        valset = val[: self.val_batch_size]
-        evaluator = PromptEvaluator(run, name, seed_prompt, self.rollout_batch_timeout)
+        valset = val[: self.options.val_batch_size]
+        evaluator = PromptEvaluator(run, name, seed_prompt, self.options.rollout_batch_timeout)
         adapter = TraceGEPAAdapter(evaluator, self.chat, self.settings, valset, seed_prompt.template)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         best: dict[str, Any] = {"candidate": adapter.candidate(seed_prompt.template)}
@@ -140,10 +135,11 @@ class APO(Algorithm):
         budget = self.max_metric_calls or self.budget(len(valset))
         log.info("APO: seed %r, %d train and %d validation tasks, a budget of %d rollouts", name, len(train),
                  len(valset), budget)  # fmt: skip
+        selector = TopKParetoCandidateSelector(k=self.options.beam_width, rng=random.Random(self.seed))
         result = gepa.optimize(
             seed_candidate={name: seed_prompt.template}, trainset=train, valset=valset, adapter=adapter,
-            candidate_selection_strategy=TopKParetoCandidateSelector(k=self.beam_width, rng=random.Random(self.seed)),
-            reflection_minibatch_size=min(self.gradient_batch_size, len(train)), max_metric_calls=budget,
+            candidate_selection_strategy=selector,
+            reflection_minibatch_size=min(self.options.gradient_batch_size, len(train)), max_metric_calls=budget,
             skip_perfect_score=self.perfect_score is not None, perfect_score=self.perfect_score or 0.0,
             seed=self.seed, logger=GEPALog(), display_progress_bar=False,
             # every validation task at the perfect score: nothing left to find (the budget is not spent on it)
@@ -158,7 +154,7 @@ class APO(Algorithm):
             self.chat.close()
             raise NothingTrained(self._nothing_searched(adapter, seed))
         final = None
-        if self.run_initial_validation or len(val) > len(valset):  # the winner on the whole validation set
+        if self.options.run_initial_validation or len(val) > len(valset):  # the winner on the whole validation set
             reports = evaluator.evaluate(winner.template, val, mode="val",
                                          note=f"APO best prompt {winner.label} · full validation")  # fmt: skip
             final = sum(report.score for report in reports) / len(reports)

@@ -40,8 +40,9 @@ def merged(first: BatchResult, more: BatchResult) -> BatchResult:
     """One step's batch from its first rollouts and a refill's."""
     batch = RolloutBatch(first.batch.batch_id, first.batch.mode, [*first.batch.rollout_ids, *more.batch.rollout_ids],
                          [*first.batch.records, *more.batch.records])  # fmt: skip
-    calls = None if first.gateway_calls is None and more.gateway_calls is None else \
-        (first.gateway_calls or 0) + (more.gateway_calls or 0)  # fmt: skip
+    calls = None
+    if first.gateway_calls is not None or more.gateway_calls is not None:
+        calls = (first.gateway_calls or 0) + (more.gateway_calls or 0)
     return BatchResult(batch, [*first.rollouts, *more.rollouts], {**first.spans, **more.spans},
                        {**first.adapted, **more.adapted}, first.wall_s + more.wall_s, first.wait_s + more.wait_s,
                        {**first.incomplete, **more.incomplete}, calls)  # fmt: skip
