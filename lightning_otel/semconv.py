@@ -95,6 +95,11 @@ TRAINER_SERVICE = "agl-trainer"
 AGL_RUN_ID = "agl.run.id"
 AGL_TRAINING_STEP = "agl.training.step"
 AGL_METRIC_PREFIX = "agl.metric."
+# What a step trained, one entry per sample (parallel lists): its rollout, attempt and sampling policy version (-1:
+# not recorded). Written only when the update ran; a checker proves from them that no rollout trained twice.
+AGL_TRAINED_ROLLOUTS = "agl.training.trained.rollout_ids"
+AGL_TRAINED_ATTEMPTS = "agl.training.trained.attempt_ids"
+AGL_TRAINED_VERSIONS = "agl.training.trained.policy_versions"
 AGL_REWARD_VALUE = "agl.reward.value"
 AGL_REWARD_NAME = "agl.reward.name"
 AGL_REWARD_RESPONSE_ID = "agl.reward.response_id"

@@ -406,7 +406,8 @@ class RolloutState:
         )
         run, cancelled = await self.store.state_transaction(work)
         if cancelled:
-            log.warning("run %s started: %d rollouts of runs no longer running cancelled", run_id, cancelled)
+            log.warning("run %s started: %d unfinished rollouts cancelled (of runs no longer running, or its own "
+                        "earlier trainer's)", run_id, cancelled)  # fmt: skip
             self.ended_unseen()
         return run, cancelled
 

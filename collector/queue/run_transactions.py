@@ -61,7 +61,9 @@ def start_run(
     tx: StateTransaction, run_id: str, lease_s: float, now: int, healthy_since_ns: int
 ) -> tuple[dict[str, Any], int]:
     """Start (or restart, same id) a run holding a lease of `lease_s`; first the runs whose lease lapsed are lost,
-    and the unfinished rollouts of every run not running are cancelled. Returns (the run, how many were cancelled)."""
+    and the unfinished rollouts of every run not running are cancelled. A run started again (a trainer restarted
+    from its checkpoint) owns only what it enqueues from now: what its earlier trainer left unfinished is cancelled,
+    not run for a trainer that will never read it. Returns (the run, how many were cancelled)."""
     if not MIN_LEASE_S <= lease_s <= MAX_LEASE_S:
         raise RunRefused(f"lease_s must be between {MIN_LEASE_S:g} and {MAX_LEASE_S:g} s, got {lease_s!r}")
     lapsed = expire_runs(tx, now, healthy_since_ns)
@@ -76,6 +78,8 @@ def start_run(
             "UPDATE agl_runs SET state = ?, lease_s = ?, heartbeat_ns = ?, end_ns = NULL WHERE run_id = ?",
             (RUN_RUNNING, lease_s, now, run_id),
         )
+        restarted = cancel_run_rollouts(tx, run_id, now, "its run was started again (a restarted trainer)")
+        lapsed = [*lapsed, (run_id, restarted)]
     orphans = tx.execute(
         "SELECT DISTINCT r.run_id FROM agl_rollouts r LEFT JOIN agl_runs u ON u.run_id = r.run_id "
         "WHERE r.status IN (?, ?) AND r.run_id IS NOT NULL AND (u.state IS NULL OR u.state <> ?)",

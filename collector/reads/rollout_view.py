@@ -225,7 +225,9 @@ async def step_rollouts(
                 "no_sample_reason": _no_sample_reason(record, adapted, pattern),
             }
         )
-    trainer = await _trainer_step(store, run_id, step) if mode == "train" else None
+    trainer, trained = await _trainer_step(store, run_id, step) if mode == "train" else (None, {})
+    for rollout in rollouts:  # the samples the update was given (0: none of its calls trained)
+        rollout["trained_samples"] = trained.get(rollout["rollout_id"], 0)
     sampled: dict[int, int] = {}
     for rollout in rollouts:
         for version in rollout["sampled_versions"]:
@@ -255,17 +257,22 @@ async def _prompts(store: SpanStore, versions: set[int]) -> dict[str, dict[str, 
     return await store.state_transaction(read) if versions else {}
 
 
-async def _trainer_step(store: SpanStore, run_id: str, step: int) -> dict[str, float] | None:
-    """The metrics the trainer logged for training step `step` of the run (its `agl.training.step` span), if any."""
+async def _trainer_step(store: SpanStore, run_id: str, step: int) -> tuple[dict[str, float] | None, dict[str, int]]:
+    """The metrics the trainer logged for training step `step` of the run (its `agl.training.step` span; a trainer
+    restarted from its checkpoint may have logged the step twice: the later one), and how many samples it trained
+    of each rollout."""
     tags = {semconv.AGL_RUN_ID: run_id, semconv.AGL_TRAINING_STEP: str(step)}
-    query = TraceQuery(service=semconv.TRAINER_SERVICE, operation=semconv.TRAINING_STEP_SPAN, tags=tags, limit=1)
+    query = TraceQuery(service=semconv.TRAINER_SERVICE, operation=semconv.TRAINING_STEP_SPAN, tags=tags, limit=20)
     prefix = semconv.AGL_METRIC_PREFIX
-    for spans in await find_traces(store, query):
-        for span in map(flat_span, spans):
-            if span["name"] == semconv.TRAINING_STEP_SPAN:
-                attributes = span.get("attributes") or {}
-                return {k.removeprefix(prefix): float(v) for k, v in attributes.items() if k.startswith(prefix)}
-    return None
+    found = [span for spans in await find_traces(store, query) for span in map(flat_span, spans)
+             if span["name"] == semconv.TRAINING_STEP_SPAN]  # fmt: skip
+    if not found:
+        return None, {}
+    attributes = max(found, key=lambda span: span["endTimeUnixNano"]).get("attributes") or {}
+    trained: dict[str, int] = {}
+    for rollout in attributes.get(semconv.AGL_TRAINED_ROLLOUTS) or ():
+        trained[rollout] = trained.get(rollout, 0) + 1
+    return {k.removeprefix(prefix): float(v) for k, v in attributes.items() if k.startswith(prefix)}, trained
 
 
 def _messages(attributes: dict[str, Any], key: str) -> Any:

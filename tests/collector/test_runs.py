@@ -109,6 +109,24 @@ async def test_starting_a_run_cancels_only_the_rollouts_of_runs_no_longer_runnin
     assert (counts["queuing"], counts["cancelled"]) == (3, 3)  # the training's two and the one outside any run
 
 
+async def test_a_run_started_again_owns_only_what_it_enqueues_from_then(state: RolloutState) -> None:
+    """A trainer restarted from its checkpoint starts its run again (same id): what its killed predecessor left
+    queued or running is cancelled, so no runner spends time on rollouts no trainer will read."""
+    await state.start_run("run-a", 60.0)
+    await state.enqueue(specs("run-a", 3))
+    (running,) = await state.claim("runner", 1, wait_s=0, run_id="run-a")
+    await state.start_run("run-b", 60.0)
+    await state.enqueue(specs("run-b", 1))
+    run, cancelled = await state.start_run("run-a", 60.0)  # the restarted trainer
+    assert run["state"] == "running" and cancelled == 3
+    after = await state.rollout(running["rollout_id"])
+    assert after["status"] == "cancelled" and "started again" in after["error"]
+    await state.enqueue(specs("run-a", 1))
+    claimed = await state.claim("runner", 10, wait_s=0, run_id="run-a")
+    assert len(claimed) == 1  # only the new trainer's
+    assert (await state.counts())["queuing"] == 1  # run-b's, untouched
+
+
 async def test_a_run_ends_by_its_own_word(state: RolloutState) -> None:
     await state.start_run("run-a", 60.0)
     await state.enqueue(specs("run-a", 2))

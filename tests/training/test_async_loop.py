@@ -76,6 +76,11 @@ def test_the_staleness_bound_holds_on_the_spans_versions_and_stale_groups_are_dr
     trained = step["trainer_metrics"]
     assert trained["async/staleness_max"] == result.steps[1].metrics["async/staleness_max"] <= 1
     assert trained["training/samples"] == 6 and "async/gateway_pause_s" in trained
+    # and which of the page's rollouts it trained (asynchronous: others were queued under an earlier step), as many
+    # samples of each as the backend was given
+    (_, step_2_samples) = backend.updates[1]
+    given = Counter(sample.rollout for sample in step_2_samples)
+    assert [row["trained_samples"] for row in step["rollouts"]] == [given[row["rollout_id"]] for row in step["rollouts"]]
 
 
 def test_a_runner_dying_mid_step_does_not_stall_the_pipeline(collector: str, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 import lightning_otel as agl
@@ -52,6 +53,13 @@ def test_each_step_trains_the_grpo_advantages_and_serves_the_next_version(collec
     assert [record.step for record in result.validations] == [0, 2, 3]
     assert result.validations[0].metrics["val/rollouts"] == 1
     assert [Path(path).name for path in result.checkpoints] == ["step-2.json", "step-3.json"]
+    # each step's span names what it trained: here every rollout of the step, one sample each (the rollout view)
+    run_id = httpx.get(f"{collector}/v1/ui/runs").json()["runs"][0]["run_id"]
+    for record in result.steps:
+        page = httpx.get(f"{collector}/v1/ui/runs/{run_id}/train/{record.step}").json()
+        assert sorted(row["rollout_id"] for row in page["rollouts"]) == sorted(record.rollout_ids)
+        assert [row["trained_samples"] for row in page["rollouts"]] == [1] * 6
+        assert sorted(rollout for rollout, _, _ in record.trained) == sorted(record.rollout_ids)
 
 
 def test_training_resumes_after_the_latest_checkpoint(collector: str, tmp_path: Path) -> None:

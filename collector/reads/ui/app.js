@@ -188,7 +188,7 @@ async function showStep(runId, mode, step, agentMatch) {
       el("td", { class: "mono", text: r.runner_id ?? "—" }),
       el("td", { "data-testid": "versions", text: `${r.policy_version ?? "—"}${r.sampled_versions.length ? ` → ${r.sampled_versions.join(", ")}` : ""}` }),
       el("td", { text: r.agents.join(", ") || "—" }), el("td", { text: r.llm_calls }),
-      el("td", { class: "samples", text: r.samples }),
+      el("td", { class: "samples", "data-testid": "trained", text: data.trainer_metrics ? `${r.samples} (${r.trained_samples} trained)` : r.samples }),
       el("td", {}, r.no_sample_reason ? el("div", { class: "reason", text: r.no_sample_reason }) : null,
          ...r.calls.map((d) => el("div", {}, decisionCell(d),
            d.credit ? el("span", { class: "muted", "data-testid": "step-credit", text: ` · A ${d.credit.advantage.toFixed(3)}${d.credit.estimator === "anchor" ? ` (A_step ${d.credit.step_advantage.toFixed(3)}, state of ${d.credit.anchor_size})` : ""}` }) : null)))));

@@ -54,7 +54,7 @@ from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.options import Trackers, TrainingOptions
 from lightning_otel.training.loop.refill import TaskPool, refill
 from lightning_otel.training.loop.result import StepRecord, TrainingResult
-from lightning_otel.training.loop.samples import Sample, message_samples, samples_from
+from lightning_otel.training.loop.samples import Sample, message_samples, samples_from, trained_samples
 from lightning_otel.training.loop.schedule import Schedule
 from lightning_otel.training.loop.staleness import AsyncRollouts, RunnerUsage, Taken, require_async_support
 from lightning_otel.training.loop.step_spans import step_spans
@@ -152,11 +152,13 @@ class TrainingLoop(Algorithm):
                 record.metrics["training/stopped_by_time_budget"] = float(stopped)
                 if val_tasks and self.schedule.validates_after(step, last):
                     record.metrics.update(self._record_validation(result, step, run, val_tasks))
+                # the step's record before its checkpoint: a trainer killed between them redoes the step on resume
+                # (its record written again) rather than leaving a checkpointed step unrecorded
+                result.steps.append(record)
+                record_span(step, record.metrics, step_began_ns, record.trained)
+                trackers.log(step, record.metrics, note=step_note(record))
                 if self.schedule.saves_after(step, last) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
-                result.steps.append(record)
-                record_span(step, record.metrics, step_began_ns)
-                trackers.log(step, record.metrics, note=step_note(record))
                 if self.options.on_step is not None:
                     self.options.on_step(step, record.metrics)
             result.final = self.backend.finish()
@@ -250,6 +252,8 @@ class TrainingLoop(Algorithm):
                 metrics.update(nothing.metrics)
                 record.skipped_because = nothing.reasons
             update_s = time.monotonic() - began_update
+            if not record.skipped_because:
+                record.trained = trained_samples(samples)
         else:
             record.skipped_because = self._why_skipped(run, batch, samples)
         metrics["training/skipped_step"] = 1.0 if record.skipped_because else 0.0

@@ -28,6 +28,7 @@ class StepRecord:
     skipped_because: list[str] = field(default_factory=list)  # why the step trained nothing (empty: it trained)
     rewards: dict[str, float] = field(default_factory=dict)  # final reward of each rewarded rollout
     task_rewards: list[float] = field(default_factory=list)  # validation: each task's mean reward over its rollouts
+    trained: list[tuple[str, str, int]] = field(default_factory=list)  # (rollout, attempt, policy version) a sample
 
 
 @dataclass(slots=True)

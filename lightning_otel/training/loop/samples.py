@@ -7,6 +7,7 @@ metrics that say what was left out and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,3 +101,14 @@ def message_samples(
             samples.append(Sample(None, float(reward), group_of[rollout_id], example=example, rollout=rollout_id))
     metrics["rollout/calls_without_content"] = float(to_messages.calls_without_content)
     return samples, metrics
+
+
+def trained_samples(samples: Sequence[Sample]) -> list[tuple[str, str, int]]:
+    """(rollout, attempt, sampling policy version; -1: not recorded) of each sample an update was given: the step's
+    record of what it trained (its span's `agl.training.trained.*`)."""
+    return [
+        (sample.rollout, sample.triplet.attempt_id or "", -1 if sample.triplet.policy_version is None
+         else sample.triplet.policy_version)
+        for sample in samples
+        if sample.triplet is not None
+    ]  # fmt: skip

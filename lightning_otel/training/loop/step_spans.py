@@ -4,7 +4,7 @@ time, rewards, timings, the backend's). The rollout view's step page shows them 
 Jaeger or Phoenix show the steps on the same timeline as the rollouts they trained on.
 
     with step_spans(run) as record:
-        record(step, metrics, started_ns)     # after the step: one span from started_ns to now
+        record(step, metrics, started_ns, trained)  # after the step: one span from started_ns to now
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from lightning_otel import semconv
 from lightning_otel.runtime.training_run import TrainingRun
 
-Record = Callable[[int, Mapping[str, float], int], None]
+Record = Callable[[int, Mapping[str, float], int, Sequence[tuple[str, str, int]]], None]
 
 
 @contextlib.contextmanager
@@ -27,11 +28,17 @@ def step_spans(run: TrainingRun) -> Iterator[Record]:
 
     with collector_tracer(run.client, service_name=semconv.TRAINER_SERVICE) as spans:
 
-        def record(step: int, metrics: Mapping[str, float], started_ns: int) -> None:
-            attributes: dict[str, str | int | float] = {
+        def record(
+            step: int, metrics: Mapping[str, float], started_ns: int, trained: Sequence[tuple[str, str, int]] = ()
+        ) -> None:
+            attributes: dict[str, Any] = {
                 semconv.AGL_RUN_ID: run.run_id,
                 semconv.AGL_TRAINING_STEP: step,
             }
+            if trained:
+                attributes[semconv.AGL_TRAINED_ROLLOUTS] = [rollout for rollout, _, _ in trained]
+                attributes[semconv.AGL_TRAINED_ATTEMPTS] = [attempt for _, attempt, _ in trained]
+                attributes[semconv.AGL_TRAINED_VERSIONS] = [version for _, _, version in trained]
             for name, value in metrics.items():
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     attributes[semconv.AGL_METRIC_PREFIX + name] = float(value)
