@@ -80,7 +80,8 @@ def test_the_staleness_bound_holds_on_the_spans_versions_and_stale_groups_are_dr
     # samples of each as the backend was given
     (_, step_2_samples) = backend.updates[1]
     given = Counter(sample.rollout for sample in step_2_samples)
-    assert [row["trained_samples"] for row in step["rollouts"]] == [given[row["rollout_id"]] for row in step["rollouts"]]
+    rows = step["rollouts"]
+    assert [row["trained_samples"] for row in rows] == [given[row["rollout_id"]] for row in rows]
 
 
 def test_a_runner_dying_mid_step_does_not_stall_the_pipeline(collector: str, tmp_path: Path) -> None:
