@@ -222,3 +222,24 @@ def test_a_policy_per_agent_leaves_a_model_folder_per_policy(tasks: Path, tmp_pa
         assert AutoModelForCausalLM.from_pretrained(run / "model" / policy).config.vocab_size > 0
     done = train(*short_run(tasks, tmp_path / "x", "--policy", "w=writer", "--algorithm", "dpo"), cwd=tmp_path)
     assert done.returncode == 2 and "--policy: a policy per agent trains with --algorithm tinker" in done.stderr
+
+
+def test_a_killed_run_resumes_after_its_latest_checkpoint_with_the_same_command_and_resume(tasks: Path, tmp_path):
+    run = tmp_path / "runs" / "resumed"
+    first = train(*short_run(tasks, run, "--algorithm", "tinker", "--agent-match", "writer", "--save-every", "1"),
+                  cwd=tmp_path)  # fmt: skip
+    assert first.returncode in (0, 3), first.stdout[-3000:] + first.stderr[-3000:]
+    (run / "model").rename(tmp_path / "first_model")  # what a run killed before its end would not have written
+    flags = short_run(tasks, run, "--algorithm", "tinker", "--agent-match", "writer", "--save-every", "1")
+    again = train(*[flag if flag != "2" or index != flags.index("--steps") + 1 else "3"  # --steps 3: one more
+                    for index, flag in enumerate(flags)], "--resume", cwd=tmp_path)  # fmt: skip
+    assert again.returncode in (0, 3), again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resumed        after the latest checkpoint" in again.stdout
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    trained = [line["step"] for line in lines if "training/samples" in line]
+    assert trained == [1, 2, 3]  # the first start's two steps, then only the third
+    settings = json.loads((run / "settings.json").read_text())
+    assert settings["plan"]["steps"] == 2 and len(settings["resumed"]) == 1  # the first start's, and the resume
+    assert (run / "checkpoints" / "step-3").is_dir() and (run / "model" / "config.json").is_file()
+    refused = train(*short_run(tasks, tmp_path / "nothing-here", "--resume"), cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "holds no run" in refused.stderr

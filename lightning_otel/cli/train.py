@@ -184,20 +184,37 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
     extras = LoopExtras(
         advantage=args.advantage, max_staleness=args.max_staleness, gateway_host=args.gateway_host,
         refill_tied_groups=args.refill_tied_groups,
-        save_every=args.save_every, seed=args.seed, min_reward=args.min_reward,
+        save_every=args.save_every, resume=args.resume, seed=args.seed, min_reward=args.min_reward,
         verl_config=_verl_file(args.config) if args.config else {}, verl_overrides=tuple(args.overrides),
     )  # fmt: skip
     if args.warm_start:
         from lightning_otel.runs.warm_start import read_warm_start
 
         extras = replace(extras, warm_start=tuple(read_warm_start(args.warm_start)))  # a bad row: said now
+    if args.resume:
+        return Start(args, plan, resumed_folder(args, plan), model, extras)
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / new_run_id(args.agent)
     folder = RunFolder(run_dir)
     if folder.store.exists():
-        raise BadInput(f"{run_dir} already holds a run (its store.sqlite3): give another --run-dir")
+        raise BadInput(f"{run_dir} already holds a run (its store.sqlite3): give another --run-dir, or --resume it")
     if plan.algorithm == "verl":
         check_verl(plan, folder, extras)
     return Start(args, plan, RunFolder.create(run_dir), model, extras)
+
+
+def resumed_folder(args: argparse.Namespace, plan: Any) -> Any:
+    """`--resume`: the run folder --run-dir names, as an earlier `train` left it (its settings.json)."""
+    from lightning_otel.runs.run_folder import RunFolder
+
+    if not args.run_dir:
+        raise BadInput("--resume continues the run in --run-dir: give --run-dir")
+    if plan.algorithm != "tinker":
+        raise BadInput(f"--resume continues tinker runs; --algorithm {plan.algorithm} starts over (verl resumes with "
+                       "its own key trainer.resume_mode=auto)")  # fmt: skip
+    folder = RunFolder(Path(args.run_dir))
+    if not folder.settings.is_file():
+        raise BadInput(f"--resume: {args.run_dir} holds no run (no {folder.settings.name})")
+    return folder
 
 
 def check_verl(plan: Any, folder: Any, extras: Any) -> None:

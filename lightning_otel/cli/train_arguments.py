@@ -129,6 +129,9 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     folder.add_argument("--run-dir", help="where the run keeps everything: store, settings, metrics, curve, model "
                         "(default runs/<agent>-<date>-<time>; its name is the run's id)")  # fmt: skip
     folder.add_argument("--save-every", type=int, default=0, help="a checkpoint every N steps (always after the last)")
+    folder.add_argument("--resume", action="store_true",
+                        help="continue the run in --run-dir after its latest checkpoint (tinker; the same command "
+                             "again, with --save-every for checkpoints to resume from)")  # fmt: skip
     folder.add_argument(
         "--no-content",
         dest="capture_content",

@@ -40,8 +40,12 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
 
     args, plan, folder = start.args, start.plan, start.folder
     log_file = Path(args.log_file) if args.log_file else folder.log
-    keep_settings(start)
+    earlier = resumed_settings(start)
+    keep_settings(start, earlier)
     print(f"lightning-otel train: run {folder.run_id} in {folder.path}/  (settings.json keeps what follows)")
+    if earlier is not None:
+        print(f"  resumed        after the latest checkpoint in {folder.checkpoints}/ (started "
+              f"{earlier.get('started', '?')}; {len(earlier.get('resumed', [])) + 1} resume(s))  [--resume]")
     for line in plan.lines():
         print(line)
     if args.policies:
@@ -60,7 +64,11 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
         try:
             base = model_folder_of(start.model, folder)
             folder.add_settings(model_folder=str(base.resolve()))
-            started_from = warm_started(start, agent, tasks, base, terminal) or base
+            kept = Path(earlier["trained_from"]) if earlier and earlier.get("trained_from") else None
+            if kept is not None and kept.is_dir():  # resumed: the warm start the checkpoints were trained from
+                started_from = kept
+            else:
+                started_from = warm_started(start, agent, tasks, base, terminal) or base
             folder.add_settings(trained_from=str(started_from.resolve()))
             algorithm = build_algorithm(plan, folder, started_from, start.extras)
             with policy_for_sft(plan, started_from, args.seed) as main_llm:
@@ -89,11 +97,23 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
     return NOT_IMPROVED_EXIT if verdict.judged and not verdict.improved else 0
 
 
-def keep_settings(start: Start) -> None:
-    """settings.json: the plan with each value's source, the other flags, the command line, the versions."""
+def resumed_settings(start: Start) -> dict[str, Any] | None:
+    """`--resume`: the settings.json the run's first start wrote (None: a new run)."""
+    if not start.args.resume:
+        return None
+    return json.loads(start.folder.settings.read_text(encoding="utf-8"))
+
+
+def keep_settings(start: Start, earlier: dict[str, Any] | None = None) -> None:
+    """settings.json: the plan with each value's source, the other flags, the command line, the versions; a resumed
+    run keeps its first start's and adds when and how it was resumed."""
     from lightning_otel.version import __version__
 
     args = start.args
+    if earlier is not None:
+        resumed = [*earlier.get("resumed", []), {"command": sys.argv, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}]
+        start.folder.add_settings(resumed=resumed)
+        return
     flags = {key: value for key, value in vars(args).items() if key not in ("func",)}
     start.folder.write_json(start.folder.settings, {
         "run_id": start.folder.run_id, "command": sys.argv, "model": start.model, "plan": start.plan.as_json(),

@@ -36,6 +36,7 @@ class LoopExtras:
     refill_tied_groups: float = 0.0  # 0: groups whose rewards tie are not replaced
     gateway_host: str = "127.0.0.1"
     save_every: int = 0  # 0: only after the last step
+    resume: bool = False  # start after the run folder's latest checkpoint (`--resume`)
     seed: int = 0
     min_reward: float = 1.0  # SFT: the reward a rollout needs to be kept
     verl_config: dict[str, Any] = field(default_factory=dict)  # --config's
@@ -55,6 +56,7 @@ def schedule_of(plan: Plan, extras: LoopExtras, *, validate: bool) -> Schedule:
         val_every=plan.steps if validate else 0,
         val_sampled=plan.val_samples,
         max_seconds=plan.max_minutes * 60 if plan.max_minutes else None,
+        resume=extras.resume,
         # the model is exported from the last checkpoint (Tinker, verl); DPO and SFT write their model themselves
         save_every=extras.save_every or (plan.steps if plan.algorithm in CHECKPOINTED else 0),
     )
