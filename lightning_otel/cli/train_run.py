@@ -44,8 +44,10 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
     keep_settings(start, earlier)
     print(f"lightning-otel train: run {folder.run_id} in {folder.path}/  (settings.json keeps what follows)")
     if earlier is not None:
-        print(f"  resumed        after the latest checkpoint in {folder.checkpoints}/ (started "
-              f"{earlier.get('started', '?')}; {len(earlier.get('resumed', [])) + 1} resume(s))  [--resume]")
+        print(
+            f"  resumed        after the latest checkpoint in {folder.checkpoints}/ (started "
+            f"{earlier.get('started', '?')}; {len(earlier.get('resumed', [])) + 1} resume(s))  [--resume]"
+        )
     for line in plan.lines():
         print(line)
     if args.policies:

@@ -44,5 +44,8 @@ def step_spans(run: TrainingRun) -> Iterator[Record]:
                     attributes[semconv.AGL_METRIC_PREFIX + name] = float(value)
             span = spans.tracer.start_span(semconv.TRAINING_STEP_SPAN, start_time=started_ns, attributes=attributes)
             span.end(end_time=time.time_ns())
+            # sent now, before the step's checkpoint: a trainer killed after it resumes past this step, whose record
+            # must then be in the store already (one request a step)
+            spans.flush()
 
         yield record
