@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._fault_proxy import FaultProxy
+from lightning_otel.testing.fault_proxy import FaultProxy
 from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 from lightning_otel.testing.ports import free_port
 
@@ -55,6 +55,7 @@ AGENT = "benchmarks.chaos_agent:chaos_agent"
 WORDS = ["fruit", "colour", "river", "city", "tool", "animal", "game", "song", "tree", "metal", "sport", "dish"]
 MAX_STALENESS = 1
 RAY_ENV = {"RAY_AUTH_MODE": "disabled"}
+RUNNER_CAUSES = {"infrastructure:runner_lost", "infrastructure:no_heartbeat", "infrastructure:runner_stopped"}
 # kind -> weight: how often the nemesis picks it
 FAULTS = {"kill_local_runner": 2, "kill_ray_runner": 2, "stop_local_runner": 1, "kill_collector": 2,
           "stop_collector": 1, "stop_database": 1, "policy_503": 2, "policy_hang": 1, "cut_answers": 2}  # fmt: skip
@@ -141,8 +142,10 @@ class RayHead:
         return self
 
     def stop(self) -> None:
-        # not `ray stop`, which stops every Ray of this user: only the processes under this head's temp dir are ours
-        for pid in [*self.runner_actor_pids(), *_pids_whose_cmdline_has(str(self.temp))]:
+        # not `ray stop`, which stops every Ray of this user: ours are the processes naming this head's temp dir or
+        # address (GCS, raylet, the client server) and every process under them (workers, agents)
+        roots = {*_pids_whose_cmdline_has(str(self.temp)), *_pids_whose_cmdline_has(self.address)}
+        for pid in [*_descendants(roots), *roots]:
             _kill(pid)
 
     def runner_actor_pids(self) -> list[int]:
@@ -160,6 +163,19 @@ def _pids_whose_cmdline_has(text: str) -> list[int]:
                     found.append(int(entry.name))
             except OSError:
                 continue
+    return found
+
+
+def _descendants(roots: set[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            children.setdefault(_parent(int(entry.name)), []).append(int(entry.name))
+    found, todo = [], list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
     return found
 
 
@@ -192,7 +208,7 @@ class ChaosRun:
         self.faults_on, self.steps = faults, steps
         self.random = random.Random(seed)
         self.faults: list[dict[str, Any]] = []
-        self.killed_attempts: list[str] = []  # attempts running on a local runner when it was killed
+        self.killed_attempts: list[tuple[str, str]] = []  # (rollout, attempt) running on a killed local runner
         self.run_dir = self.folder / "run"
         self.started = 0.0
 
@@ -323,16 +339,16 @@ class ChaosRun:
         calls = self.random.randint(1, 3)
         self._fault("cut_answers", lambda: self.proxy.cut_next(calls), calls=calls)
 
-    def _running_attempts(self, runner_id: str) -> list[str]:
+    def _running_attempts(self, runner_id: str) -> list[tuple[str, str]]:
         import psycopg
 
         try:
             with psycopg.connect(self.store, connect_timeout=3) as connection:
-                rows = connection.execute("SELECT attempt_id FROM agl_attempts WHERE runner_id = %s AND status = "
-                                          "'running'", (runner_id,)).fetchall()  # fmt: skip
+                rows = connection.execute("SELECT rollout_id, attempt_id FROM agl_attempts WHERE runner_id = %s AND "
+                                          "status = 'running'", (runner_id,)).fetchall()  # fmt: skip
         except psycopg.Error:
             return []
-        return [row[0] for row in rows]
+        return [(rollout, attempt) for rollout, attempt in rows]
 
 
 # --- the checker -----------------------------------------------------------------------------------------------------
@@ -390,6 +406,10 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
         for rollout, attempt, sampled in rows:
             trained_in.setdefault(rollout, set()).add(number)
             samples.append((number, rollout, attempt, int(sampled), version))
+    per_rollout = Counter((number, rollout) for number, rollout, _, _, _ in samples)
+    extra = [key for key, count in per_rollout.items() if count != 1]  # the agent makes one writer call a rollout
+    checks.append(("one sample a trained rollout (its one writer call; no answer the agent never received)",
+                   not extra, f"rollouts with other than one: {extra[:5]}"))  # fmt: skip
     twice = {rollout: sorted(at) for rollout, at in trained_in.items() if len(at) > 1}
     checks.append(("no rollout trained in two steps", not twice, f"{len(trained_in)} rollouts trained; in two "
                    f"steps: {dict(list(twice.items())[:5])}"))  # fmt: skip
@@ -409,8 +429,7 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
     kills = sum(1 for fault in run.faults if fault["kind"] == "kill_trainer")
     resumes = trainer_log.count("resumed        after the latest checkpoint")
     checks.append(("each trainer kill followed by a resume", resumes == kills, f"{kills} kills, {resumes} resumes"))
-    by_attempt = {attempt: row for (_, attempt), row in attempts.items()}
-    unresolved = [a for a in run.killed_attempts if not _ended_by_infrastructure(by_attempt.get(a))]
+    unresolved = [key for key in run.killed_attempts if not _ended_by_infrastructure(attempts.get(key))]
     checks.append(("attempts running on a killed local runner ended with an infrastructure cause", not unresolved,
                    f"{len(run.killed_attempts)} attempts killed; otherwise: {unresolved[:5]}"))  # fmt: skip
     chaos_rewards = [last[n]["rollout/reward_mean"] for n in numbers if math.isfinite(last[n]["rollout/reward_mean"])]
@@ -422,10 +441,24 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
         saw = f"{statistics.fmean(a):.3f} vs {statistics.fmean(b):.3f} over {k} steps ({gap:+.1f} SE)"
         checks.append(("training reward within 3 SE of the fault-free run's", abs(gap) <= 3, saw))
     causes = Counter(v["cause"] or v["status"] for v in attempts.values() if v["status"] != "succeeded")
+    logs = {path.stem: path.read_text(errors="replace") for path in run.folder.glob("*.log")}
+    train_log = run.run_dir / "train.log"  # the trainer's other libraries (Ray's actor messages among them)
+    logs["train"] = train_log.read_text(errors="replace") if train_log.exists() else ""
+    policy = sum(n for cause, n in causes.items() if cause.startswith("infrastructure:") and cause not in RUNNER_CAUSES)
+    said = lambda text: sum(log.count(text) for log in logs.values())  # noqa: E731
+    visible = {  # each kind of fault, and the lines or records that say it (counted, not every fault shows)
+        "kill_trainer": f"{resumes} 'resumed' lines",
+        "kill_local_runner": f"{causes.get('infrastructure:runner_lost', 0)} attempts infrastructure:runner_lost",
+        "kill_ray_runner": f"{said('Ray actor')} 'Ray actor ...' lines",
+        "kill_collector/stop_collector": f"{said('unreachable')} 'unreachable' and {said('answers again')} 'answers "
+                                         "again' lines",
+        "stop_database": f"{said('store unavailable') + said('database')} store/database lines",
+        "policy faults": f"{policy} attempts with the policy's error as their infrastructure cause",
+    }  # fmt: skip
     retried = sum(1 for v in attempts.values() if v["number"] > 1)
     return {"checks": [{"check": name, "held": held, "saw": saw} for name, held, saw in checks],
             "steps": len(numbers), "rollouts": records["rollouts"], "attempts": len(attempts), "retried": retried,
-            "causes": dict(causes), "samples": len(samples)}  # fmt: skip
+            "causes": dict(causes), "samples": len(samples), "visible": visible}  # fmt: skip
 
 
 def _ended_by_infrastructure(row: dict[str, Any] | None) -> bool:
@@ -484,6 +517,7 @@ def say(report: dict[str, Any]) -> None:
     print(f"  rollouts: {json.dumps(report['rollouts'])}; attempts {report['attempts']} ({report['retried']} "
           f"retries); samples trained {report['samples']}")  # fmt: skip
     print(f"  causes: {json.dumps(report['causes'])}")
+    print(f"  said: {json.dumps(report['visible'])}")
     for item in report["checks"]:
         print(f"  {'ok  ' if item['held'] else 'FAIL'} {item['check']}: {item['saw']}")
 

@@ -12,8 +12,7 @@ from typing import Any
 import openai
 
 import lightning_otel as agl
-
-UPSTREAM_HEADER = "x-chaos-upstream"  # where the proxy sends the call: the policy address the runner was given
+from lightning_otel.testing.fault_proxy import UPSTREAM_HEADER
 
 
 @functools.cache

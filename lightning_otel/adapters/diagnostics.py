@@ -35,6 +35,10 @@ class CallDecision:
             kept, response_id = facts
             return (f"duplicate: another span ({kept}) recorded the same response ({response_id}) with token ids "
                     "at least as complete; that one is used")  # fmt: skip
+        if outcome == "undelivered":
+            caller, received = facts
+            return (f"not trained: the agent never received this answer; its call ({caller}) was answered by "
+                    f"{received} after a retry (a connection cut or a timeout lost this one)")  # fmt: skip
         if outcome == "unmatched":
             pattern, rollout_agents = facts
             return (f"not selected: agent_match {pattern!r} finds neither the call's agent {self.agent!r} nor the "
@@ -75,6 +79,7 @@ class RolloutDiagnostics:
     calls_without_token_ids: int = 0
     incomplete_token_ids: int = 0
     duplicate_calls: int = 0
+    undelivered_calls: int = 0  # answers the policy gave that the agent's client never received (it retried)
     harness_copies: int = 0  # a harness's own spans of calls the gateway recorded (adapters.harness_calls)
     merge_breaks: int = 0
     rewards_without_call: int = 0

@@ -115,12 +115,43 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[Ca
             by_response_id[call.response_id] = len(calls)
         calls.append(call)
     diagnostics.llm_calls -= diagnostics.duplicate_calls
+    calls = _delivered(calls, spans, diagnostics)
     diagnostics.agents_seen = sorted(agents)
     calls.sort(key=lambda c: c.start_ns)
     for dropped, kept in duplicates:
         why = ("duplicate", kept.span.get("spanId"), dropped.response_id)
         diagnostics.calls.append(CallDecision(str(dropped.span.get("spanId")), dropped.agent or kept.agent, False, why))
     return calls
+
+
+def _delivered(calls: list[Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[Call]:
+    """The calls whose answer reached the agent. The policy gateway records every answer it gave, under the traceparent
+    of the agent's call; when the agent's client retried (a connection cut mid-answer, a timeout), that call holds
+    one answer and the gateway two or more: the others were never read, shaped nothing, and are not trained."""
+    by_id = {span.get("spanId"): span for span in spans}
+    kept = []
+    for call in calls:
+        caller = _calling_llm_span(call.span, by_id)
+        received = (caller.get("attributes") or {}).get(semconv.GEN_AI_RESPONSE_ID) if caller is not None else None
+        if received and call.response_id and received != call.response_id:
+            diagnostics.undelivered_calls += 1
+            why = ("undelivered", str(caller.get("spanId")), received)  # type: ignore[union-attr]
+            diagnostics.calls.append(CallDecision(str(call.span.get("spanId")), call.agent, False, why))
+            continue
+        kept.append(call)
+    return kept
+
+
+def _calling_llm_span(span: Span, by_id: dict[Any, Span]) -> Span | None:
+    """The nearest LLM span above `span` in its trace (the agent's own record of the call the gateway served)."""
+    parent = by_id.get(span.get("parentSpanId"))
+    for _ in range(64):  # no trace is deeper; a cycle in bad data must not hang the adapter
+        if parent is None:
+            return None
+        if (parent.get("attributes") or {}).get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS:
+            return parent
+        parent = by_id.get(parent.get("parentSpanId"))
+    return None
 
 
 def _harness_join(llm_spans: Sequence[Span]) -> HarnessJoin | None:

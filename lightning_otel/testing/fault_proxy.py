@@ -1,11 +1,13 @@
-"""The chaos run's fault proxy: an HTTP proxy in front of the policy, as the chaos agent sees it. Each call goes to
-the URL its `x-chaos-upstream` header names (the path after the proxy's root appended); the nemesis sets what it
-does next: answer 503 until a time, hang each call until a time, or cut the next N calls' connections halfway
-through the answer (after the policy generated it). A raw ASGI app on uvicorn, forwarding with httpx."""
+"""A fault proxy: an HTTP proxy in front of the policy, as an agent sees it (the chaos run's, `benchmarks.chaos`, and
+the tests of what a cut answer leaves). Each call goes to the URL its `x-chaos-upstream` header names (the path after
+the proxy's root appended); whoever drives it sets what it does next: answer 503 until a time, hang each call until
+a time, or cut the next N calls' connections halfway through the answer (after the policy generated it). A raw ASGI
+app on uvicorn, forwarding with httpx. `AGL_CHAOS_DEBUG=1`: uvicorn's log at debug."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Any
@@ -13,10 +15,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-from benchmarks.chaos_agent import UPSTREAM_HEADER
 from lightning_otel.testing.ports import free_port
 
-_DEBUG = bool(__import__("os").environ.get("AGL_CHAOS_DEBUG"))
+UPSTREAM_HEADER = "x-chaos-upstream"  # where the proxy sends the call: the policy address the agent was given
+_DEBUG = bool(os.environ.get("AGL_CHAOS_DEBUG"))
 HOP_HEADERS = {b"host", b"content-length", b"connection", b"transfer-encoding", UPSTREAM_HEADER.encode()}
 
 
