@@ -33,6 +33,7 @@ import math
 import os
 import random
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -48,13 +49,21 @@ import httpx
 
 from lightning_otel.testing.fault_proxy import FaultProxy
 from lightning_otel.testing.pg_cluster import ThrowawayPostgres
-from lightning_otel.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = "benchmarks.chaos_agent:chaos_agent"
 WORDS = ["fruit", "colour", "river", "city", "tool", "animal", "game", "song", "tree", "metal", "sport", "dish"]
 MAX_STALENESS = 1
 RAY_ENV = {"RAY_AUTH_MODE": "disabled"}
+RAY_PORT_FLAGS = (
+    "--ray-client-server-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+    "--node-manager-port",
+    "--object-manager-port",
+)
 RUNNER_CAUSES = {"infrastructure:runner_lost", "infrastructure:no_heartbeat", "infrastructure:runner_stopped"}
 # kind -> weight: how often the nemesis picks it
 FAULTS = {"kill_local_runner": 2, "kill_ray_runner": 2, "stop_local_runner": 1, "kill_collector": 2,
@@ -95,9 +104,21 @@ class Child:
                 self.signal(signal.SIGKILL)
 
 
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` different ports free on loopback now (each held until all are chosen: two never coincide)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 class Collector(Child):
     def __init__(self, name: str, store: str, folder: Path) -> None:
-        self.http_port, self.grpc_port, self.query_port = free_port(), free_port(), free_port()
+        self.http_port, self.grpc_port, self.query_port = distinct_free_ports(3)
         super().__init__(name, [sys.executable, "-m", "lightning_otel.collector", "--store", store, "--http-port",
                                 str(self.http_port), "--grpc-port", str(self.grpc_port), "--query-port",
                                 str(self.query_port)], folder / f"{name}.log")  # fmt: skip
@@ -119,13 +140,11 @@ class Collector(Child):
 class RayHead:
     """`ray start --head` on ports of its own (several runs share the machine) and a temp dir of its own."""
 
-    def __init__(self, folder: Path, cpus: int) -> None:
+    def __init__(self, folder: Path, cpus: int, index: int) -> None:
         self.temp = Path(tempfile.mkdtemp(prefix="ray-chaos-", dir="/tmp"))
-        self.port = free_port()
-        low = 20000 + (self.port % 40) * 1000  # a worker port range of its own
-        ports = {flag: str(free_port()) for flag in ("--ray-client-server-port", "--dashboard-agent-listen-port",
-                 "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port",
-                 "--node-manager-port", "--object-manager-port")}  # fmt: skip
+        self.port, *others = distinct_free_ports(len(RAY_PORT_FLAGS) + 1)
+        ports = {flag: str(port) for flag, port in zip(RAY_PORT_FLAGS, others, strict=True)}
+        low = 10000 + 1000 * (index % 20)  # a worker port range of its own, below the ephemeral ports above
         flags = (f"--head --port {self.port} --num-cpus {cpus} --include-dashboard=false --disable-usage-stats "
                  f"--node-ip-address 127.0.0.1 --temp-dir {self.temp} --min-worker-port {low} --max-worker-port "
                  f"{low + 999}")  # fmt: skip
@@ -201,11 +220,11 @@ class ChaosRun:
     """One seed's stack, training and nemesis (`faults=False`: the fault-free run of the same command)."""
 
     def __init__(self, out: Path, seed: int, minutes: float, *, every_s: float, trainer_every_s: float,
-                 faults: bool, steps: int | None = None, label: str = "chaos") -> None:  # fmt: skip
+                 faults: bool, steps: int | None = None, label: str = "chaos", index: int = 0) -> None:  # fmt: skip
         self.folder = out / f"{label}-seed-{seed}"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seed, self.minutes, self.every_s, self.trainer_every_s = seed, minutes, every_s, trainer_every_s
-        self.faults_on, self.steps = faults, steps
+        self.faults_on, self.steps, self.index = faults, steps, index
         self.random = random.Random(seed)
         self.faults: list[dict[str, Any]] = []
         self.killed_attempts: list[tuple[str, str]] = []  # (rollout, attempt) running on a killed local runner
@@ -217,7 +236,7 @@ class ChaosRun:
         self.postgres = ThrowawayPostgres(fsync=True).start()
         self.store = self.postgres.create_database("chaos")
         self.collectors = [Collector(f"collector-{n}", self.store, self.folder).start() for n in (1, 2)]
-        self.ray = RayHead(self.folder, cpus=2).start()
+        self.ray = RayHead(self.folder, cpus=2, index=self.index).start()
         self.proxy = FaultProxy().__enter__()
         tasks = self.folder / "train.jsonl"
         tasks.write_text("".join(json.dumps({"word": w, "proxy": self.proxy.url}) + "\n" for w in WORDS))
@@ -469,7 +488,7 @@ def _ended_by_infrastructure(row: dict[str, Any] | None) -> bool:
 
 
 def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every_s: float) -> dict[str, Any]:
-    chaos = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=True)
+    chaos = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=True, index=2 * seed)
     chaos.start_stack()
     try:
         code = chaos.run()
@@ -486,7 +505,7 @@ def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every
         chaos.postgres.destroy()
     steps = len([s for s in records["steps"]])
     free = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=False,
-                    steps=max(steps, 1), label="fault-free")  # fmt: skip
+                    steps=max(steps, 1), label="fault-free", index=2 * seed + 1)  # fmt: skip
     free.start_stack()
     try:
         free_code = free.run()
