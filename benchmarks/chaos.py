@@ -29,15 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import random
 import signal
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -45,175 +39,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from benchmarks._chaos_checker import MAX_STALENESS, check, read_records
+from benchmarks._chaos_processes import RAY_ENV, ROOT, Child, Collector, RayHead, kill
 from lightning_otel.testing.fault_proxy import FaultProxy
 from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 
-ROOT = Path(__file__).resolve().parent.parent
 AGENT = "benchmarks.chaos_agent:chaos_agent"
 WORDS = ["fruit", "colour", "river", "city", "tool", "animal", "game", "song", "tree", "metal", "sport", "dish"]
-MAX_STALENESS = 1
-RAY_ENV = {"RAY_AUTH_MODE": "disabled"}
-RAY_PORT_FLAGS = (
-    "--ray-client-server-port",
-    "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port",
-    "--metrics-export-port",
-    "--runtime-env-agent-port",
-    "--node-manager-port",
-    "--object-manager-port",
-)
-RUNNER_CAUSES = {"infrastructure:runner_lost", "infrastructure:no_heartbeat", "infrastructure:runner_stopped"}
 # kind -> weight: how often the nemesis picks it
 FAULTS = {"kill_local_runner": 2, "kill_ray_runner": 2, "stop_local_runner": 1, "kill_collector": 2,
           "stop_collector": 1, "stop_database": 1, "policy_503": 2, "policy_hang": 1, "cut_answers": 2}  # fmt: skip
-
-
-class Child:
-    """A supervised process: its output appended to `log`, started again by whoever supervises it."""
-
-    def __init__(self, name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self.name, self.argv, self.log, self.env = name, list(argv), log, {**os.environ, **(env or {})}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self, argv: Sequence[str] | None = None) -> Child:
-        self.starts += 1
-        with self.log.open("ab") as out:
-            out.write(f"\n=== {self.name} start {self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
-            self.process = subprocess.Popen(list(argv or self.argv), stdout=out, stderr=subprocess.STDOUT,
-                                            env=self.env, cwd=ROOT, start_new_session=True)  # fmt: skip
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def signal(self, number: int) -> None:
-        if self.alive:
-            os.kill(self.process.pid, number)  # type: ignore[union-attr]
-
-    def end(self) -> None:
-        if self.alive:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)  # type: ignore[union-attr]
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-
-
-def distinct_free_ports(count: int) -> list[int]:
-    """`count` different ports free on loopback now (each held until all are chosen: two never coincide)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-class Collector(Child):
-    def __init__(self, name: str, store: str, folder: Path) -> None:
-        self.http_port, self.grpc_port, self.query_port = distinct_free_ports(3)
-        super().__init__(name, [sys.executable, "-m", "lightning_otel.collector", "--store", store, "--http-port",
-                                str(self.http_port), "--grpc-port", str(self.grpc_port), "--query-port",
-                                str(self.query_port)], folder / f"{name}.log")  # fmt: skip
-        self.url = f"http://127.0.0.1:{self.query_port}"
-
-    def start(self, argv: Sequence[str] | None = None) -> Collector:
-        super().start(argv)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"{self.name} did not answer in 60 s (its log: {self.log})")
-
-
-class RayHead:
-    """`ray start --head` on ports of its own (several runs share the machine) and a temp dir of its own."""
-
-    def __init__(self, folder: Path, cpus: int, index: int) -> None:
-        self.temp = Path(tempfile.mkdtemp(prefix="ray-chaos-", dir="/tmp"))
-        self.port, *others = distinct_free_ports(len(RAY_PORT_FLAGS) + 1)
-        ports = {flag: str(port) for flag, port in zip(RAY_PORT_FLAGS, others, strict=True)}
-        low = 10000 + 1000 * (index % 20)  # a worker port range of its own, below the ephemeral ports above
-        flags = (f"--head --port {self.port} --num-cpus {cpus} --include-dashboard=false --disable-usage-stats "
-                 f"--node-ip-address 127.0.0.1 --temp-dir {self.temp} --min-worker-port {low} --max-worker-port "
-                 f"{low + 999}")  # fmt: skip
-        port_flags = [item for pair in ports.items() for item in pair]
-        self.argv = [str(Path(sys.executable).parent / "ray"), "start", *flags.split(), *port_flags]
-        # loopback only, one user: Ray's token authentication off (its token file is shared by every head)
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", **RAY_ENV}
-        self.log = folder / "ray.log"
-        self.address = f"127.0.0.1:{self.port}"
-
-    def start(self) -> RayHead:
-        with self.log.open("ab") as out:
-            subprocess.run(self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, check=True, timeout=180)
-        return self
-
-    def stop(self) -> None:
-        # not `ray stop`, which stops every Ray of this user: ours are the processes naming this head's temp dir or
-        # address (GCS, raylet, the client server) and every process under them (workers, agents)
-        roots = {*_pids_whose_cmdline_has(str(self.temp)), *_pids_whose_cmdline_has(self.address)}
-        for pid in [*_descendants(roots), *roots]:
-            _kill(pid)
-
-    def runner_actor_pids(self) -> list[int]:
-        """The Ray runner actors' processes of this head: titled `ray::RunnerActor`, children of its raylet."""
-        raylets = set(_pids_whose_cmdline_has(str(self.temp)))
-        return [pid for pid in _pids_whose_cmdline_has("ray::RunnerActor") if _parent(pid) in raylets]
-
-
-def _pids_whose_cmdline_has(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def _descendants(roots: set[int]) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            children.setdefault(_parent(int(entry.name)), []).append(int(entry.name))
-    found, todo = [], list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _parent(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("PPid:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
-
-
-def _kill(pid: int, number: int = signal.SIGKILL) -> bool:
-    try:
-        os.kill(pid, number)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 class ChaosRun:
@@ -324,13 +159,13 @@ class ChaosRun:
     def kill_ray_runner(self) -> None:
         pids = self.ray.runner_actor_pids()
         if pids:
-            self._fault("kill_ray_runner", lambda: _kill(pids[0]), pid=pids[0])
+            self._fault("kill_ray_runner", lambda: kill(pids[0]), pid=pids[0])
 
     def stop_local_runner(self) -> None:
         seconds = round(self.random.uniform(4, 10), 1)
         self._fault("stop_local_runner", lambda: self.local.signal(signal.SIGSTOP), seconds=seconds)
         process = self.local.process
-        self._later(seconds, lambda: process.poll() is None and _kill(process.pid, signal.SIGCONT))  # type: ignore[union-attr]
+        self._later(seconds, lambda: process.poll() is None and kill(process.pid, signal.SIGCONT))  # type: ignore[union-attr]
 
     def kill_collector(self) -> None:
         victim = self.random.choice(self.collectors)
@@ -368,123 +203,6 @@ class ChaosRun:
         except psycopg.Error:
             return []
         return [(rollout, attempt) for rollout, attempt in rows]
-
-
-# --- the checker -----------------------------------------------------------------------------------------------------
-def read_records(run: ChaosRun) -> dict[str, Any]:
-    """The store's rollouts, attempts, trained steps (each step's last `agl.training.step` span) and span counts."""
-    import psycopg
-    from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
-    from lightning_otel.collector.receiving.otlp_json import native_attributes
-
-    with psycopg.connect(run.store) as connection:
-        attempts = {(r, a): {"status": s, "cause": c, "runner": rid, "number": n} for r, a, s, c, rid, n in
-                    connection.execute("SELECT rollout_id, attempt_id, status, cause, runner_id, number "
-                                       "FROM agl_attempts")}  # fmt: skip
-        steps: dict[int, dict[str, Any]] = {}
-        for (raw,) in connection.execute("SELECT span FROM agl_spans WHERE name = 'agl.training.step' ORDER BY end_ns"):
-            attributes = native_attributes(Span.FromString(raw).attributes)
-            steps[int(attributes["agl.training.step"])] = attributes  # the later record of a step wins
-        chat = Counter()
-        for rollout, attempt, _service, count in connection.execute(
-            "SELECT rollout_id, attempt_id, service, count(*) FROM agl_spans WHERE operation = 'chat' "
-            "AND service <> 'agl-policy-gateway' GROUP BY 1, 2, 3"
-        ):
-            chat[(rollout, attempt)] += count
-        twice = connection.execute("SELECT count(*) FROM (SELECT trace_id, span_id FROM agl_spans GROUP BY 1, 2 "
-                                   "HAVING count(*) > 1) d").fetchone()[0]  # fmt: skip
-        rollouts = dict(Counter(s for (s,) in connection.execute("SELECT status FROM agl_rollouts")))
-        spans = connection.execute("SELECT count(*) FROM agl_spans").fetchone()[0]
-    return {"attempts": attempts, "steps": steps, "chat": chat, "twice": twice, "rollouts": rollouts, "spans": spans}
-
-
-def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards: list[float]) -> dict[str, Any]:
-    """Every property the issue asks for: (name, held, what it saw)."""
-    steps, attempts = records["steps"], records["attempts"]
-    metrics = [json.loads(line) for line in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
-    last: dict[int, dict[str, Any]] = {}
-    for line in metrics:
-        if "training/samples" in line:
-            last[int(line["step"])] = line  # a step redone after a resume: its later record
-    numbers = sorted(last)
-    checks: list[tuple[str, bool, str]] = []
-    tied = [n for n in numbers if last[n]["training/skipped_step"]]  # every group's rewards equal: nothing to learn
-    short = [n for n in numbers if last[n]["training/samples"] < 16 or n not in steps]
-    checks.append(("every step up to the last has its record and its samples, and trained unless its groups tied",
-                   bool(numbers) and numbers == list(range(1, numbers[-1] + 1)) and not short,
-                   f"{len(numbers)} steps in metrics.jsonl, {len(set(steps) & set(numbers))} step spans; short or "
-                   f"unrecorded: {short[:5]}; skipped because every group tied: {len(tied)}"))  # fmt: skip
-    trained_in: dict[str, set[int]] = {}
-    samples = []
-    for number in numbers:
-        span = steps.get(number, {})
-        rows = zip(span.get("agl.training.trained.rollout_ids") or [], span.get("agl.training.trained.attempt_ids")
-                   or [], span.get("agl.training.trained.policy_versions") or [], strict=True)  # fmt: skip
-        version = int(span.get("agl.metric.training/policy_version", -99))
-        for rollout, attempt, sampled in rows:
-            trained_in.setdefault(rollout, set()).add(number)
-            samples.append((number, rollout, attempt, int(sampled), version))
-    per_rollout = Counter((number, rollout) for number, rollout, _, _, _ in samples)
-    extra = [key for key, count in per_rollout.items() if count != 1]  # the agent makes one writer call a rollout
-    checks.append(("one sample a trained rollout (its one writer call; no answer the agent never received)",
-                   not extra, f"rollouts with other than one: {extra[:5]}"))  # fmt: skip
-    twice = {rollout: sorted(at) for rollout, at in trained_in.items() if len(at) > 1}
-    checks.append(("no rollout trained in two steps", not twice, f"{len(trained_in)} rollouts trained; in two "
-                   f"steps: {dict(list(twice.items())[:5])}"))  # fmt: skip
-    not_succeeded = [(r, a, attempts.get((r, a), {}).get("status")) for _, r, a, _, _ in samples
-                     if attempts.get((r, a), {}).get("status") != "succeeded"]  # fmt: skip
-    checks.append(("every trained sample from a succeeded attempt", not not_succeeded,
-                   f"{len(samples)} samples; from other attempts: {not_succeeded[:5]}"))  # fmt: skip
-    missing = [(r, a, records["chat"].get((r, a), 0)) for r, a in {(r, a) for _, r, a, _, _ in samples}
-               if records["chat"].get((r, a), 0) != 2]  # fmt: skip
-    checks.append(("the agent's 2 LLM calls stored for every trained attempt", not missing,
-                   f"attempts without exactly 2: {missing[:5]}"))  # fmt: skip
-    checks.append(("no span stored twice", records["twice"] == 0, f"{records['spans']} spans, {records['twice']} "
-                   "stored twice"))  # fmt: skip
-    stale = [(n, v, s) for n, _, _, s, v in samples if s < 0 or v - s > MAX_STALENESS or s > v]
-    checks.append((f"every sample's policy version within {MAX_STALENESS} of its step's", not stale,
-                   f"outside: {stale[:5]}"))  # fmt: skip
-    kills = sum(1 for fault in run.faults if fault["kind"] == "kill_trainer")
-    resumes = trainer_log.count("resumed        after the latest checkpoint")
-    checks.append(("each trainer kill followed by a resume", resumes == kills, f"{kills} kills, {resumes} resumes"))
-    unresolved = [key for key in run.killed_attempts if not _ended_by_infrastructure(attempts.get(key))]
-    checks.append(("attempts running on a killed local runner ended with an infrastructure cause", not unresolved,
-                   f"{len(run.killed_attempts)} attempts killed; otherwise: {unresolved[:5]}"))  # fmt: skip
-    chaos_rewards = [last[n]["rollout/reward_mean"] for n in numbers if math.isfinite(last[n]["rollout/reward_mean"])]
-    k = min(len(chaos_rewards), len(free_rewards))
-    if k >= 2:
-        a, b = chaos_rewards[:k], free_rewards[:k]
-        se = math.sqrt(statistics.variance(a) / k + statistics.variance(b) / k) or 1e-9
-        gap = (statistics.fmean(a) - statistics.fmean(b)) / se
-        saw = f"{statistics.fmean(a):.3f} vs {statistics.fmean(b):.3f} over {k} steps ({gap:+.1f} SE)"
-        checks.append(("training reward within 3 SE of the fault-free run's", abs(gap) <= 3, saw))
-    causes = Counter(v["cause"] or v["status"] for v in attempts.values() if v["status"] != "succeeded")
-    logs = {path.stem: path.read_text(errors="replace") for path in run.folder.glob("*.log")}
-    train_log = run.run_dir / "train.log"  # the trainer's other libraries (Ray's actor messages among them)
-    logs["train"] = train_log.read_text(errors="replace") if train_log.exists() else ""
-    policy = sum(n for cause, n in causes.items() if cause.startswith("infrastructure:") and cause not in RUNNER_CAUSES)
-    said = lambda text: sum(log.count(text) for log in logs.values())  # noqa: E731
-    visible = {  # each kind of fault, and the lines or records that say it (counted, not every fault shows)
-        "kill_trainer": f"{resumes} 'resumed' lines",
-        "kill_local_runner": f"{causes.get('infrastructure:runner_lost', 0)} attempts infrastructure:runner_lost",
-        "kill_ray_runner": f"{said('Ray actor')} 'Ray actor ...' lines",
-        "kill_collector/stop_collector": f"{said('unreachable')} 'unreachable' and {said('answers again')} 'answers "
-                                         "again' lines",
-        "stop_database": f"{said('store unavailable') + said('database')} store/database lines",
-        "policy faults": f"{policy} attempts with the policy's error as their infrastructure cause",
-    }  # fmt: skip
-    retried = sum(1 for v in attempts.values() if v["number"] > 1)
-    return {"checks": [{"check": name, "held": held, "saw": saw} for name, held, saw in checks],
-            "steps": len(numbers), "rollouts": records["rollouts"], "attempts": len(attempts), "retried": retried,
-            "causes": dict(causes), "samples": len(samples), "visible": visible}  # fmt: skip
-
-
-def _ended_by_infrastructure(row: dict[str, Any] | None) -> bool:
-    """An attempt that did not succeed, failed for the infrastructure or cancelled with its rollout."""
-    if row is None or row["status"] == "succeeded":
-        return False
-    return row["status"] == "cancelled" or (row["cause"] or "").startswith("infrastructure")
 
 
 def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every_s: float) -> dict[str, Any]:

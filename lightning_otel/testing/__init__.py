@@ -11,6 +11,9 @@ examples import only from here, `lightning_otel` and `lightning_otel.collector`)
   workdir, seed=...)`: a named model's or a folder's path, or for "tiny" such a model built there once.
 - `serve_folder(folder)`: a Hugging Face model folder served on loopback as vLLM serves it (a CPU replica: its chat
   template, token ids, the hermes tool parser), for a dry run or an evaluation against a real model (torch).
+- `FaultProxy`: an HTTP proxy in front of a policy (each call goes where its `x-chaos-upstream` header says) that
+  answers 503, hangs, or cuts the connection halfway through an answer when told: an agent's retries and a
+  training's handling of them, tested (`benchmarks.chaos` drives it).
 - pytest fixtures `openai_test_server` and `agl_spans` (plugin registered automatically).
 """
 
@@ -23,6 +26,7 @@ from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer, tra
 
 __all__ = [
     "ChatTokenizer",
+    "FaultProxy",
     "OpenAITestServer",
     "Reply",
     "SpanCapture",
@@ -40,6 +44,10 @@ def __getattr__(name: str) -> Any:
         from lightning_otel.testing import tiny_model
 
         return getattr(tiny_model, name)
+    if name == "FaultProxy":  # uvicorn: loaded when a proxy is made
+        from lightning_otel.testing.fault_proxy import FaultProxy
+
+        return FaultProxy
     if name == "serve_folder":  # torch too
         from lightning_otel.serving.cpu_replica import serve_folder
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from lightning_otel.testing.otlp_factory import make_request
+from lightning_otel.testing.ports import free_ports
 
 PB = {"content-type": "application/x-protobuf"}
 
@@ -34,22 +34,12 @@ def stored_ids(collector) -> list[tuple[bytes, bytes]]:
     return [(s.trace_id, s.span_id) for s in spans]
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 class CollectorProcess:
     """`agl-otel-collector` as a child process on free ports: a SQLite file (or any store URL), `start()` again on
     the same ports and store after a kill."""
 
     def __init__(self, store: Path | str, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.http_port, self.grpc_port, self.query_port = _free_ports(3)
+        self.http_port, self.grpc_port, self.query_port = free_ports(3)
         self.args = [
             sys.executable,
             "-m",

@@ -145,3 +145,13 @@ def test_the_scale_out_benchmarks_quick_mode_runs_and_prints_its_comparison() ->
     cluster above (one file runs on one worker, one test at a time)."""
     run_benchmark_quick(Path(REPO), "scale_out", ("Ray actors", "local processes", "ratio two collectors / one"),
                         timeout=300)  # fmt: skip
+
+
+def test_the_chaos_runs_quick_mode_holds_every_check() -> None:
+    """`python -m benchmarks.chaos --quick`: two minutes of one training on PostgreSQL with two collectors, a Ray runner
+    and a local runner while the nemesis kills and freezes them, the database, the policy's connections and the
+    trainer; every check of its checker holds (nothing lost or trained twice), the fault-free run's too. Here for the
+    same reason as scale_out's: its Ray head is its own, and this file's worker runs one Ray at a time."""
+    expected = ("no rollout trained in two steps", "every trained sample from a succeeded attempt",
+                "every check held")  # fmt: skip
+    run_benchmark_quick(Path(REPO), "chaos", expected, timeout=900)
