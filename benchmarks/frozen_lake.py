@@ -3,6 +3,7 @@ outcome-only GRPO (and, `--advantages grpo anchor`, per-call credit), at equal s
 
     python -m benchmarks.frozen_lake --out runs/lake.json    # 3 seeds x {grpo}, SmolLM2, about 8 min a run
     python -m benchmarks.frozen_lake --advantages grpo anchor --seeds 0
+    python -m benchmarks.frozen_lake --advantages refill grpo_equal   # refilled groups against dropping them
     python -m benchmarks.frozen_lake --quick                 # tiny sizes: that it runs (the tests run it)
 
 The task (the docs' "A real model" page says why, and what the first version of it measured):
@@ -23,12 +24,16 @@ Training: the local Tinker engine (LoRA rank 32, importance sampling; learning r
 cookbook's rule for LoRA, 5e-5 x 10 x (2000 / hidden size 576) ** 0.781 for a Llama, 1e-2 on the tiny model), 16
 steps of `--batch-size` 4 squares x `--group-size` 4 episodes, replies of at most 8 tokens, 2 runner processes.
 `anchor` uses GiGPO's settings where the task leaves a choice (step weight 1, discount 0.9), as the credit benchmark.
+`refill`: GRPO whose tied groups are made up for by further squares' groups in the same step
+(`--refill-tied-groups`, at most `--refill-factor` x the step's squares more); `grpo_equal`: GRPO that drops them,
+given as many steps as the same seed's `refill` run took rollouts (run it after `refill`): the two at equal rollouts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -120,8 +125,23 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+REFILL_ARMS = ("refill", "grpo_equal")
+ROLLOUTS_OF_REFILL: dict[int, int] = {}  # seed -> the refill run's training rollouts (grpo_equal's budget)
+
+
+def steps_of(advantage: str, seed: int, args: argparse.Namespace) -> int:
+    """The run's steps: `--steps`; for grpo_equal as many as the same seed's refill run took rollouts."""
+    if advantage != "grpo_equal":
+        return args.steps
+    if seed not in ROLLOUTS_OF_REFILL:
+        raise SystemExit("grpo_equal takes its steps from the same seed's refill run: list refill before it")
+    return math.ceil(ROLLOUTS_OF_REFILL[seed] / (args.batch_size * args.group_size))
+
+
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     model = model_or_tiny(args.model, workdir, seed=seed)
+    steps = steps_of(advantage, seed, args)
+    counted: list[float] = []  # each step's training rollouts, as the steps end (kept when no step trained too)
     records = (args.records or workdir) / f"{advantage}-{seed}.episodes.jsonl"
     records.parent.mkdir(parents=True, exist_ok=True)
     records.unlink(missing_ok=True)
@@ -129,11 +149,13 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records)}
                     for square in squares] for mode in ("train", "val")}  # fmt: skip
     options = agl.TrainingOptions(
-        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
-                              shuffle=True, epochs=1000, val_every=args.steps, val_group_size=args.val_group_size,
+        schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=steps,
+                              shuffle=True, epochs=1000, val_every=steps, val_group_size=args.val_group_size,
                               seed=seed),
         sampling=agl.Sampling(max_tokens=8), validation_sampling=agl.Sampling(max_tokens=8),
-        advantage=estimator_of(advantage), trackers=agl.Trackers(logger=()),
+        advantage=estimator_of("grpo" if advantage in REFILL_ARMS else advantage), trackers=agl.Trackers(logger=()),
+        refill_tied_groups=args.refill_factor if advantage == "refill" else 0.0,
+        on_step=lambda step, metrics: counted.append(metrics.get("rollout/rollouts", 0.0)),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
@@ -142,14 +164,22 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
         with agl.quiet(workdir / f"{advantage}-{seed}.log"):
             result = trainer.fit(lake_agent, tasks["train"], tasks["val"])
     except agl.NothingTrained as nothing:  # every step's groups were all equal: a run, reported, not a crash
+        if advantage == "refill":
+            ROLLOUTS_OF_REFILL[seed] = int(sum(counted))
         return {"advantage": advantage, "seed": seed, "model": args.model, "nothing_trained": str(nothing),
-                "seconds": time.monotonic() - started}  # fmt: skip
+                "train_rollouts": int(sum(counted)), "steps": steps, "seconds": time.monotonic() - started}  # fmt: skip
     episodes = [json.loads(line) for line in records.read_text().splitlines()]
     val_episodes = [record for record in episodes if record["mode"] == "val"]
     train_episodes = [record for record in episodes if record["mode"] == "train"]
     last = max(record["version"] for record in val_episodes)  # the end's validation: the last weights
     per_step = args.batch_size * args.group_size
-    return {"advantage": advantage, "seed": seed, "model": args.model, **result.figures(),
+    rollouts = int(sum(counted))
+    if advantage == "refill":
+        ROLLOUTS_OF_REFILL[seed] = rollouts
+    refilled = {key: sum(record.metrics.get(f"refill/{key}", 0) for record in result.steps)
+                for key in ("tasks_drawn", "groups", "tied_groups", "informative_groups")}  # fmt: skip
+    return {"advantage": advantage, "seed": seed, "model": args.model, **result.figures(), "train_rollouts": rollouts,
+            "steps": steps, "refill": refilled,
             "val_start": episode_figures([record for record in val_episodes if record["version"] == 0]),
             "val_end": episode_figures([record for record in val_episodes if record["version"] == last]),
             "train_first": episode_figures(train_episodes[: 5 * per_step]),
@@ -185,8 +215,15 @@ def summary(runs: list[dict[str, Any]], arms: list[str], *, ties_allowed: bool) 
         before = [{"phase": "before", **run, "validations": run["validations"][:1]} for run in ends]
         after = [{"phase": "after", **run} for run in ends]
         lines += [f"{arm}: {line}" for line in pooled_comparison(before + after, "phase", "before", "after")]
-    if set(arms) == {"grpo", "anchor"}:
-        lines += pooled_comparison([run for run in runs if "nothing_trained" not in run], "advantage", "grpo", "anchor")
+    measured = [run for run in runs if "nothing_trained" not in run]
+    if {"grpo", "anchor"} <= set(arms):
+        lines += pooled_comparison(measured, "advantage", "grpo", "anchor")
+    if set(REFILL_ARMS) <= set(arms):
+        for run in runs:
+            if run["advantage"] in REFILL_ARMS:
+                lines.append(f"{run['advantage']} seed {run['seed']}: {run['steps']} steps, {run['train_rollouts']} "
+                             f"training rollouts, refill {json.dumps(run.get('refill'))}")  # fmt: skip
+        lines += pooled_comparison(measured, "advantage", "grpo_equal", "refill")
     return lines, complete
 
 
@@ -201,16 +238,23 @@ def main() -> int:
     parser.add_argument("--records", type=Path, help="keep every episode's record here (ARM-SEED.episodes.jsonl)")
     parser.add_argument("--model", choices=MODELS, default="smollm2")
     parser.add_argument("--learning-rate", type=float, help="default: 1.3e-3 on SmolLM2, 1e-2 on the tiny model")
-    parser.add_argument("--advantages", nargs="+", default=["grpo"], choices=["grpo", "anchor"])
+    parser.add_argument(
+        "--advantages",
+        nargs="+",
+        default=["grpo"],
+        choices=["grpo", "anchor", *REFILL_ARMS],
+        help="arms, run in this order for each seed (grpo_equal after refill)",
+    )
+    parser.add_argument("--refill-factor", type=float, default=2.0, help="refill: at most this x the step's squares")
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a minute: that it runs (the tests)")
     args = parser.parse_args()
     if args.quick:
-        # the two squares nearest the goal, where the untrained model wins some episodes; with 4 a group can still
+        # the squares nearest the goal, where the untrained model wins some episodes; with 4 a group can still
         # tie in every group of the step (the run says "trained nothing"), which the quick mode allows
         args.seeds, args.steps, args.batch_size, args.group_size, args.val_group_size = [0], 1, 2, 4, 1
-        args.squares = [14, 13]
-        args.advantages = ["grpo", "anchor"]
+        args.squares = [14, 13, 10]  # a third: refill has a square beyond the step's to draw
+        args.advantages = ["grpo", "anchor", "refill", "grpo_equal"]
     if args.learning_rate is None:
         args.learning_rate = 1.3e-3 if args.model == "smollm2" else 1e-2
     runs = every_arm(

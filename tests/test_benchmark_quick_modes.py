@@ -2,7 +2,7 @@
 (`python -m benchmarks.NAME --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
 what it measured is not a measurement (rollouts lost, nothing exported, steps missing), so that fails here too.
 The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py);
-scale_out's beside the multi-node test (tests/collector/test_multi_node_training.py)."""
+scale_out's and chaos's beside the multi-node test (tests/collector/test_multi_node_training.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ HERE: dict[str, tuple[str, ...]] = {
     "rollout_reads_with_logs": ("+ attach, no records", "ratio to the plain read"),
     "sampler_snapshot": ("ratio shared-base / whole",),
     "calculator_probe": ("called the calculator in", "answered right"),
-    "frozen_lake": ("grpo: gain after - before", "anchor: gain after - before", "gain anchor - grpo"),
+    "frozen_lake": (
+        "grpo: gain after - before",
+        "anchor: gain after - before",
+        "gain anchor - grpo",
+        "gain refill - grpo_equal",
+    ),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
     "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
     "sql_learning": ("gain after grpo - warm start", "untrained:"),
@@ -50,7 +55,7 @@ HERE: dict[str, tuple[str, ...]] = {
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 # scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which
 # `ray.init()` could join), and off this file's worker
-WITH_THE_MULTI_NODE_TEST = ("scale_out",)
+WITH_THE_MULTI_NODE_TEST = ("scale_out", "chaos")
 
 
 def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
