@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import lightning_otel
 from lightning_otel.cli.collector_flags import collector_options, run_settings, runner_options
 from lightning_otel.cli.program_name import invoked_as
+from lightning_otel.runtime.restart_budget import RunnersKeepDying
 
 if TYPE_CHECKING:
     import argparse
@@ -78,7 +79,7 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
             verdict = Verdict.of(result, temperature=plan.temperature)
             if plan.algorithm == "sft" and val_tasks and (folder.model / "config.json").is_file():
                 verdict = measured_verdict(start, agent, val_tasks, started_from, folder.model)
-        except lightning_otel.NothingTrained as exc:
+        except (lightning_otel.NothingTrained, RunnersKeepDying) as exc:  # said in one line, not a traceback
             failure = f"FAILED: {exc}"
         except (ValueError, OSError, lightning_otel.ModelUnavailable) as exc:  # a bad config value, a port taken
             print(f"lightning-otel train: {exc}", file=sys.stderr)

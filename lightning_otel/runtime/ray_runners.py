@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lightning_otel.runner.ray_actor import RunnerActor
+from lightning_otel.runtime.restart_budget import RestartBudget
 
 if TYPE_CHECKING:
     from lightning_otel.agent_api.lit_agent import LitAgent
@@ -98,8 +99,7 @@ class RayRunnerPool:
         self.client = client
         self.collector_url = collector_url
         self.options = options
-        self.max_replacements = max_replacements
-        self.restarts = 0  # serve calls lost to a dead actor
+        self.budget = RestartBudget(max_replacements)  # actor deaths ridden out within its window
         self.actors: dict[str, _Actor] = {}
         self._session = uuid.uuid4().hex[:6]
         self._started = 0  # runner ids given
@@ -247,9 +247,7 @@ class RayRunnerPool:
         """Its running attempts fail now (they retry on any runner); past the pool's budget the training stops."""
         failed = self.client.runner_lost(actor.runner_id, reason)
         log.warning("%s; %s running attempts of %s failed and will retry", reason, failed, actor.runner_id)
-        if self.restarts >= self.max_replacements:
-            raise RuntimeError(f"runner actors failed {self.restarts + 1} times; the last: {reason}")
-        self.restarts += 1
+        self.budget.spend(reason)
 
     # -- stop --------------------------------------------------------------------------------------------------
     def stop(self, timeout: float = 15.0) -> None:

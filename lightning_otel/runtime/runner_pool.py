@@ -15,6 +15,7 @@ from lightning_otel.collector.client import Client
 from lightning_otel.runner.runner_environment import offline_defaults_for_children
 from lightning_otel.runner.runner_options import RunnerOptions
 from lightning_otel.runner.runner_process import runner_main
+from lightning_otel.runtime.restart_budget import RestartBudget, RunnersKeepDying
 
 log = logging.getLogger("lightning_otel.runtime.trainer")
 
@@ -39,9 +40,8 @@ class RunnerPool:
         self.collector_url = collector_url
         self.options = options
         self.n_runners = n_runners
-        self.max_restarts = max_restarts
+        self.budget = RestartBudget(max_restarts)  # deaths ridden out within its window
         self.retired = 0  # runners that ran max_rollouts and exited
-        self.restarts = 0
         self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
         self._context = multiprocessing.get_context("spawn")
         self._session = uuid.uuid4().hex[:6]
@@ -83,13 +83,13 @@ class RunnerPool:
                     process.exitcode,
                     failed,
                 )
-                if self.restarts >= self.max_restarts:
-                    raise RuntimeError(
-                        f"runner processes died {self.restarts + 1} times (last exit code {process.exitcode}); "
-                        'see their output above. A script that starts a Trainer needs `if __name__ == "__main__":` '
-                        "around it (runners are spawned processes that import the main module)"
-                    )
-                self.restarts += 1
+                try:
+                    self.budget.spend(f"{runner_id} exited with code {process.exitcode}")
+                except RunnersKeepDying as dying:
+                    raise RunnersKeepDying(
+                        f"{dying}; see their output above. A script that starts a Trainer needs `if __name__ == "
+                        '"__main__":` around it (runners are spawned processes that import the main module)'
+                    ) from None
                 self._spawn()
             if self.n_runners and not self.processes and self.retired:
                 raise RuntimeError(
