@@ -55,11 +55,15 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
     numbers = sorted(last)
     checks: list[tuple[str, bool, str]] = []
     tied = [n for n in numbers if last[n]["training/skipped_step"]]  # every group's rewards equal: nothing to learn
-    short = [n for n in numbers if last[n]["training/samples"] < 16 or n not in steps]
-    checks.append(("every step up to the last has its record and its samples, and trained unless its groups tied",
-                   bool(numbers) and numbers == list(range(1, numbers[-1] + 1)) and not short,
-                   f"{len(numbers)} steps in metrics.jsonl, {len(set(steps) & set(numbers))} step spans; short or "
-                   f"unrecorded: {short[:5]}; skipped because every group tied: {len(tied)}"))  # fmt: skip
+    # each of a step's rollouts gave its sample, or failed with its cause (retries spent), counted in the step
+    unaccounted = [n for n in numbers if n not in steps or last[n]["rollout/with_samples"] + last[n]["rollout/failed"]
+                   + last[n]["rollout/timeout"] != last[n]["rollout/rollouts"]]  # fmt: skip
+    given_up = sum(last[n]["rollout/failed"] + last[n]["rollout/timeout"] for n in numbers)
+    checks.append(("every step up to the last recorded, each of its rollouts a sample or a failure with its cause, "
+                   "trained unless its groups tied", bool(numbers) and numbers == list(range(1, numbers[-1] + 1))
+                   and not unaccounted, f"{len(numbers)} steps in metrics.jsonl, {len(set(steps) & set(numbers))} "
+                   f"step spans; unaccounted: {unaccounted[:5]}; rollouts failed after their retries: {given_up:g}; "
+                   f"steps skipped because every group tied: {len(tied)}"))  # fmt: skip
     trained_in: dict[str, set[int]] = {}
     samples = []
     for number in numbers:
@@ -93,7 +97,8 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
     kills = sum(1 for fault in run.faults if fault["kind"] == "kill_trainer")
     resumes = trainer_log.count("resumed        after the latest checkpoint")
     checks.append(("each trainer kill followed by a resume", resumes == kills, f"{kills} kills, {resumes} resumes"))
-    unresolved = [key for key in run.killed_attempts if not _ended_by_infrastructure(attempts.get(key))]
+    unresolved = [(key, attempts.get(key)) for key in run.killed_attempts
+                  if not _ended_by_infrastructure(attempts.get(key))]  # fmt: skip
     checks.append(("attempts running on a killed local runner ended with an infrastructure cause", not unresolved,
                    f"{len(run.killed_attempts)} attempts killed; otherwise: {unresolved[:5]}"))  # fmt: skip
     chaos_rewards = [last[n]["rollout/reward_mean"] for n in numbers if math.isfinite(last[n]["rollout/reward_mean"])]

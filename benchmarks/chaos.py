@@ -16,13 +16,16 @@ SIGKILL a collector (started again on the same ports 3 s later); stop PostgreSQL
 for 3-8 s, hang each call for 5-20 s (the agent's client gives up at 15 s), or cut the next 1-3 answers halfway; and,
 at most every `--trainer-every` seconds, SIGKILL the trainer and run the same command again with `--resume`.
 
-Then a fault-free run of the same command and seed trains as many steps, for the wall-time cost and the reward
-curve. The checker proves, from the store (PostgreSQL) and the run folder: every step up to the last trained (its
-last record); no rollout trained in two steps; every trained sample from a succeeded attempt, with the agent's two
-LLM calls stored for it; no span stored twice; each sample's policy version within the staleness bound; each
-trainer kill followed by a resume, and each attempt running on a killed local runner ended with an infrastructure
-cause; the mean training reward within 3 standard errors of the fault-free run's. Faults by kind, steps, rollouts,
-retries and the causes the store gives are printed and kept in DIR/chaos-seed-N.json. Exits 1 when a check fails.
+Beside it, for the same time on the same machine, a fault-free run of the same command and seed: the steps it
+makes beyond the chaos run's are what the faults cost, and its reward curve the one to compare with. The checker
+proves, from the store (PostgreSQL) and the run folder: every step up to the last recorded (metrics.jsonl and its
+span), each of its rollouts a sample or a failure with its cause, trained unless all its groups tied; one sample a
+trained rollout; no rollout trained in two steps; every trained sample from a succeeded attempt, with the agent's
+two LLM calls stored for it; no span stored twice; each sample's policy version within the staleness bound; each
+trainer kill followed by a resume, and each attempt still running on a killed local runner a second later ended
+with an infrastructure cause; the mean training reward within 3 standard errors of the fault-free run's. Faults by
+kind, steps, rollouts, retries and the causes the store gives are printed and kept in DIR/chaos-seed-N.json. Exits 1
+when a check fails.
 """
 
 from __future__ import annotations
@@ -151,10 +154,11 @@ class ChaosRun:
 
     # --- the nemesis's faults ------------------------------------------------------------------------------------
     def kill_local_runner(self) -> None:
-        running = self._running_attempts(self.local_id)
-        self._fault("kill_local_runner", lambda: self.local.signal(signal.SIGKILL), runner=self.local_id,
-                    running=len(running))  # fmt: skip
-        self.killed_attempts.extend(running)
+        victim = self.local_id
+        self._fault("kill_local_runner", lambda: self.local.signal(signal.SIGKILL), runner=victim)
+        # read after the kill (and a report it had sent has had time to commit): what is still running on it then
+        # can only end as the infrastructure's failure
+        self._later(1.0, lambda: self.killed_attempts.extend(self._running_attempts(victim)))
 
     def kill_ray_runner(self) -> None:
         pids = self.ray.runner_actor_pids()
@@ -206,11 +210,21 @@ class ChaosRun:
 
 
 def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every_s: float) -> dict[str, Any]:
+    """The chaos run and a fault-free run of the same command and seed, side by side for the same time (the machine's
+    load the same for both): what the faults cost is the steps the fault-free run made beyond them."""
     chaos = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=True, index=2 * seed)
-    chaos.start_stack()
+    free = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=False,
+                    label="fault-free", index=2 * seed + 1)  # fmt: skip
+    codes: dict[str, int] = {}
     try:
-        code = chaos.run()
-        chaos_wall = time.monotonic() - chaos.started
+        for run in (chaos, free):
+            run.start_stack()
+        threads = [threading.Thread(target=lambda r=run: codes.__setitem__(r.folder.name, r.run())) for run in
+                   (chaos, free)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
         chaos.trainer.end()
         chaos.local.end()
         for collector in chaos.collectors:  # every collector up for the reads
@@ -219,25 +233,18 @@ def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every
                 collector.start()
         records = read_records(chaos)
     finally:
-        chaos.stop_stack()
-        chaos.postgres.destroy()
-    steps = len([s for s in records["steps"]])
-    free = ChaosRun(out, seed, minutes, every_s=every_s, trainer_every_s=trainer_every_s, faults=False,
-                    steps=max(steps, 1), label="fault-free", index=2 * seed + 1)  # fmt: skip
-    free.start_stack()
-    try:
-        free_code = free.run()
-        free_wall = time.monotonic() - free.started
-    finally:
-        free.stop_stack()
-        free.postgres.destroy()
+        for run in (chaos, free):
+            if hasattr(run, "postgres"):
+                run.stop_stack()
+                run.postgres.destroy()
+    code, free_code = codes.get(chaos.folder.name, -1), codes.get(free.folder.name, -1)
     free_lines = [json.loads(line) for line in (free.run_dir / "metrics.jsonl").read_text().splitlines()]
-    free_rewards = [line["rollout/reward_mean"] for line in free_lines if "training/samples" in line]
+    free_last = {int(line["step"]): line for line in free_lines if "training/samples" in line}
+    free_rewards = [free_last[n]["rollout/reward_mean"] for n in sorted(free_last)]
     report = check(chaos, records, (chaos.folder / "trainer.log").read_text(errors="replace"), free_rewards)
     report.update({"seed": seed, "minutes": minutes, "exit_code": code, "fault_free_exit_code": free_code,
                    "faults": dict(Counter(f["kind"] for f in chaos.faults)), "fault_log": chaos.faults,
-                   "proxy": chaos.proxy.counts, "wall_s": round(chaos_wall, 1),
-                   "fault_free_wall_s": round(free_wall, 1), "fault_free_steps": len(free_rewards)})  # fmt: skip
+                   "proxy": chaos.proxy.counts, "fault_free_steps": len(free_rewards)})  # fmt: skip
     report["checks"].insert(0, {"check": "the training and the fault-free run ended with exit 0",
                                 "held": code == 0 and free_code == 0, "saw": f"{code}, {free_code}"})  # fmt: skip
     (out / f"chaos-seed-{seed}.json").write_text(json.dumps(report, indent=1, default=str))
@@ -245,11 +252,9 @@ def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every
 
 
 def say(report: dict[str, Any]) -> None:
-    seed = report["seed"]
-    print(f"\nseed {seed}: {report['minutes']:g} min, {report['steps']} steps ({report['fault_free_steps']} "
-          f"fault-free), wall {report['wall_s']:.0f} s vs fault-free {report['fault_free_wall_s']:.0f} s for as "
-          f"many steps "
-          f"({report['wall_s'] / max(report['fault_free_wall_s'], 1):.2f}x)")  # fmt: skip
+    seed, steps, free = report["seed"], report["steps"], report["fault_free_steps"]
+    print(f"\nseed {seed}: {report['minutes']:g} min each, {steps} steps through the faults, {free} fault-free "
+          f"({steps / max(free, 1):.2f}x)")  # fmt: skip
     print(f"  faults: {json.dumps(report['faults'])}; proxy: {json.dumps(report['proxy'])}")
     print(f"  rollouts: {json.dumps(report['rollouts'])}; attempts {report['attempts']} ({report['retried']} "
           f"retries); samples trained {report['samples']}")  # fmt: skip
