@@ -127,15 +127,28 @@ def llm_calls(spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[Ca
 def _delivered(calls: list[Call], spans: Sequence[Span], diagnostics: RolloutDiagnostics) -> list[Call]:
     """The calls whose answer reached the agent. The policy gateway records every answer it gave, under the traceparent
     of the agent's call; when the agent's client retried (a connection cut mid-answer, a timeout), that call holds
-    one answer and the gateway two or more: the others were never read, shaped nothing, and are not trained."""
+    one answer and the gateway two or more: the others were never read, shaped nothing, and are not trained. Only
+    where the gateway recorded the answer the call received too: a dialect or a framework that names its answer
+    anew leaves its calls as they were."""
     by_id = {span.get("spanId"): span for span in spans}
+    answered: dict[Any, set[Any]] = {}  # calling span -> the response ids recorded under it
+    for span in spans:
+        attributes = span.get("attributes") or {}
+        is_llm = attributes.get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS
+        if is_llm and (caller := _calling_llm_span(span, by_id)) is not None:
+            answered.setdefault(caller.get("spanId"), set()).add(attributes.get(semconv.GEN_AI_RESPONSE_ID))
     kept = []
     for call in calls:
         caller = _calling_llm_span(call.span, by_id)
         received = (caller.get("attributes") or {}).get(semconv.GEN_AI_RESPONSE_ID) if caller is not None else None
-        if received and call.response_id and received != call.response_id:
+        if (
+            caller is not None
+            and received
+            and call.response_id not in (None, received)
+            and received in answered[caller.get("spanId")]
+        ):
             diagnostics.undelivered_calls += 1
-            why = ("undelivered", str(caller.get("spanId")), received)  # type: ignore[union-attr]
+            why = ("undelivered", str(caller.get("spanId")), received)
             diagnostics.calls.append(CallDecision(str(call.span.get("spanId")), call.agent, False, why))
             continue
         kept.append(call)

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -77,6 +77,7 @@ class _Actor:
     runner_id: str
     serving: Any  # the ObjectRef of its `serve` call, or of a `where` probe while Ray restarts it
     restarting: bool = False
+    since: float = field(default_factory=time.monotonic)  # when its current `serve` call began
 
 
 class RayRunnerPool:
@@ -230,13 +231,13 @@ class RayRunnerPool:
                 except Exception as exc:  # the runner itself raised; its actor lives
                     self._lost(actor, f"runner {actor.runner_id} on {actor.name} failed: {exc}")
                     actor.runner_id = self._new_runner_id(actor.name)
-                    actor.serving = actor.handle.serve.remote(actor.runner_id)
+                    actor.serving, actor.since = actor.handle.serve.remote(actor.runner_id), time.monotonic()
                     continue
                 else:
                     if actor.restarting:  # the probe answered: Ray restarted it; serve under a new runner id
                         actor.restarting = False
                         actor.runner_id = self._new_runner_id(actor.name)
-                        actor.serving = actor.handle.serve.remote(actor.runner_id)
+                        actor.serving, actor.since = actor.handle.serve.remote(actor.runner_id), time.monotonic()
                         log.warning("%s is back (pid %s): serving as %s", actor.name, answer["pid"], actor.runner_id)
                         continue
                     self._lost(actor, f"runner {actor.runner_id} stopped on its own (claimed {answer['claimed']})")
@@ -247,7 +248,7 @@ class RayRunnerPool:
         """Its running attempts fail now (they retry on any runner); past the pool's budget the training stops."""
         failed = self.client.runner_lost(actor.runner_id, reason)
         log.warning("%s; %s running attempts of %s failed and will retry", reason, failed, actor.runner_id)
-        self.budget.spend(reason)
+        self.budget.spend(reason, time.monotonic() - actor.since)
 
     # -- stop --------------------------------------------------------------------------------------------------
     def stop(self, timeout: float = 15.0) -> None:

@@ -40,7 +40,8 @@ class RunnerPool:
         self.collector_url = collector_url
         self.options = options
         self.n_runners = n_runners
-        self.budget = RestartBudget(max_restarts)  # deaths ridden out within its window
+        self.budget = RestartBudget(max_restarts)  # young deaths ridden out within its window
+        self._started_at: dict[str, float] = {}  # when each runner process started
         self.retired = 0  # runners that ran max_rollouts and exited
         self.processes: dict[str, multiprocessing.process.BaseProcess] = {}
         self._context = multiprocessing.get_context("spawn")
@@ -64,6 +65,7 @@ class RunnerPool:
         with offline_defaults_for_children():
             process.start()
         self.processes[runner_id] = process
+        self._started_at[runner_id] = time.monotonic()
 
     def check(self) -> None:
         """Replace runners that died (their attempts fail now and retry); raise when they keep dying."""
@@ -84,7 +86,8 @@ class RunnerPool:
                     failed,
                 )
                 try:
-                    self.budget.spend(f"{runner_id} exited with code {process.exitcode}")
+                    lived = time.monotonic() - self._started_at.pop(runner_id, time.monotonic())
+                    self.budget.spend(f"{runner_id} exited with code {process.exitcode} after {lived:.0f} s", lived)
                 except RunnersKeepDying as dying:
                     raise RunnersKeepDying(
                         f"{dying}; see their output above. A script that starts a Trainer needs `if __name__ == "
