@@ -6,7 +6,7 @@ checker reads the store and the trainer's records and proves nothing was lost or
     python -m benchmarks.chaos --quick                                        # 2 minutes, one seed (the tests)
 
 The training is `lightning-otel train` as a user types it (the tiny model, tinker, `--max-staleness 1`, a checkpoint
-every step, `--max-minutes`), its agent `benchmarks.chaos_agent` (two LLM calls through the nemesis's fault proxy).
+every step, `--max-minutes`), its agent `benchmarks._chaos_agent` (two LLM calls through the nemesis's fault proxy).
 Its collector is the first `agl-otel-collector`; the local runner (`lightning-otel runner --keep-serving`) uses the
 second, both on one throwaway PostgreSQL; the Ray runner runs on a Ray head of the run's own.
 
@@ -47,7 +47,7 @@ from benchmarks._chaos_processes import RAY_ENV, ROOT, Child, Collector, RayHead
 from lightning_otel.testing.fault_proxy import FaultProxy
 from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 
-AGENT = "benchmarks.chaos_agent:chaos_agent"
+AGENT = "benchmarks._chaos_agent:chaos_agent"
 WORDS = ["fruit", "colour", "river", "city", "tool", "animal", "game", "song", "tree", "metal", "sport", "dish"]
 # kind -> weight: how often the nemesis picks it
 FAULTS = {"kill_local_runner": 2, "kill_ray_runner": 2, "stop_local_runner": 1, "kill_collector": 2,
@@ -244,7 +244,8 @@ def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every
     report = check(chaos, records, (chaos.folder / "trainer.log").read_text(errors="replace"), free_rewards)
     report.update({"seed": seed, "minutes": minutes, "exit_code": code, "fault_free_exit_code": free_code,
                    "faults": dict(Counter(f["kind"] for f in chaos.faults)), "fault_log": chaos.faults,
-                   "proxy": chaos.proxy.counts, "fault_free_steps": len(free_rewards)})  # fmt: skip
+                   "proxy": chaos.proxy.counts, "fault_free_steps": len(free_rewards),
+                   "fault_free_proxy": free.proxy.counts})  # fmt: skip
     report["checks"].insert(0, {"check": "the training and the fault-free run ended with exit 0",
                                 "held": code == 0 and free_code == 0, "saw": f"{code}, {free_code}"})  # fmt: skip
     (out / f"chaos-seed-{seed}.json").write_text(json.dumps(report, indent=1, default=str))
@@ -255,7 +256,8 @@ def say(report: dict[str, Any]) -> None:
     seed, steps, free = report["seed"], report["steps"], report["fault_free_steps"]
     print(f"\nseed {seed}: {report['minutes']:g} min each, {steps} steps through the faults, {free} fault-free "
           f"({steps / max(free, 1):.2f}x)")  # fmt: skip
-    print(f"  faults: {json.dumps(report['faults'])}; proxy: {json.dumps(report['proxy'])}")
+    print(f"  faults: {json.dumps(report['faults'])}; proxy: {json.dumps(report['proxy'])}; the fault-free run's "
+          f"proxy: {json.dumps(report['fault_free_proxy'])}")  # fmt: skip
     print(f"  rollouts: {json.dumps(report['rollouts'])}; attempts {report['attempts']} ({report['retried']} "
           f"retries); samples trained {report['samples']}")  # fmt: skip
     print(f"  causes: {json.dumps(report['causes'])}")

@@ -4,6 +4,10 @@ trained by GRPO after a light warm start, over seeds, with every run reported.
     python -m benchmarks.sql_learning --seeds 0 1 2 --out runs/sql.json   # about 30 min a seed
     python -m benchmarks.sql_learning --reuse                             # the table from kept runs
     python -m benchmarks.sql_learning --quick                             # the tiny model (tests)
+    python -m benchmarks.sql_learning --seeds 0 1 2 --reward levels --learning-rate 6.5e-4 --out runs/sql-levels.json
+
+Any other flag (`--reward`, `--learning-rate`, `--refill-tied-groups`, `--steps`, `--batch-size`, ...) is the
+example's own (`train_sql_smollm2.py --help`), given to every seed; `--reuse` takes a kept run only with the same.
 
 Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the
 untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
@@ -32,12 +36,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     kept = args.workdir / f"seed-{seed}" / "run.json"
+    settings = train_sql_smollm2.parser().parse_args(
+        ["--seed", str(seed), "--workdir", str(args.workdir), *args.example_flags]
+    )
+    settings.model = args.model
     if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
         run = json.loads(kept.read_text())
-        if run.get("model") == args.model:
+        same = all(run.get(key, default) == getattr(settings, key) for key, default in
+                   (("reward", "match"), ("learning_rate", 1.3e-3), ("refill_tied_groups", 0.0)))  # fmt: skip
+        if run.get("model") == args.model and same:
             return run
-    settings = train_sql_smollm2.parser().parse_args(["--seed", str(seed), "--workdir", str(args.workdir)])
-    settings.model = args.model
     if args.quick:
         train_sql_smollm2.quick_sizes(settings)
     try:
@@ -83,7 +91,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--reuse", action="store_true", help="read a seed's finished run from --workdir, not rerun it")
     parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions: that it runs (tests)")
-    args = parser.parse_args()
+    args, args.example_flags = parser.parse_known_args()
+    train_sql_smollm2.parser().parse_args(args.example_flags)  # a flag neither knows: said now, not after a seed
     if args.quick:  # a scratch folder, not the example's runs
         args.seeds, args.workdir = [0], Path(tempfile.mkdtemp(prefix="agl-sql-learning-"))
     runs = []

@@ -128,6 +128,20 @@ def test_dpo_that_found_no_pair_writes_no_model_and_fails(tasks: Path, tmp_path:
     assert not (run / "model").exists()  # no copy of the base model under the run's name
 
 
+def test_a_resumed_run_is_judged_on_every_step_of_the_run_not_only_those_since_its_checkpoint(tasks: Path, tmp_path):
+    run = tmp_path / "flat-resumed"
+    flags = short_run(tasks, run, "--algorithm", "tinker", "--save-every", "1")
+    flags[flags.index(f"{AGENTS}:shout")] = f"{AGENTS}:flat"
+    flags[flags.index("--steps") + 1] = "1"
+    first = train(*flags, cwd=tmp_path)
+    assert first.returncode == 1 and "FAILED: no training step of 1 had a trainable sample" in first.stderr
+    flags[flags.index("--steps") + 1] = "2"
+    again = train(*flags, "--resume", cwd=tmp_path)  # one more step that ties: the loop only warns, the CLI fails
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "FAILED: no step of the run trained, before or after resuming" in again.stderr
+    assert "trained 0 of 2 steps" in again.stdout and "model:    none written" in again.stdout
+
+
 def test_sft_keeps_good_rollouts_and_measures_the_model_it_wrote(tasks: Path, tmp_path: Path) -> None:
     run = tmp_path / "sft"
     done = train(*short_run(tasks, run, "--algorithm", "sft", "--agent-match", "writer", "--min-reward", "0.05"),

@@ -15,6 +15,7 @@ from sql_graph import build_langgraph_sql_agent
 import lightning_otel as agl
 
 OUTCOMES = ("right", "no query", "refused", "other rows")
+LEVELS = {"right": 1.0, "other rows": 0.0, "refused": -1.0, "no query": -1.0}  # spider_eval.three_level_reward's
 
 
 def outcome(query: str, gold: str, db: Path) -> str:
@@ -33,10 +34,14 @@ def outcome(query: str, gold: str, db: Path) -> str:
 
 class RecordingSQLAgent(LitSQLAgent):
     """The example's agent with one write turn (its CPU profile), each final query and its outcome appended to the
-    task's `record_file`, or to `record_file` here when the task names none; reward 1 when the outcome is right."""
+    task's `record_file`, or to `record_file` here when the task names none; reward 1 when the outcome is right
+    (`levels=True`: +1 right, 0 other rows, -1 refused or no query)."""
 
-    def __init__(self, data_dir: Path, record_file: Path | None = None, *, truncate_length: int = 256) -> None:
-        super().__init__(max_turns=1, truncate_length=truncate_length, data_dir=data_dir, check_last_turn=False)
+    def __init__(
+        self, data_dir: Path, record_file: Path | None = None, *, truncate_length: int = 256, levels: bool = False
+    ) -> None:
+        super().__init__(max_turns=1, truncate_length=truncate_length, data_dir=data_dir, check_last_turn=False,
+                         levels=levels)  # fmt: skip
         self.record_file = record_file
 
     def rollout(self, task: dict[str, Any], resources: agl.NamedResources, rollout: agl.Rollout) -> float:
@@ -53,4 +58,4 @@ class RecordingSQLAgent(LitSQLAgent):
         if record_file:
             with open(record_file, "a") as out:
                 out.write(json.dumps({"question": task["question"], "query": query[:300], "outcome": result}) + "\n")
-        return float(result == "right")
+        return LEVELS[result] if self.levels else float(result == "right")

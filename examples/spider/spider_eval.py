@@ -1,6 +1,7 @@
 """Execution match in Spider's sense: run the gold and the predicted SQL on the task's database and compare results.
 
     evaluate_query(query, ground_truth, db_path, raise_on_error=False) -> 1.0 or 0.0
+    three_level_reward(query, ground_truth, db_path) -> 1.0 right, 0.0 ran but wrong, -1.0 no query that runs
 
 Results are compared as multisets of rows (row order ignored) unless the gold query orders its result (a top-level
 ORDER BY), then as lists. Like Spider's test-suite evaluator, columns may come in another order when one column
@@ -106,6 +107,18 @@ def evaluate_query(
             raise
         return 0.0
     return 1.0 if results_match(predicted, gold, ordered=orders_result(ground_truth)) else 0.0
+
+
+def three_level_reward(query: str, ground_truth: str, db_path: str | Path, *, timeout_s: float = TIMEOUT_S) -> float:
+    """SkyRL-SQL's and verl's text-to-SQL reward: +1 when `query` returns what `ground_truth` returns, 0 when it runs
+    and returns something else, -1 when there is no query SQLite will run (none written, refused, too slow). Execution
+    match alone scores "refused" and "ran but wrong" alike; a small model learns to write SQL that runs first."""
+    if not query.strip():
+        return -1.0
+    try:
+        return evaluate_query(query, ground_truth, db_path, raise_on_error=True, timeout_s=timeout_s)
+    except QueryRejected:
+        return -1.0
 
 
 def partial_credit(query: str, ground_truth: str, matched: float) -> float:

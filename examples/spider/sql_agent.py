@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from spider_eval import evaluate_query, partial_credit
+from spider_eval import evaluate_query, partial_credit, three_level_reward
 from sql_graph import build_langgraph_sql_agent
 
 import lightning_otel as agl
@@ -32,7 +32,8 @@ def database_path(data_dir: Path, db_id: str) -> Path:
 
 class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
     """One rollout: build the graph for the task's database, answer the question, reward = execution match
-    (`partial=True`: with partial credit for a query close to the gold one, `spider_eval.partial_credit`)."""
+    (`partial=True`: with partial credit for a query close to the gold one, `spider_eval.partial_credit`;
+    `levels=True`: +1 right, 0 ran but wrong, -1 no query SQLite runs, `spider_eval.three_level_reward`)."""
 
     def __init__(
         self,
@@ -42,9 +43,12 @@ class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
         check_last_turn: bool = True,
         *,
         partial: bool = False,
+        levels: bool = False,
     ) -> None:
+        if partial and levels:
+            raise ValueError("choose one reward: partial (credit for a query close to the gold one) or levels")
         self.max_turns = max_turns  # a turn: write (or rewrite), execute, check
-        self.partial = partial
+        self.partial, self.levels = partial, levels
         self.check_last_turn = check_last_turn  # False: the last turn's check, which changes nothing, is skipped
         self.truncate_length = truncate_length
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -67,6 +71,8 @@ class LitSQLAgent(agl.LitAgent[dict[str, Any]]):
             {"callbacks": [self.tracer.get_langchain_handler()], "recursion_limit": 100},
         )
         # The gold query is only used here, after the agent answered: it never reaches a prompt.
+        if self.levels:
+            return three_level_reward(result["query"] or "", task["query"], db_path)
         matched = evaluate_query(result["query"], task["query"], db_path, raise_on_error=False)
         return partial_credit(result["query"], task["query"], matched) if self.partial else matched
 

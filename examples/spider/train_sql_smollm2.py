@@ -112,7 +112,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         untrained = accuracy(model, val_tasks, untrained_file, data_dir, log)
     print(f"untrained, {len(val_tasks)} held-out questions, greedy: right {untrained['right']:.3f}, refused by "
           f"SQLite {untrained['refused']:.3f}, no query {untrained['no query']:.3f}", flush=True)  # fmt: skip
-    agent = RecordingSQLAgent(data_dir)
+    agent = RecordingSQLAgent(data_dir, levels=args.reward == "levels")
     warm, sft_seconds = warm_start(args, model, warm_tasks, agent, work, log)
 
     records = {mode: work / f"{mode}.episodes.jsonl" for mode in ("train", "val")}
@@ -120,8 +120,10 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         path.unlink(missing_ok=True)
     tasks = {mode: [{**task, "record_file": str(records[mode])} for task in chosen]
              for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
-    print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1; "
-          f"validation on the {len(val_tasks)} held-out questions, greedy", flush=True)  # fmt: skip
+    print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1, "
+          f"reward {args.reward}, learning rate {args.learning_rate:g}"
+          + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
+          + f"; validation on the {len(val_tasks)} held-out questions, greedy", flush=True)  # fmt: skip
     trained_started = time.monotonic()
     with agl.quiet(log) as terminal:
 
@@ -135,7 +137,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
                                   shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
             sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
-            trackers=agl.Trackers(logger=()), on_step=progress,
+            trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
         )  # fmt: skip
         engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
         trainer = agl.Trainer(n_runners=2, algorithm=agl.Tinker(engine, options, learning_rate=args.learning_rate),
@@ -145,6 +147,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     per_step = args.batch_size * args.group_size
     run = {
         "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
+        "reward": args.reward, "learning_rate": args.learning_rate, "refill_tied_groups": args.refill_tied_groups,
         # the validations ran one after the other: the first len(val) answers are the warm start's, the last the end's
         "warm": outcome_shares(val_records[: len(val_tasks)]),
         "after": outcome_shares(val_records[-len(val_tasks):]),
@@ -182,6 +185,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
     parser.add_argument("--val-questions", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="GRPO's (LoRA rank 32)")
+    parser.add_argument("--reward", choices=("match", "levels"), default="match",
+                        help="match: 1 right, else 0 (the tutorial's); levels: +1 right, 0 ran but wrong, -1 no "
+                             "query SQLite runs")  # fmt: skip
+    parser.add_argument("--refill-tied-groups", type=float, default=0.0, metavar="FACTOR",
+                        help="replace a group whose rewards tie with further questions' groups, at most FACTOR x "
+                             "the step's questions more (0: off)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions (the tests)")
     return parser
 

@@ -76,6 +76,11 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
             algorithm = build_algorithm(plan, folder, started_from, start.extras)
             with policy_for_sft(plan, started_from, args.seed) as main_llm:
                 result = trainer_for(start, algorithm, main_llm, folder.run_id).fit(agent, tasks, val_tasks)
+            if earlier is not None and not trained_steps(folder):
+                # resumed: the loop saw only the steps since the checkpoint; the run folder has every step's record
+                raise lightning_otel.NothingTrained(
+                    "no step of the run trained, before or after resuming (metrics.jsonl has every step's why)"
+                )
             verdict = Verdict.of(result, temperature=plan.temperature)
             if plan.algorithm == "sft" and val_tasks and (folder.model / "config.json").is_file():
                 verdict = measured_verdict(start, agent, val_tasks, started_from, folder.model)
@@ -98,6 +103,13 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
         print(f"lightning-otel train: {failure}", file=sys.stderr)
         return 1
     return NOT_IMPROVED_EXIT if verdict.judged and not verdict.improved else 0
+
+
+def trained_steps(folder: RunFolder) -> int:
+    """How many of the run's recorded steps trained (every start's, a resumed run's too)."""
+    from lightning_otel.runs.run_report import read_metrics
+
+    return sum(1 for line in read_metrics(folder.metrics) if line.get("training/skipped_step") == 0)
 
 
 def resumed_settings(start: Start) -> dict[str, Any] | None:

@@ -33,7 +33,9 @@ class FaultProxy:
         self.unavailable_until = 0.0
         self.hang_until = 0.0
         self.cuts_left = 0
-        self.counts = {"calls": 0, "answered_503": 0, "hung": 0, "cut": 0}
+        # what the nemesis did, and what the policy behind did (answers, errors, the slowest answer's seconds)
+        self.counts: dict[str, float] = {"calls": 0, "answered_503": 0, "hung": 0, "cut": 0, "forwarded": 0,
+                                         "upstream_errors": 0, "upstream_s_max": 0.0}  # fmt: skip
         self._lock = threading.Lock()
         self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, interface="asgi3",
                                                      log_level="critical" if not _DEBUG else "debug",
@@ -94,11 +96,15 @@ class FaultProxy:
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode()
         forwarded = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_HEADERS]
+        began = time.monotonic()
         try:
             answer = await self._client.request(scope["method"], target, content=body, headers=forwarded)
         except httpx.HTTPError as exc:
+            self.counts["upstream_errors"] += 1
             await _answer(send, 502, f'{{"error": {{"message": "chaos proxy: {type(exc).__name__}"}}}}'.encode())
             return
+        self.counts["forwarded"] += 1
+        self.counts["upstream_s_max"] = max(self.counts["upstream_s_max"], time.monotonic() - began)
         with self._lock:
             cut = self.cuts_left > 0
             self.cuts_left -= int(cut)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spider_eval import QueryRejected, evaluate_query, execute, orders_result, results_match
+from spider_eval import QueryRejected, evaluate_query, execute, orders_result, results_match, three_level_reward
 
 
 @pytest.fixture
@@ -113,3 +113,19 @@ def test_results_match_compares_multisets_lists_and_column_permutations() -> Non
     assert not results_match([(1,), (1,)], [(1,)], ordered=False)
     assert not results_match([(1, 2)], [(1,)], ordered=False)
     assert results_match([], [], ordered=False)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reward"),
+    [
+        ("SELECT name FROM singer WHERE age < 31", 1.0),  # right
+        ("SELECT name FROM singer WHERE country = 'Japan'", 0.0),  # runs, other rows
+        ("SELECT nam FROM singer", -1.0),  # SQLite refuses it
+        ("DELETE FROM singer", -1.0),  # not a SELECT: never run
+        ("  ", -1.0),  # no query written
+    ],
+)
+def test_the_three_level_reward_tells_a_query_that_runs_from_one_that_does_not(
+    db: Path, predicted: str, reward: float
+) -> None:
+    assert three_level_reward(predicted, "SELECT name FROM singer WHERE country = 'France'", db) == reward

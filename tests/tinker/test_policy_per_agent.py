@@ -341,3 +341,18 @@ def test_asynchronous_training_serves_and_trains_each_policy_within_the_bound(
     served = {(a.get(semconv.GEN_AI_AGENT_NAME), a.get(semconv.AGL_LLM_POLICY)) for a in calls
               if semconv.AGL_RESPONSE_TOKEN_IDS in a}  # fmt: skip
     assert served == {("planner", "planner"), ("caller", "caller")}
+
+
+def test_a_step_names_as_trained_only_the_samples_of_the_policies_its_update_trained() -> None:
+    from lightning_otel.adapters.triplets import Triplet
+    from lightning_otel.training.loop.samples import Sample, trained_samples
+
+    def sample(rollout: str, policy: str) -> Sample:
+        triplet = Triplet([1], [2], [-0.1], [1], 1.0, {}, policy, rollout, f"at-{rollout}", [], [], policy_version=3,
+                          policy=policy)  # fmt: skip
+        return Sample(triplet, 1.0, "g")
+
+    samples = [sample("ro-1", "planner"), sample("ro-2", "caller"), sample("ro-3", "planner")]
+    skipped_caller = {"policy/planner/skipped": 0.0, "policy/caller/skipped": 1.0}  # caller's groups all tied
+    assert trained_samples(samples, skipped_caller) == [("ro-1", "at-ro-1", 3), ("ro-3", "at-ro-3", 3)]
+    assert [rollout for rollout, _, _ in trained_samples(samples)] == ["ro-1", "ro-2", "ro-3"]  # one policy: all

@@ -90,6 +90,18 @@ def test_a_step_whose_rewards_never_vary_is_skipped_and_a_run_of_them_raises(col
         train(collector, RecordingBackend(tmp_path / "b"), constant, max_steps=2)
 
 
+def test_a_resumed_run_whose_steps_since_its_checkpoint_all_tie_warns_not_raises(
+    collector: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chaos run's: a trainer killed near its end resumed for one step whose groups all tied; the run's earlier
+    steps trained, so the loop says it and returns (the front door checks the run folder's every step)."""
+    train(collector, RecordingBackend(tmp_path), TASKS, max_steps=2, save_every=2)
+    constant = [{**task, "constant": True} for task in TASKS]
+    result = train(collector, RecordingBackend(tmp_path, resume=True), constant, max_steps=3)
+    assert [record.step for record in result.steps] == [3] and result.steps[0].skipped_because
+    assert "the 1 step(s) since resuming after step 2 trained nothing" in caplog.text
+
+
 def test_the_step_line_leaves_out_what_the_backend_does_not_have() -> None:
     line = console_line(3, {"rollout/reward_mean": 0.5, "training/policy_version": float("nan"), "rollout/failed": 0})
     assert line == "step 3: reward 0.500  failed 0"

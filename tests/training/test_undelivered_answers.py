@@ -26,7 +26,7 @@ def test_a_cut_answer_the_client_retried_is_not_a_sample(collector: str, tmp_pat
                               options), adapter={"agent_match": "writer"}, progress=False)  # fmt: skip
         # the test server's replies tie every group on this reward: the step trains nothing, its samples counted
         with pytest.raises(agl.NothingTrained, match=r"2 rollouts \(0 failed\), 2 samples selected"):
-            trainer.fit("benchmarks.chaos_agent:chaos_agent", tasks)
+            trainer.fit("benchmarks._chaos_agent:chaos_agent", tasks)
     assert proxy.counts["cut"] == 1
     client = Client(collector)
     undelivered = []

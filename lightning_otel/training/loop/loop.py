@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from lightning_otel.agent_api.resources import ProxyLLM
 from lightning_otel.runtime.algorithm import Algorithm
 from lightning_otel.runtime.rollout_batch import BatchResult
-from lightning_otel.runtime.sample_diagnosis import NothingTrained, why_no_samples
+from lightning_otel.runtime.sample_diagnosis import why_no_samples
 from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.advantages import moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
@@ -61,8 +61,8 @@ from lightning_otel.training.loop.step_spans import step_spans
 from lightning_otel.training.loop.step_summary import (
     TimeBudget,
     async_metrics,
-    nothing_trained_summary,
     policy_metrics,
+    refuse_nothing_trained,
     staleness_histogram,
     step_note,
     task_means,
@@ -163,8 +163,7 @@ class TrainingLoop(Algorithm):
                     self.options.on_step(step, record.metrics)
             result.final = self.backend.finish()
         result.train_seconds = time.monotonic() - started
-        if result.steps and all(record.skipped_because for record in result.steps):
-            raise NothingTrained(nothing_trained_summary(result.steps))
+        refuse_nothing_trained(result.steps, resumed)
         return result
 
     # --- one step ------------------------------------------------------------------------------------------------
@@ -253,7 +252,7 @@ class TrainingLoop(Algorithm):
                 record.skipped_because = nothing.reasons
             update_s = time.monotonic() - began_update
             if not record.skipped_because:
-                record.trained = trained_samples(samples)
+                record.trained = trained_samples(samples, metrics)
         else:
             record.skipped_because = self._why_skipped(run, batch, samples)
         metrics["training/skipped_step"] = 1.0 if record.skipped_because else 0.0

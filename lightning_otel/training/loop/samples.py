@@ -7,7 +7,7 @@ metrics that say what was left out and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,12 +103,17 @@ def message_samples(
     return samples, metrics
 
 
-def trained_samples(samples: Sequence[Sample]) -> list[tuple[str, str, int]]:
+def trained_samples(
+    samples: Sequence[Sample], metrics: Mapping[str, float] | None = None
+) -> list[tuple[str, str, int]]:
     """(rollout, attempt, sampling policy version; -1: not recorded) of each sample an update was given: the step's
-    record of what it trained (its span's `agl.training.trained.*`)."""
+    record of what it trained (its span's `agl.training.trained.*`). With a policy per agent, the samples of a policy
+    the update skipped (`policy/<name>/skipped` 1 in its metrics) were not trained and are left out."""
+    metrics = metrics or {}
     return [
         (sample.rollout, sample.triplet.attempt_id or "", -1 if sample.triplet.policy_version is None
          else sample.triplet.policy_version)
         for sample in samples
         if sample.triplet is not None
+        and not (sample.triplet.policy and metrics.get(f"policy/{sample.triplet.policy}/skipped") == 1.0)
     ]  # fmt: skip

@@ -3,14 +3,18 @@ task's mean reward, the time budget's word on another step, and the one message 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
 
 from lightning_otel.runtime.rollout_batch import BatchResult
+from lightning_otel.runtime.sample_diagnosis import NothingTrained
 from lightning_otel.training.loop.result import StepRecord
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.loop.staleness import Taken
+
+log = logging.getLogger("lightning_otel.training")
 
 
 def async_metrics(taken: Taken) -> dict[str, float]:
@@ -96,5 +100,17 @@ def nothing_trained_summary(steps: Sequence[StepRecord]) -> str:
     )
 
 
-__all__ = ["TimeBudget", "async_metrics", "nothing_trained_summary", "policy_metrics", "staleness_histogram",
-           "step_note", "task_means"]  # fmt: skip
+def refuse_nothing_trained(steps: Sequence[StepRecord], resumed: int) -> None:
+    """A run in which no step trained raises `NothingTrained`. A resumed one only says so: its steps before the
+    checkpoint are not in `steps` (the run folder's metrics have them; `lightning-otel train --resume` judges the
+    whole run), and a trainer killed near its end may resume for one step whose groups all tie."""
+    if not steps or not all(record.skipped_because for record in steps):
+        return
+    if not resumed:
+        raise NothingTrained(nothing_trained_summary(steps))
+    log.warning("the %d step(s) since resuming after step %d trained nothing: %s", len(steps), resumed,
+                nothing_trained_summary(steps))  # fmt: skip
+
+
+__all__ = ["TimeBudget", "async_metrics", "nothing_trained_summary", "policy_metrics", "refuse_nothing_trained",
+           "staleness_histogram", "step_note", "task_means"]  # fmt: skip
