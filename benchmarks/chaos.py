@@ -14,7 +14,8 @@ The nemesis, every few seconds (`--every`), one of: SIGKILL the local runner (it
 later) or the Ray runner actor's process (Ray restarts it); SIGSTOP the local runner or a collector for 4-10 s;
 SIGKILL a collector (started again on the same ports 3 s later); stop PostgreSQL for 5 s; make the policy answer 503
 for 3-8 s, hang each call for 5-20 s (the agent's client gives up at 15 s), or cut the next 1-3 answers halfway; and,
-at most every `--trainer-every` seconds, SIGKILL the trainer and run the same command again with `--resume`.
+at most every `--trainer-every` seconds and once it has checkpointed since it started, SIGKILL the trainer and run
+the same command again with `--resume`.
 
 Beside it, for the same time on the same machine, a fault-free run of the same command and seed: the steps it
 makes beyond the chaos run's are what the faults cost, and its reward curve the one to compare with. The checker
@@ -117,6 +118,7 @@ class ChaosRun:
         self.started = time.monotonic()
         self.local.start()
         self.trainer.start()
+        resumed_from = self._latest_checkpoint()
         next_fault = time.monotonic() + self.every_s
         next_trainer_kill = time.monotonic() + self.trainer_every_s
         quiet_after = self.started + self.minutes * 60 * 0.8  # no trainer kill in the last fifth: it must end
@@ -127,11 +129,15 @@ class ChaosRun:
             if code == -signal.SIGKILL:  # ours: the same command again, with --resume
                 time.sleep(2.0)
                 self.trainer.start(self._trainer_argv(resume=True))
+                resumed_from = self._latest_checkpoint()
             if not self.local.alive:  # its supervisor (systemd Restart=always) starts it again
                 time.sleep(2.0)
                 self.local.start(self._local_argv())
             now = time.monotonic()
-            if self.faults_on and now >= next_trainer_kill and now < quiet_after and self.trainer.alive:
+            # a trainer is killed once it has checkpointed since it started: on a machine where a start and a step
+            # take longer than the interval (round 4: six trainings on two cores), it would never move otherwise
+            if (self.faults_on and now >= next_trainer_kill and now < quiet_after and self.trainer.alive
+                    and self._latest_checkpoint() > resumed_from):  # fmt: skip
                 self._fault("kill_trainer", lambda: self.trainer.signal(signal.SIGKILL))
                 next_trainer_kill = now + self.trainer_every_s
             elif self.faults_on and now >= next_fault and now < self.started + self.minutes * 60:
@@ -142,6 +148,12 @@ class ChaosRun:
                 self.trainer.signal(signal.SIGKILL)
                 raise RuntimeError("the training ran 15 minutes past its time budget")
             time.sleep(0.5)
+
+    def _latest_checkpoint(self) -> int:
+        """The step of the run's latest checkpoint (0: none yet)."""
+        folder = self.run_dir / "checkpoints"
+        steps = [int(path.name.split("-")[-1]) for path in folder.glob("step-*")] if folder.is_dir() else []
+        return max(steps, default=0)
 
     def _fault(self, kind: str, act: Any, **detail: Any) -> None:
         at = time.monotonic() - self.started

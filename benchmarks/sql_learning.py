@@ -36,14 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     kept = args.workdir / f"seed-{seed}" / "run.json"
-    settings = train_sql_smollm2.parser().parse_args(
-        ["--seed", str(seed), "--workdir", str(args.workdir), *args.example_flags]
-    )
+    example = train_sql_smollm2.parser()
+    settings = example.parse_args(["--seed", str(seed), "--workdir", str(args.workdir), *args.example_flags])
     settings.model = args.model
     if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
-        run = json.loads(kept.read_text())
-        same = all(run.get(key, default) == getattr(settings, key) for key, default in
-                   (("reward", "match"), ("learning_rate", 1.3e-3), ("refill_tied_groups", 0.0)))  # fmt: skip
+        run = json.loads(kept.read_text())  # runs from before a setting was kept ran at its default
+        same = all(run.get(key, example.get_default(key)) == getattr(settings, key)
+                   for key in ("reward", "learning_rate", "refill_tied_groups"))  # fmt: skip
         if run.get("model") == args.model and same:
             return run
     if args.quick:

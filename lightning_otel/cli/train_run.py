@@ -59,6 +59,8 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
     if not args.verbose:
         print(f"other libraries' output (Ray, verl, torch, the runners) goes to {log_file} (-v shows it here)",
               flush=True)  # fmt: skip
+    from lightning_otel.runs.run_report import close_run, trained_steps
+
     began = time.monotonic()
     result: Any = None
     failure = ""
@@ -76,7 +78,7 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
             algorithm = build_algorithm(plan, folder, started_from, start.extras)
             with policy_for_sft(plan, started_from, args.seed) as main_llm:
                 result = trainer_for(start, algorithm, main_llm, folder.run_id).fit(agent, tasks, val_tasks)
-            if earlier is not None and not trained_steps(folder):
+            if earlier is not None and not trained_steps(folder)[0]:
                 # resumed: the loop saw only the steps since the checkpoint; the run folder has every step's record
                 raise lightning_otel.NothingTrained(
                     "no step of the run trained, before or after resuming (metrics.jsonl has every step's why)"
@@ -92,7 +94,6 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
         model = exported_model(start, result) if not failure else None
     if failure and not verdict.why_none:
         verdict = Verdict((), "the run trained nothing")
-    from lightning_otel.runs.run_report import close_run
 
     store = str(folder.path) if not args.collector else None
     lines = close_run(folder, plan, verdict, model=model, program=invoked_as(), store_shown=store)
@@ -103,13 +104,6 @@ def train_planned(start: Start, agent: Any, tasks: list[Any], val_tasks: list[An
         print(f"lightning-otel train: {failure}", file=sys.stderr)
         return 1
     return NOT_IMPROVED_EXIT if verdict.judged and not verdict.improved else 0
-
-
-def trained_steps(folder: RunFolder) -> int:
-    """How many of the run's recorded steps trained (every start's, a resumed run's too)."""
-    from lightning_otel.runs.run_report import read_metrics
-
-    return sum(1 for line in read_metrics(folder.metrics) if line.get("training/skipped_step") == 0)
 
 
 def resumed_settings(start: Start) -> dict[str, Any] | None:

@@ -43,6 +43,12 @@ def draw_curve(folder: RunFolder, plan: Plan) -> Path | str:
         return "not drawn (pip install matplotlib)"
 
 
+def trained_steps(folder: RunFolder) -> tuple[int, int]:
+    """(steps that trained, steps recorded) in the run's metrics.jsonl: every start's, a resumed run's too."""
+    logged = [line for line in read_metrics(folder.metrics) if "training/skipped_step" in line]
+    return sum(1 for line in logged if not line["training/skipped_step"]), len(logged)
+
+
 def close_run(
     folder: RunFolder,
     plan: Plan,
@@ -55,9 +61,8 @@ def close_run(
     """The closing lines (and verdict.json, the curve): whether it learned, then where everything is."""
     curve = draw_curve(folder, plan)
     folder.write_json(folder.verdict, verdict.as_json())
-    logged = [line for line in read_metrics(folder.metrics) if "training/skipped_step" in line]
-    trained = sum(1 for line in logged if not line["training/skipped_step"])
-    lines = [f"trained {trained} of {len(logged)} steps ({plan.algorithm}, {plan.model}); verdict:", *verdict.lines()]
+    trained, logged = trained_steps(folder)
+    lines = [f"trained {trained} of {logged} steps ({plan.algorithm}, {plan.model}); verdict:", *verdict.lines()]
     shown = folder.path
     lines.append(f"model:    {model if model is not None else 'none written'}")
     lines.append(f"curve:    {curve}")
@@ -68,4 +73,4 @@ def close_run(
     return lines
 
 
-__all__ = ["close_run", "draw_curve"]
+__all__ = ["close_run", "draw_curve", "trained_steps"]
