@@ -45,6 +45,7 @@ from typing import Any
 
 from benchmarks._chaos_checker import MAX_STALENESS, check, read_records
 from benchmarks._chaos_processes import RAY_ENV, ROOT, Child, Collector, RayHead, kill
+from lightning_otel.runs.model_export import latest_checkpoint
 from lightning_otel.testing.fault_proxy import FaultProxy
 from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 
@@ -150,10 +151,9 @@ class ChaosRun:
             time.sleep(0.5)
 
     def _latest_checkpoint(self) -> int:
-        """The step of the run's latest checkpoint (0: none yet)."""
-        folder = self.run_dir / "checkpoints"
-        steps = [int(path.name.split("-")[-1]) for path in folder.glob("step-*")] if folder.is_dir() else []
-        return max(steps, default=0)
+        """The step of the run's latest whole checkpoint (0: none yet); a save still being written is not one."""
+        latest = latest_checkpoint(self.run_dir / "checkpoints") if (self.run_dir / "checkpoints").is_dir() else None
+        return int(latest.name.rsplit("-", 1)[1]) if latest else 0
 
     def _fault(self, kind: str, act: Any, **detail: Any) -> None:
         at = time.monotonic() - self.started
@@ -260,6 +260,8 @@ def run_seed(out: Path, seed: int, minutes: float, every_s: float, trainer_every
                    "fault_free_proxy": free.proxy.counts})  # fmt: skip
     report["checks"].insert(0, {"check": "the training and the fault-free run ended with exit 0",
                                 "held": code == 0 and free_code == 0, "saw": f"{code}, {free_code}"})  # fmt: skip
+    report["failed_tails"] = {run.folder.name: log_tail(run.folder / "trainer.log")
+                              for run, exit_code in ((chaos, code), (free, free_code)) if exit_code != 0}  # fmt: skip
     (out / f"chaos-seed-{seed}.json").write_text(json.dumps(report, indent=1, default=str))
     return report
 
@@ -276,6 +278,12 @@ def say(report: dict[str, Any]) -> None:
     print(f"  said: {json.dumps(report['visible'])}")
     for item in report["checks"]:
         print(f"  {'ok  ' if item['held'] else 'FAIL'} {item['check']}: {item['saw']}")
+    for name, tail in report.get("failed_tails", {}).items():  # why a training did not exit 0, where CI shows it
+        print(f"  the last lines of {name}/trainer.log:\n" + "\n".join(f"    | {line}" for line in tail))
+
+
+def log_tail(path: Path, lines: int = 25) -> list[str]:
+    return path.read_text(errors="replace").splitlines()[-lines:] if path.is_file() else ["(no log)"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -261,11 +261,12 @@ def exported_model(start: Start, result: Any) -> Path | None:
         info = folder.model / "export.json"
         info.write_text(json.dumps({"kind": f"{plan.algorithm} output", **about}, indent=1) + "\n", encoding="utf-8")
         return folder.model
-    checkpoint = latest_checkpoint(folder.checkpoints)
+    policies = tuple(dict.fromkeys(name for _, name in start.args.policies or ()))
+    checkpoint = latest_checkpoint(folder.checkpoints, policies)
     if checkpoint is None or result is None:
         return None
-    if start.args.policies:  # a policy per agent: each one's adapter in checkpoints/step-N/<policy>
-        for policy in dict.fromkeys(name for _, name in start.args.policies):
+    if policies:  # a policy per agent: each one's adapter in checkpoints/step-N/<policy>
+        for policy in policies:
             export_model(checkpoint / policy, folder.model / policy, about={**about, "policy": policy})
         return folder.model
     return export_model(checkpoint, folder.model, about=about)

@@ -22,8 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lightning_otel.training.tinker.saved_state import state_complete
+
 ADAPTER_CONFIG = "adapter_config.json"
 EXPORT_INFO = "export.json"
+VERL_MARKER = "latest_checkpointed_iteration.txt"  # verl writes it after a save ends, naming its step
 
 
 class NotACheckpoint(ValueError):
@@ -55,12 +58,33 @@ def export_model(
     return out
 
 
-def latest_checkpoint(folder: Path) -> Path | None:
-    """A run folder's (or a checkpoints folder's) latest checkpoint: `step-N` (Tinker) or `global_step_N` (verl)."""
+def latest_checkpoint(folder: Path, policies: tuple[str, ...] = ()) -> Path | None:
+    """A run folder's (or a checkpoints folder's) latest whole checkpoint: `step-N` (Tinker; with `policies`, one
+    holding each one's state) or `global_step_N` (verl); a save its trainer was killed in is passed over."""
     root = folder / "checkpoints" if (folder / "checkpoints").is_dir() else folder
     found = [(int(path.name.rsplit("-", 1)[-1].rsplit("_", 1)[-1]), path) for path in root.glob("*step*")
              if path.is_dir() and path.name.rsplit("-", 1)[-1].rsplit("_", 1)[-1].isdigit()]  # fmt: skip
-    return max(found)[1] if found else None
+    whole = [(step, path) for step, path in found if step_complete(path, policies)]
+    return max(whole)[1] if whole else None
+
+
+def step_complete(step_folder: Path, policies: tuple[str, ...] = ()) -> bool:
+    """A checkpoint folder that resuming or exporting can read: a verl `global_step_N` at or below verl's marker; a
+    local engine's `step-N` whose state is whole (each of `policies`' in its subfolder, when given; else every
+    adapter's in it)."""
+    if step_folder.name.startswith("global_step_"):
+        marker = step_folder.parent / VERL_MARKER
+        if not marker.is_file():
+            return True  # an older verl, or a folder copied without it: nothing to compare against
+        try:
+            return int(step_folder.name.rsplit("_", 1)[1]) <= int(marker.read_text().strip())
+        except ValueError:
+            return True
+    if policies:
+        return all(state_complete(step_folder / policy) for policy in policies)
+    # every adapter in it (the step's own, or each policy's in its subfolder) with its state beside it
+    adapters = [config.parent for config in step_folder.rglob("adapter_config.json")]
+    return state_complete(step_folder) or (bool(adapters) and all(state_complete(folder) for folder in adapters))
 
 
 def export_adapter(adapter: Path, out: Path, *, base: str | Path | None = None) -> dict[str, Any]:

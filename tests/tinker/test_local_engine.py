@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from lightning_otel.runs.model_export import latest_checkpoint
+from lightning_otel.training.tinker import local_engine
+from lightning_otel.training.tinker.backend import TinkerBackend
 from lightning_otel.training.tinker.local_engine import LocalEngine
+from lightning_otel.training.tinker.saved_state import STATE_FILE
 from lightning_otel.training.tinker.types import AdamParams, Datum, SamplingParams
 
 
@@ -289,3 +293,39 @@ def test_rows_that_begin_alike_read_their_prefix_once_with_the_same_logprobs_and
         [(n, p) for n, p in shared_engine.model.named_parameters() if p.requires_grad], grads.values(), strict=True
     ):
         assert torch.allclose(parameter.grad, expected, atol=1e-5, rtol=1e-4), name
+
+
+def test_a_save_its_trainer_was_killed_in_is_passed_over_by_resume_and_export(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos run's trainer, killed while it wrote step 2's optimizer: resuming read the truncated file and died.
+    A save is whole once its last file is there; resume and export take the latest whole one."""
+    engine = make_engine(tiny_model_dir, log_dir=tmp_path)
+    datums = sampled_datums(engine)
+    engine.forward_backward(datums, "importance_sampling")
+    engine.optim_step(AdamParams(learning_rate=1e-2))
+    engine.save_state("step-1")
+    engine.forward_backward(datums, "importance_sampling")
+    engine.optim_step(AdamParams(learning_rate=1e-2))
+    broken = Path(engine.save_state("step-2"))
+    # what a SIGKILL between the optimizer and the last file leaves: a truncated optimizer, no engine state
+    (broken / "optimizer.pt").write_bytes((broken / "optimizer.pt").read_bytes()[:100])
+    (broken / STATE_FILE).unlink()
+
+    backend = TinkerBackend(make_engine(tiny_model_dir, log_dir=tmp_path), loss_fn="importance_sampling",
+                            loss_fn_config=None, adam=AdamParams(learning_rate=1e-2), resume=True)  # fmt: skip
+    assert backend.load() == 1 and backend.engine.steps == 1
+    assert latest_checkpoint(tmp_path).name == "step-1"
+    with pytest.raises(ValueError, match="not a whole saved state"):
+        make_engine(tiny_model_dir, log_dir=tmp_path).load_state(str(broken))
+
+    # saved again (the resumed run reaches step 2): its old last file is gone before the new files are written
+    (broken / STATE_FILE).write_text('{"steps": 2, "version": 2}')  # an earlier whole save of step 2
+
+    def killed(*_: object) -> None:  # the kill, just before the last file
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(local_engine, "end_state", killed)
+    with pytest.raises(RuntimeError, match="killed"):
+        engine.save_state("step-2")
+    assert latest_checkpoint(tmp_path).name == "step-1"

@@ -17,6 +17,7 @@ from lightning_otel.training.loop.credit import advantage_estimator
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.tinker.datums import COOKBOOK_ADVANTAGE, DatumBatch, sample_datums
 from lightning_otel.training.tinker.engine import EngineSamplerReplica, TrainingEngine
+from lightning_otel.training.tinker.saved_state import state_complete
 from lightning_otel.training.tinker.types import AdamParams
 
 log = logging.getLogger("lightning_otel.tinker")
@@ -199,13 +200,14 @@ class TinkerBackend(Backend):
 
 
 def _saved_steps(log_dir: Any, policy: str) -> list[int]:
-    """The steps whose state (a policy's: its folder in the step's) is under `log_dir/checkpoints`."""
+    """The steps whose state (a policy's: its folder in the step's) is whole under `log_dir/checkpoints` (a save the
+    trainer was killed in is not one)."""
     if log_dir is None:
         return []
     return [
         int(match[1])
         for path in (Path(log_dir) / "checkpoints").glob("step-*")
-        if (match := re.fullmatch(r"step-(\d+)", path.name)) and (path / policy).is_dir()
+        if (match := re.fullmatch(r"step-(\d+)", path.name)) and state_complete(path / policy)
     ]
 
 

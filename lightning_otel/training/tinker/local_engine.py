@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from lightning_otel.serving.sampler_api import Generation, HFChatTokenizer
 from lightning_otel.training.tinker.engine import checked_datums
+from lightning_otel.training.tinker.saved_state import STATE_FILE, begin_state, end_state, state_complete
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -304,12 +305,15 @@ class LocalEngine:
         if self.log_dir is None:
             raise ValueError("save_state needs the engine's log_dir")
         folder = self.log_dir / "checkpoints" / name
-        # the base weights never change; PEFT writes an adapter other than "default" in a folder of its name
-        self.model.save_pretrained(str(folder), save_embedding_layers=False, selected_adapters=[self.adapter_name])
+        # PEFT writes an adapter other than "default" in a folder of its name
         path = folder if self.adapter_name == "default" else folder / self.adapter_name
+        if path.is_dir():
+            begin_state(path)  # a state saved again (a resumed run's step) is not whole until its last file
+        # the base weights never change
+        self.model.save_pretrained(str(folder), save_embedding_layers=False, selected_adapters=[self.adapter_name])
         if self._optimizer is not None:
             torch.save(self._optimizer.state_dict(), path / "optimizer.pt")
-        (path / "engine_state.json").write_text(json.dumps({"steps": self.steps, "version": self.version}))
+        end_state(path, {"steps": self.steps, "version": self.version})
         return str(path)
 
     def load_state(self, path: str) -> None:
@@ -318,10 +322,12 @@ class LocalEngine:
         from safetensors.torch import load_file
 
         folder = Path(path)
+        if not state_complete(folder):
+            raise ValueError(f"{folder} is not a whole saved state (no {STATE_FILE}: its save did not end)")
         set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")),
                                   adapter_name=self.adapter_name)  # fmt: skip
         if (folder / "optimizer.pt").exists():
             self._optimizer = torch.optim.AdamW(self.trainable)
             self._optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.device))
-        state = json.loads((folder / "engine_state.json").read_text())
+        state = json.loads((folder / STATE_FILE).read_text())
         self.steps, self.version = int(state["steps"]), int(state["version"])
