@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -72,13 +73,35 @@ def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str
         measured.append(run)
     phases = [{"phase": "warm start", **run, "validations": run["validations"][:1]} for run in measured]
     phases += [{"phase": "after grpo", **run} for run in measured]
-    lines += pooled_comparison(phases, "phase", "warm start", "after grpo")
+    lines += ["greedy:", *pooled_comparison(phases, "phase", "warm start", "after grpo")]
+    sampled = [run for run in measured if run.get("val_sampled")]
+    if sampled:  # the policy GRPO trains: each question answered val_sampled times at temperature 1
+        lines.append(sampled_line(sampled))
     if measured:  # greedy: every seed's untrained answers are the same
         untrained, n = measured[0]["untrained"]["right"], measured[0]["val_questions"]
         lines.append(f"untrained: {untrained:.3f} +- {standard_error(untrained, n):.3f} over {n} questions")
     else:
         lines.append("untrained: no run measured")
     return lines, complete
+
+
+def sampled_line(runs: list[dict[str, Any]]) -> str:
+    """Accuracy at the training temperature, each seed's and pooled, warm start -> after GRPO (answers of one question
+    are not independent: the SE is a lower bound)."""
+    answers = [(run["warm_sampled"]["right"], run["after_sampled"]["right"], run["warm_sampled"]["questions"])
+               for run in runs]  # fmt: skip
+    before, after, count = pooled_share(answers, 0), pooled_share(answers, 1), sum(n for *_, n in answers)
+    gain_se = math.hypot(standard_error(before, count), standard_error(after, count))
+    seeds = "; ".join(f"seed {run['seed']} {w:.3f} -> {a:.3f}" for run, (w, a, _) in zip(runs, answers, strict=True))
+    return (
+        f"sampled (temperature 1, {runs[0]['val_sampled']} a question): {seeds}; pooled {before:.3f} -> "
+        f"{after:.3f} ({after - before:+.3f}; its SE at least {gain_se:.3f})"
+    )
+
+
+def pooled_share(answers: list[tuple[float, float, int]], phase: int) -> float:
+    """The share right over every seed's answers in `phase` (0: the warm start, 1: after GRPO), weighted by count."""
+    return sum(shares[phase] * n for *shares, n in answers) / sum(n for *_, n in answers)
 
 
 def main() -> int:
@@ -97,7 +120,7 @@ def main() -> int:
     runs = []
     for seed in args.seeds:
         runs.append(one_run(seed, args))
-        shown = ("seed", "untrained", "warm", "after", "seconds")
+        shown = ("seed", "untrained", "warm", "after", "warm_sampled", "after_sampled", "seconds")
         print(json.dumps({key: runs[-1].get(key) for key in shown}), flush=True)
     if args.quick:
         shutil.rmtree(args.workdir, ignore_errors=True)

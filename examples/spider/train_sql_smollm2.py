@@ -123,7 +123,9 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1, "
           f"reward {args.reward}, learning rate {args.learning_rate:g}"
           + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
-          + f"; validation on the {len(val_tasks)} held-out questions, greedy", flush=True)  # fmt: skip
+          + f"; validation on the {len(val_tasks)} held-out questions, greedy"
+          + (f" and {args.val_sampled} samples each at temperature 1" if args.val_sampled else ""),
+          flush=True)  # fmt: skip
     trained_started = time.monotonic()
     with agl.quiet(log) as terminal:
 
@@ -134,7 +136,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
 
         options = agl.TrainingOptions(
             schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
-                                  shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
+                                  shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed,
+                                  val_sampled=args.val_sampled),
             sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
             trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
@@ -148,18 +151,30 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     run = {
         "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
         "reward": args.reward, "learning_rate": args.learning_rate, "refill_tied_groups": args.refill_tied_groups,
-        # the validations ran one after the other: the first len(val) answers are the warm start's, the last the end's
-        "warm": outcome_shares(val_records[: len(val_tasks)]),
-        "after": outcome_shares(val_records[-len(val_tasks):]),
+        # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
+        **validation_shares(val_records, len(val_tasks), args.val_sampled),
         **result.figures(),
         "train_first": outcome_shares(train_records[: 3 * per_step]),
         "train_last": outcome_shares(train_records[-3 * per_step:]),
         "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
         "seconds": time.monotonic() - started,
     }  # fmt: skip
-    run["complete"] = len(val_records) == 2 * len(val_tasks) and all(v["rollouts"] for v in run["validations"])
+    run["complete"] = (len(val_records) == 2 * len(val_tasks) * (1 + args.val_sampled)
+                       and all(v["rollouts"] for v in run["validations"]))  # fmt: skip
     (work / "run.json").write_text(json.dumps(run, indent=1))
     return run
+
+
+def validation_shares(records: list[dict[str, Any]], questions: int, sampled: int) -> dict[str, Any]:
+    """The two validations' outcome shares from their answers in the order they ran (the warm start's greedy, its
+    `sampled` samples a question at temperature 1, then the end's): `warm`, `after` and `*_sampled`."""
+    block = questions * (1 + sampled)
+    shares = {"val_sampled": sampled}
+    for name, first in (("warm", records[:block]), ("after", records[block : 2 * block])):
+        shares[name] = outcome_shares(first[:questions])
+        if sampled:
+            shares[f"{name}_sampled"] = outcome_shares(first[questions:])
+    return shares
 
 
 def standard_error(success: float, count: int) -> float:
@@ -169,7 +184,7 @@ def standard_error(success: float, count: int) -> float:
 def quick_sizes(args: argparse.Namespace) -> None:
     """The quick mode's sizes: the tiny model, 4 warm-start questions, one step of 2 x 2 rollouts, 2 held out."""
     args.model, args.warm_questions, args.steps, args.val_questions = "tiny", 4, 1, 2
-    args.batch_size, args.group_size = 2, 2
+    args.batch_size, args.group_size, args.val_sampled = 2, 2, 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -185,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
     parser.add_argument("--val-questions", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="GRPO's (LoRA rank 32)")
+    parser.add_argument("--val-sampled", type=int, default=2, metavar="K",
+                        help="each validation also samples every held-out question K times at temperature 1 (the "
+                             "policy GRPO trains; 0: greedy only)")  # fmt: skip
     parser.add_argument("--reward", choices=("match", "levels"), default="match",
                         help="match: 1 right, else 0 (the tutorial's); levels: +1 right, 0 ran but wrong, -1 no "
                              "query SQLite runs")  # fmt: skip
