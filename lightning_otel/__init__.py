@@ -92,6 +92,7 @@ _ROOMS = {
     "lightning_otel.training.loop.schedule": ("Schedule",),
     "lightning_otel.training.loop.advantages": ("GroupAdvantage",),
     "lightning_otel.training.loop.credit": ("AnchorAdvantage",),  # per-call credit (returns, anchor states)
+    "lightning_otel.training.loop.distillation": ("Distillation",),  # on-policy distillation's teacher
     # the Tinker-shaped backend: torch + transformers + peft (local), the tinker SDK (remote), on first use
     "lightning_otel.training.tinker.algorithm": ("Tinker",),
     "lightning_otel.training.tinker.local_engine": ("LocalEngine",),

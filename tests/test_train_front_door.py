@@ -196,6 +196,11 @@ def test_with_v_a_failing_agent_shows_its_traceback(tasks: Path, tmp_path: Path)
         (["--warm-start", "BAD", "--warm-start-teacher", "http://127.0.0.1:9/v1"], "give one"),
         (["--algorithm", "verl", "--tasks-per-step", "2", "actor_rollout_ref.actor.ppo_mini_batch_size=8"],
          "data.train_batch_size (2) must be >= actor_rollout_ref.actor.ppo_mini_batch_size (8)"),
+        (["--algorithm", "tinker", "--distill-context", "The word is {answer}"],
+         "the teacher's context names ['answer'] but the task has only ['word']"),
+        (["--algorithm", "dpo", "--distill-context", "The word is {word}"],
+         "on-policy distillation (--distill-context, --teacher) trains with --algorithm tinker"),
+        (["--distill-alone"], "--distill-weight and --distill-alone need --distill-context or --teacher"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_before_any_model_or_ray(tasks: Path, tmp_path: Path, flags: list[str],
@@ -221,6 +226,16 @@ def test_a_bad_warm_start_row_and_a_used_run_folder_are_refused(tasks: Path, tmp
     (tmp_path / "used" / "store.sqlite3").write_bytes(b"")
     done = train(*base, "--run-dir", str(tmp_path / "used"), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "already holds a run" in done.stderr
+
+
+def test_self_distillation_from_the_command_line_scores_every_sampled_token(tasks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "distilled"
+    flags = ("--algorithm", "tinker", "--agent-match", "writer", "--distill-context", "Shout the word {word}.")
+    done = train(*short_run(tasks, run, *flags), cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "distill/samples" in line]
+    assert len(steps) == 2 and all(step["distill/samples"] == step["training/samples"] > 0 for step in steps)
+    assert all(step["distill/tokens"] > 0 and step["train/constant_groups"] == 0 for step in steps)
 
 
 def test_a_policy_per_agent_leaves_a_model_folder_per_policy(tasks: Path, tmp_path: Path) -> None:

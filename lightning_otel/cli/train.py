@@ -179,11 +179,12 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
         raise BadInput("--refill-tied-groups runs with synchronous steps: leave out --max-staleness")
     if args.refill_tied_groups < 0:
         raise BadInput(f"--refill-tied-groups must be >= 0, got {args.refill_tied_groups}")
+    distillation = distillation_of(args, plan.algorithm, tasks)
     if plan.algorithm == "dpo" and args.advantage != "grpo":
         raise BadInput("--algorithm dpo pairs rollouts by reward: --advantage does not apply")
     extras = LoopExtras(
         advantage=args.advantage, max_staleness=args.max_staleness, gateway_host=args.gateway_host,
-        refill_tied_groups=args.refill_tied_groups,
+        refill_tied_groups=args.refill_tied_groups, distillation=distillation,
         save_every=args.save_every, resume=args.resume, seed=args.seed, min_reward=args.min_reward,
         verl_config=_verl_file(args.config) if args.config else {}, verl_overrides=tuple(args.overrides),
     )  # fmt: skip
@@ -200,6 +201,30 @@ def prepare(args: argparse.Namespace, tasks: list[Any], val_tasks: list[Any]) ->
     if plan.algorithm == "verl":
         check_verl(plan, folder, extras)
     return Start(args, plan, RunFolder.create(run_dir), model, extras)
+
+
+def distillation_of(args: argparse.Namespace, algorithm: str, tasks: list[Any]) -> Any:
+    """`--distill-context` / `--teacher` as the loop's `Distillation` (None: neither given); a context naming a field
+    the tasks lack is said now, not at the first step."""
+    if not (args.distill_context or args.teacher):
+        if args.distill_alone or args.distill_weight != 1.0:
+            raise BadInput("--distill-weight and --distill-alone need --distill-context or --teacher")
+        return None
+    if algorithm != "tinker":
+        raise BadInput(f"on-policy distillation (--distill-context, --teacher) trains with --algorithm tinker: it "
+                       f"scores the sampled token ids with the local engine, not {algorithm}")  # fmt: skip
+    from lightning_otel.models.named import model_folder
+    from lightning_otel.training.loop.distillation import Distillation
+
+    try:
+        teacher = model_folder(args.teacher) if args.teacher else None
+        distillation = Distillation(weight=args.distill_weight, context=args.distill_context or "", teacher=teacher,
+                                    alone=args.distill_alone)  # fmt: skip
+        for task in tasks:
+            distillation.context_for(task)
+        return distillation
+    except (ValueError, FileNotFoundError) as exc:
+        raise BadInput(f"--teacher / --distill-*: {exc}") from exc
 
 
 def resumed_folder(args: argparse.Namespace, plan: Any) -> Any:

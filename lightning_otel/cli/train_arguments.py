@@ -118,6 +118,22 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     run.add_argument("--refill-tied-groups", type=float, default=0.0, metavar="FACTOR",
                      help="replace a group whose rewards all tie with groups of further tasks, drawing at most "
                           "FACTOR x the step's tasks more (default 0: no refill)")  # fmt: skip
+    run.add_argument("--distill-context", metavar="TEMPLATE",
+                     help="on-policy self-distillation (tinker): the policy, with this context before the prompt "
+                          "({field}s filled from each task, e.g. 'A correct query: {query}'), scores every token "
+                          "the student sampled; its per-token signal is added to the reward advantage")  # fmt: skip
+    run.add_argument("--teacher", metavar="MODEL",
+                     help="on-policy distillation from another model (a name or a folder with the student's "
+                          "tokenizer) instead of the policy itself")  # fmt: skip
+    run.add_argument(
+        "--distill-weight",
+        type=float,
+        default=1.0,
+        help="the teacher's per-token signal against the reward advantage (default 1)",
+    )
+    run.add_argument(
+        "--distill-alone", action="store_true", help="train on the teacher's signal alone, not the reward advantage"
+    )
     run.add_argument("--process-rewards", type=process_rewards, default=None, metavar="NAME=VALUE,...",
                      help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also "
                           "call_error)")  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 
 from lightning_otel.runs.plan import Plan
 from lightning_otel.runs.run_folder import RunFolder
+from lightning_otel.training.loop.distillation import Distillation
 from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions
 from lightning_otel.training.loop.schedule import Schedule
 
@@ -34,6 +35,7 @@ class LoopExtras:
     advantage: str = "grpo"
     max_staleness: int = 0
     refill_tied_groups: float = 0.0  # 0: groups whose rewards tie are not replaced
+    distillation: Distillation | None = None  # on-policy distillation (tinker)
     gateway_host: str = "127.0.0.1"
     save_every: int = 0  # 0: only after the last step
     resume: bool = False  # start after the run folder's latest checkpoint (`--resume`)
@@ -70,6 +72,7 @@ def options_of(plan: Plan, folder: RunFolder, extras: LoopExtras, *, validate: b
         advantage=extras.advantage,
         max_staleness=extras.max_staleness,
         refill_tied_groups=extras.refill_tied_groups,
+        distillation=extras.distillation,
         gateway_host=extras.gateway_host,
         trackers=trackers_of(folder),
         on_step=extras.on_step,

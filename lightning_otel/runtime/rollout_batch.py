@@ -46,6 +46,10 @@ class BatchResult:
                 grouped.setdefault(key, []).append(triplet)
         return grouped
 
+    def tasks(self) -> dict[str, Any]:
+        """Each rollout's task, as enqueued."""
+        return {record["rollout_id"]: record.get("input") for record in self.batch.records}
+
     def runners(self) -> dict[str, str | None]:
         """The runner that ran each rollout (its latest attempt's; None: never claimed)."""
         return {record["rollout_id"]: record.get("runner_id") for record in self.rollouts}

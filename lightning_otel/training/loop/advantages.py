@@ -60,7 +60,8 @@ def moves_policy(samples: Sequence[Sample], learns_from: str) -> bool:
     """Whether training on these samples can change the weights (None: the backend estimates; it may)."""
     if learns_from == "weight":
         return any(sample.weight != 0 for sample in samples)
-    return any(sample.advantage is None or sample.advantage != 0 for sample in samples)
+    return any(sample.advantage is None or sample.advantage != 0 or any(sample.token_advantages or ())
+               for sample in samples)  # fmt: skip
 
 
 class GroupAdvantage(AdvantageEstimator):

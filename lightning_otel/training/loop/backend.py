@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage
 from lightning_otel.training.loop.credit import advantage_estimator
+from lightning_otel.training.loop.distillation import Distillation, Scorer
 from lightning_otel.training.loop.samples import Sample
 
 
@@ -86,6 +87,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def update(self, samples: Sequence[Sample], step: int) -> dict[str, float]:
         """Train on the step's samples (each with its advantage, or weight); return the engine's metrics."""
+
+    def teacher(self, distillation: Distillation, temperature: float) -> Callable[[Sample], Scorer]:
+        """On-policy distillation's teacher for each sample (`training.loop.distillation`), asked once when the loop
+        starts; a backend that cannot score token ids refuses it here."""
+        raise ValueError(f"on-policy distillation trains with the tinker backend, not {self.name}: it scores the "
+                         "sampled token ids with the local engine")  # fmt: skip
+
+    def teacher_context_ids(self, text: str) -> list[int]:
+        """The teacher's privileged context as the ids put before a prompt: a system turn in the chat template."""
+        raise ValueError(f"the {self.name} backend has no chat tokenizer for the teacher's context")
 
     def idle_metrics(self) -> dict[str, float]:
         """The backend's metrics for a step it did not train (zeros), so every step logs the same names."""

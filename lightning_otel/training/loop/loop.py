@@ -10,19 +10,18 @@ The loop serves the policy (a policy gateway in front of the backend's replicas,
 1. queues the step's tasks `group_size` times (one group per task) and collects the complete rollouts (spans read in
    one call, adapted by the trainer's `agent_match`); the gateway then refuses calls (503 + Retry-After) until the
    next weights are served;
-2. turns them into samples (`samples_from`) and lets the estimator give each its advantage (or weight);
-3. trains (`backend.update`) only if some sample can move the policy; otherwise the step is skipped and the
-   progress line says why (every group's rewards equal, no sample selected, every rollout failed, ...);
+2. turns them into samples (`samples_from`), lets the estimator give each its advantage (or weight) and a teacher
+   its per-token signal (`distillation`); 3. trains (`backend.update`) only if some sample can move the policy;
+   otherwise the step is skipped and the progress line says why (every group's rewards equal, no sample, ...);
 4. publishes the weights as policy version `step` (`backend.publish`; version 0 is the first weights served: the
    loop's count is the one every span, record, metric and view shows, see `backend`);
 5. validates (before the first step, every `val_every`, after the last), saves (every `save_every`, after the last),
    logs one metric table (`metrics.LOOP_METRICS` + the backend's own) to the trackers and calls `on_step`.
 A run in which no step trained raises `NothingTrained` with the first skipped step's reasons.
 
-A policy per agent (`agent_match` a mapping, `adapters.policy_match`; backends with `policy_per_agent`): the backend
-trains each policy on its agents' samples, the gateway serves each call with its agent's policy, and each step logs
-`policy/<name>/*` (samples, mean reward and |advantage| of its samples, and the backend's own). An agent that matches
-two policies' patterns stops the run at the first step that meets it, in one line.
+A policy per agent (`agent_match` a mapping, `adapters.policy_match`; backends with `policy_per_agent`): each policy
+trains on its agents' samples and serves their calls; each step logs `policy/<name>/*` (its samples' count, mean
+reward and |advantage|, the backend's own). An agent two policies' patterns match stops the run, in one line.
 
 Asynchronous (`max_staleness=k`, k >= 1; backends that serve while they update): the runners never wait for the
 update. The tasks of the next k steps stay queued ahead; a step trains on the first `batch_size` complete groups
@@ -50,6 +49,7 @@ from lightning_otel.runtime.sample_diagnosis import why_no_samples
 from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.advantages import moves_policy
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
+from lightning_otel.training.loop.distillation import Teacher
 from lightning_otel.training.loop.metrics import MetricsLog
 from lightning_otel.training.loop.options import Trackers, TrainingOptions
 from lightning_otel.training.loop.refill import TaskPool, refill
@@ -102,6 +102,7 @@ class TrainingLoop(Algorithm):
         self._agents_said = False  # which agents are trained without agent_match: said at the first step with samples
         self._pool: TaskPool | None = None  # refilled groups' tasks (`refill_tied_groups`)
         self._refilled: dict[str, float] = {}  # the step's refill metrics
+        self._teacher = Teacher.of(backend, options.distillation, self.sampling)  # on-policy distillation's
 
     # --- the run -------------------------------------------------------------------------------------------------
     def run(
@@ -170,13 +171,8 @@ class TrainingLoop(Algorithm):
     def _synchronous(self, run: TrainingRun, tasks: list[Any]) -> tuple[BatchResult, Taken | None]:
         batch = self._rollouts(run, tasks, mode="train", n=self.schedule.group_size)
         if self._pool is not None:  # tied groups replaced by further tasks' (`refill`), before the replicas pause
-            batch, self._refilled = refill(
-                batch,
-                tasks,
-                self._pool,
-                self.options.refill_tied_groups,
-                lambda more: self._rollouts(run, more, mode="train", n=self.schedule.group_size, same_step=True),
-            )
+            more = functools.partial(self._rollouts, run, mode="train", n=self.schedule.group_size, same_step=True)
+            batch, self._refilled = refill(batch, tasks, self._pool, self.options.refill_tied_groups, more)
         self.backend.pause_serving()
         return batch, None
 
@@ -229,6 +225,8 @@ class TrainingLoop(Algorithm):
         metrics.update(self._refilled)
         rewards = {rollout: reward for rollout, reward in batch.rewards().items() if reward is not None}
         metrics.update(self.estimator.assign(samples, rewards))
+        if self._teacher is not None:
+            metrics.update(self._teacher.teach(samples, batch.tasks()))
         if self._policies:
             self._refuse_policy_conflicts(batch)
             metrics.update(policy_metrics(self._policies, samples))

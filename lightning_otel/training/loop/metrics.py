@@ -68,6 +68,14 @@ REFILL_METRICS: dict[str, str] = {
     "refill/tied_groups": "of which: groups whose rewards all tied",
     "refill/informative_groups": "of which: groups whose rewards differ (what GRPO learns from)",
 }
+# Only with on-policy distillation (`TrainingOptions.distillation`).
+DISTILL_METRICS: dict[str, str] = {
+    "distill/samples": "samples the teacher scored",
+    "distill/tokens": "sampled tokens it scored (inserted ones excluded)",
+    "distill/reverse_kl": "mean student - teacher logprob over them: falls as the student learns",
+    "distill/teacher_logprob": "the teacher's mean logprob of the sampled tokens",
+    "timing_s/distill": "the teacher's scoring",
+}
 # Only with asynchronous training (`max_staleness` >= 1).
 ASYNC_METRICS: dict[str, str] = {
     "async/staleness_mean": "mean versions behind the trained policy over the trained samples",
@@ -105,6 +113,7 @@ CONSOLE_KEYS = {
     "training/samples_with_advantage": "with signal",
     "training/samples_with_weight": "with signal",
     "credit/anchor_coverage": "anchored",
+    "distill/reverse_kl": "reverse KL",
     "train/datums": "datums",
     "train/tokens": "tokens",
     "train/constant_groups": "constant groups",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning_otel.training.loop.advantages import AdvantageEstimator
+from lightning_otel.training.loop.distillation import Distillation
 from lightning_otel.training.loop.schedule import Schedule
 
 ADVANTAGES = ("grpo", "anchor")
@@ -87,7 +88,8 @@ class TrainingOptions:
     for runners on other machines); `trackers`: where the metrics go; `on_step(step, metrics)`: called after each
     step; `refill_tied_groups`: a group whose rewards all tie is replaced by groups of further tasks until the step
     holds as many differing groups as tasks, drawing at most this many times the step's tasks more (0: no refill;
-    `training.loop.refill`)."""
+    `training.loop.refill`); `distillation`: on-policy distillation, a teacher's per-token signal on the sampled
+    tokens (`Distillation`, `training.loop.distillation`; the tinker backend)."""
 
     schedule: Schedule | None = None
     sampling: Sampling | None = None
@@ -102,6 +104,7 @@ class TrainingOptions:
     trackers: Trackers | None = None
     on_step: Callable[[int, dict[str, float]], None] | None = None
     refill_tied_groups: float = 0.0
+    distillation: Distillation | None = None
 
     def __post_init__(self) -> None:
         if not self.refill_tied_groups >= 0:
@@ -119,7 +122,7 @@ class TrainingOptions:
         if not 0 <= self.gateway_port <= 65535:
             raise ValueError(f"gateway_port must be a TCP port (0: a free one), got {self.gateway_port!r}")
         for name, kind in (("schedule", Schedule), ("sampling", Sampling), ("validation_sampling", Sampling),
-                           ("trackers", Trackers)):  # fmt: skip
+                           ("trackers", Trackers), ("distillation", Distillation)):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"{name} takes a {kind.__name__}(...), got {value!r}")

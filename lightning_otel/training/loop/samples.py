@@ -27,6 +27,8 @@ class Sample:
     step_rewards_total: float = 0.0  # the rollout's step rewards (intermediate and process rewards; credit module)
     credit: Any = None  # set by credit-assigning estimators: the call's return and advantage parts
     staleness: int = 0  # asynchronous training: policy versions between its sampler and the trained policy
+    token_advantages: list[float] | None = None  # per response token, added to `advantage` (distillation's signal)
+    teacher_logprobs: list[float] | None = None  # on-policy distillation: the teacher's logprob of each response token
 
     def __post_init__(self) -> None:
         if not self.rollout and self.triplet is not None:

@@ -7,13 +7,14 @@ import contextlib
 import logging
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lightning_otel.training.loop.advantages import AdvantageEstimator, GroupAdvantage, UniformWeight
 from lightning_otel.training.loop.backend import Backend, NothingToUpdate, PolicyReplicas
 from lightning_otel.training.loop.credit import advantage_estimator
+from lightning_otel.training.loop.distillation import Distillation, Scorer
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.tinker.datums import COOKBOOK_ADVANTAGE, DatumBatch, sample_datums
 from lightning_otel.training.tinker.engine import EngineSamplerReplica, TrainingEngine
@@ -154,6 +155,28 @@ class TinkerBackend(Backend):
     def _engine_of(self, policy: str | None) -> TrainingEngine:
         return self.engine if policy is None else self.policies[policy]
 
+    def teacher(self, distillation: Distillation, temperature: float) -> Callable[[Sample], Scorer]:
+        """The policy that sampled each call, as last published (self-distillation), or a frozen teacher model."""
+        if distillation.teacher is not None:
+            frozen = teacher_sampler(distillation.teacher, self.engine)
+            return lambda sample: lambda ids: frozen.compute_logprobs(ids, temperature)
+
+        def current(sample: Sample) -> Scorer:
+            assert self.replica is not None, "the teacher scores while the replica serves"
+            policy = sample.triplet.policy if sample.triplet is not None and self.policies else None
+            sampler = self.replica.policy_sampler(policy) if policy else self.replica.sampler
+            if not hasattr(sampler, "compute_logprobs"):
+                raise ValueError(f"{type(sampler).__name__} cannot score token ids: self-distillation needs a sampler "
+                                 "with compute_logprobs (the local engine's, Tinker's)")  # fmt: skip
+            return lambda ids: sampler.compute_logprobs(ids, temperature)
+
+        return current
+
+    def teacher_context_ids(self, text: str) -> list[int]:
+        tokenizer = self.engine.chat_tokenizer
+        return list(tokenizer.encode(tokenizer.render_chat([{"role": "system", "content": text}],
+                                                           add_generation_prompt=False)))  # fmt: skip
+
     def prepare_publish(self, version: int) -> None:
         """The new weights' samplers (snapshots: the slow part), made while the current ones still serve; a policy
         that did not train keeps its sampler."""
@@ -197,6 +220,25 @@ class TinkerBackend(Backend):
             engine.load_state(str(Path(engine.log_dir) / "checkpoints" / f"step-{step}" / policy))  # type: ignore[attr-defined]
             self._trained.add(policy or None)  # the loaded weights are served from the first step
         return step
+
+
+def teacher_sampler(folder: str | Path, student: TrainingEngine) -> Any:
+    """A frozen teacher model (a model folder) as a sampler that scores token ids; it must read the student's token
+    ids as the student does: the same tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lightning_otel.serving.sampler_api import HFChatTokenizer
+    from lightning_otel.training.tinker.local_engine import LocalSampler
+
+    path = Path(folder)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"the teacher {folder} is not a model folder (no config.json)")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if tokenizer.get_vocab() != student.chat_tokenizer.tokenizer.get_vocab():  # type: ignore[attr-defined]
+        raise ValueError(f"the teacher {folder} has another tokenizer than the student: it cannot score the "
+                         "student's token ids")  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    return LocalSampler(model, HFChatTokenizer(tokenizer), version=0)
 
 
 def _saved_steps(log_dir: Any, policy: str) -> list[int]:

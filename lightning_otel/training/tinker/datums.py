@@ -8,7 +8,8 @@ captured: nothing is re-tokenized.
 
 Advantages come from the loop's estimator (Tinker's: tinker-cookbook's, a rollout's reward minus its group's mean
 reward; with `AnchorAdvantage`, per call). Groups none of whose samples has a non-zero advantage (with GRPO: every
-reward equal) teach nothing and are dropped unless `keep_constant_groups`.
+reward equal) teach nothing and are dropped unless `keep_constant_groups`; a per-token signal (on-policy
+distillation's `Sample.token_advantages`) is added to the advantage, and a group with one moves.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ class DatumBatch:
     staleness: list[int] = field(default_factory=list)  # per datum: its sample's policy versions behind
 
 
-def triplet_datum(triplet: Triplet, *, advantage: float, loss_fn: str) -> Datum:
-    """One sample as a datum (see the module docstring). cross_entropy: weight 1 on sampled response tokens."""
+def triplet_datum(
+    triplet: Triplet, *, advantage: float, loss_fn: str, token_advantages: Sequence[float] | None = None
+) -> Datum:
+    """One sample as a datum (see the module docstring). cross_entropy: weight 1 on sampled response tokens.
+    `token_advantages`: a per-token signal added to the advantage (on-policy distillation's)."""
     prompt, response = list(triplet.prompt_token_ids), list(triplet.response_token_ids)
     mask = list(triplet.response_mask) if triplet.response_mask else [1] * len(response)
     zeros = [0.0] * len(prompt)
@@ -46,11 +50,12 @@ def triplet_datum(triplet: Triplet, *, advantage: float, loss_fn: str) -> Datum:
     logprobs = triplet.response_logprobs or []
     if len(logprobs) != len(response):
         raise ValueError(f"sample of rollout {triplet.rollout_id}: {len(logprobs)} logprobs, {len(response)} tokens")
+    extras = token_advantages or [0.0] * len(mask)
     return Datum.from_sequence(
         prompt + response,
         {
             "logprobs": zeros + [lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)],
-            "advantages": zeros + [advantage * m for m in mask],
+            "advantages": zeros + [(advantage + extra) * m for m, extra in zip(mask, extras, strict=True)],
         },
     )
 
@@ -62,7 +67,9 @@ def sample_datums(
     batch = DatumBatch()
     moving: dict[str, bool] = {}  # group -> some sample of it has a non-zero advantage
     for sample in samples:
-        moving[sample.group] = moving.get(sample.group, False) or bool(sample.advantage)
+        moving[sample.group] = (
+            moving.get(sample.group, False) or bool(sample.advantage) or any(sample.token_advantages or ())
+        )
     batch.groups = len(moving)
     constant = {group for group, moves in moving.items() if not moves and loss_fn != "cross_entropy"}
     batch.constant_groups = len(constant)
@@ -75,7 +82,8 @@ def sample_datums(
         if loss_fn != "cross_entropy" and not triplet.response_logprobs:
             batch.samples_without_logprobs += 1
             continue
-        batch.datums.append(triplet_datum(triplet, advantage=sample.advantage or 0.0, loss_fn=loss_fn))
+        batch.datums.append(triplet_datum(triplet, advantage=sample.advantage or 0.0, loss_fn=loss_fn,
+                                          token_advantages=sample.token_advantages))  # fmt: skip
         batch.staleness.append(sample.staleness)
         batch.trained_tokens += sum(triplet.response_mask or [1] * len(triplet.response_token_ids))
     return batch

@@ -85,6 +85,21 @@ class LocalSampler:
         ))  # fmt: skip
         return _sequences(generations)
 
+    def compute_logprobs(self, tokens: Sequence[int], temperature: float = 1.0) -> list[float | None]:
+        """Tinker's `SamplingClient.compute_logprobs`: each token's logprob given those before it (the first: None),
+        at `temperature` as the sampler's logprobs are (0 is scored at 1: greedy has no distribution)."""
+        import torch
+
+        model = self._replica.model
+        device = next(model.parameters()).device
+        ids = torch.tensor([list(tokens)], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+        if temperature > 0:
+            logits = logits / temperature
+        scored = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
+        return [None, *scored.tolist()]
+
 
 def _sequences(generations: Sequence[Generation]) -> list[SampledSequence]:
     return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]

@@ -84,6 +84,15 @@ class RemoteSampler:
             for sequence in response.sequences
         ]
 
+    def compute_logprobs(self, tokens: Sequence[int], temperature: float = 1.0) -> list[float | None]:
+        """Each token's logprob given those before it (the first: None). Tinker scores at temperature 1 only."""
+        from tinker import types
+
+        if temperature not in (0.0, 1.0):
+            raise ValueError(f"Tinker's compute_logprobs scores at temperature 1, not {temperature}: distill at a "
+                             "training temperature of 1")  # fmt: skip
+        return list(_resolved(self.client.compute_logprobs(types.ModelInput.from_ints(list(tokens)))))
+
 
 class RemoteEngine:
     """See the module docstring. `service_client`: an SDK `ServiceClient` built by the caller (else one from
