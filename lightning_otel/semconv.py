@@ -100,6 +100,14 @@ AGL_METRIC_PREFIX = "agl.metric."
 AGL_TRAINED_ROLLOUTS = "agl.training.trained.rollout_ids"
 AGL_TRAINED_ATTEMPTS = "agl.training.trained.attempt_ids"
 AGL_TRAINED_VERSIONS = "agl.training.trained.policy_versions"
+# On-policy distillation: a span per scored sample (service `agl-trainer`), named for its rollout and attempt with
+# other keys than a rollout's own spans (it is the trainer's, not the rollout's): the call spans it covers and the
+# teacher's logprob of each of their response tokens, which the rollout view shows token by token.
+TEACHER_SPAN = "agl.training.teacher"
+AGL_TEACHER_ROLLOUT = "agl.teacher.rollout_id"
+AGL_TEACHER_ATTEMPT = "agl.teacher.attempt_id"
+AGL_TEACHER_SPAN_IDS = "agl.teacher.span_ids"
+AGL_TEACHER_LOGPROBS = "agl.teacher.logprobs"
 AGL_REWARD_VALUE = "agl.reward.value"
 AGL_REWARD_NAME = "agl.reward.name"
 AGL_REWARD_RESPONSE_ID = "agl.reward.response_id"

@@ -275,6 +275,29 @@ async def _trainer_step(store: SpanStore, run_id: str, step: int) -> tuple[dict[
     return {k.removeprefix(prefix): float(v) for k, v in attributes.items() if k.startswith(prefix)}, trained
 
 
+async def _teacher_logprobs(store: SpanStore, rollout_id: str, attempt_id: str | None) -> dict[str, list[float]]:
+    """On-policy distillation: the teacher's logprob of each response token of this attempt's scored calls, by the
+    call spans its samples cover (a trainer restarted from its checkpoint may have scored a rollout twice: the
+    later)."""
+    query = TraceQuery(service=semconv.TRAINER_SERVICE, operation=semconv.TEACHER_SPAN,
+                       tags={semconv.AGL_TEACHER_ROLLOUT: rollout_id}, limit=50)  # fmt: skip
+    found = [span for spans in await find_traces(store, query) for span in map(flat_span, spans)
+             if span["name"] == semconv.TEACHER_SPAN]  # fmt: skip
+    by_span: dict[str, list[float]] = {}
+    for span in sorted(found, key=lambda s: s["endTimeUnixNano"]):
+        attributes = span.get("attributes") or {}
+        if attempt_id and attributes.get(semconv.AGL_TEACHER_ATTEMPT) not in (attempt_id, ""):
+            continue
+        for span_id in attributes.get(semconv.AGL_TEACHER_SPAN_IDS) or ():
+            by_span[span_id] = [float(value) for value in attributes.get(semconv.AGL_TEACHER_LOGPROBS) or ()]
+    return by_span
+
+
+def _teacher_of(teacher: dict[str, list[float]], spans: Sequence[Span], tokens: int) -> list[float] | None:
+    """The teacher's logprobs of a call's response tokens, scored under one of its copies' span ids."""
+    return next((scored for span in spans if tokens and len(scored := teacher.get(span["spanId"], [])) == tokens), None)
+
+
 def _messages(attributes: dict[str, Any], key: str) -> Any:
     value = attributes.get(key)
     if isinstance(value, str):
@@ -286,7 +309,8 @@ def _messages(attributes: dict[str, Any], key: str) -> Any:
 
 
 def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int | None, settings: ViewSettings,
-               credit: dict[str, Any] | None = None, copies: Sequence[Span] = ()) -> dict[str, Any]:  # fmt: skip
+               credit: dict[str, Any] | None = None, copies: Sequence[Span] = (),
+               teacher: dict[str, list[float]] | None = None) -> dict[str, Any]:  # fmt: skip
     attributes = span.get("attributes") or {}
     with_messages = span_with_messages(span, copies).get("attributes") or {}
     prompt = list(attributes.get(semconv.AGL_PROMPT_TOKEN_IDS) or [])
@@ -312,6 +336,9 @@ def _call_view(span: Span, decision: dict[str, Any] | None, policy_version: int 
         "prompt_token_ids": prompt,
         "response_token_ids": response,
         "response_logprobs": list(attributes.get(semconv.AGL_RESPONSE_LOGPROBS) or []),
+        # on-policy distillation: the teacher's logprob of each response token (None: not scored, or the sample
+        # spanned more than this call's tokens)
+        "teacher_logprobs": _teacher_of(teacher or {}, (span, *copies), len(response)),
         "prompt_pieces": text.pieces(prompt) if text else None,
         "response_pieces": text.pieces(response) if text else None,
         "input_messages": _messages(with_messages, semconv.GEN_AI_INPUT_MESSAGES),
@@ -404,8 +431,11 @@ async def rollout_view(
     for decision in adapted.diagnostics.calls if adapted else []:
         if decision.why[0] in ("duplicate", "harness") and decision.span_id in llm_spans:
             copies.setdefault(str(decision.why[1]), []).append(llm_spans.pop(decision.span_id))
+    teacher = await _teacher_logprobs(store, rollout_id, attempt_id) if adapted else {}
     calls = [
-        _call_view(span, decisions.get(span_id), version, settings, credits.get(span_id), copies.get(span_id, []))
+        _call_view(
+            span, decisions.get(span_id), version, settings, credits.get(span_id), copies.get(span_id, []), teacher
+        )
         for span_id, span in llm_spans.items()
     ]
     return {

@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
 import lightning_otel as agl
 from lightning_otel.adapters.triplets import Triplet
+from lightning_otel.collector import Client
 from lightning_otel.training.loop.distillation import Distillation, distill
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.tinker.backend import teacher_sampler
@@ -89,6 +91,15 @@ def test_self_distillation_trains_a_run_whose_rewards_never_vary(tiny_model_dir:
         assert metrics["train/datums"] == 8 and metrics["train/constant_groups"] == 0  # ... and every sample trained
         assert metrics["distill/samples"] == 8 and metrics["distill/tokens"] > 0
         assert math.isfinite(metrics["distill/reverse_kl"]) and metrics["distill/reverse_kl"] != 0
+    # the rollout view shows the teacher's logprob of every token the student sampled, beside the sampler's
+    train = [r["rollout_id"] for r in Client(collector).queued_rollouts(limit=100) if r["mode"] == "train"]
+    assert len(train) == 16
+    for rollout_id in train:
+        view = httpx.get(f"{collector}/v1/ui/rollouts/{rollout_id}", timeout=30).json()
+        (call,) = [call for call in view["calls"] if call["decision"]["selected"]]
+        teacher, sampled = call["teacher_logprobs"], call["response_logprobs"]
+        assert len(teacher) == len(sampled) == len(call["response_token_ids"]) > 0
+        assert teacher != pytest.approx(sampled, abs=1e-3)  # the context moved them
 
 
 def test_a_teacher_model_must_read_the_students_tokens(tiny_model_dir: Path, tmp_path: Path) -> None:

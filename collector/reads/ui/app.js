@@ -279,9 +279,14 @@ function tokens(call) {
     el("span", { class: "tok prompt", title: `prompt token ${call.prompt_token_ids[i]}`, text: piece }));
   const responseSpans = response.map((piece, i) => {
     const logprob = call.response_logprobs[i];
-    return el("span", { class: `tok response${trained ? " trained" : ""}`, "data-testid": "response-token",
-      "data-token-id": call.response_token_ids[i], "data-trained": String(trained),
-      title: `token ${call.response_token_ids[i]} · logprob ${logprob === undefined ? "—" : logprob.toFixed(4)}`,
+    // on-policy distillation: the teacher's logprob of the token; a token it finds far less likely is marked
+    const teacher = call.teacher_logprobs?.[i];
+    const gap = teacher === undefined || logprob === undefined ? undefined : teacher - logprob;
+    const scored = teacher === undefined ? "" : ` · teacher ${teacher.toFixed(4)} (${gap >= 0 ? "+" : ""}${gap?.toFixed(2)})`;
+    return el("span", { class: `tok response${trained ? " trained" : ""}${gap !== undefined && gap < -1 ? " disagree" : ""}`,
+      "data-testid": "response-token", "data-token-id": call.response_token_ids[i], "data-trained": String(trained),
+      ...(teacher === undefined ? {} : { "data-teacher-logprob": String(teacher) }),
+      title: `token ${call.response_token_ids[i]} · logprob ${logprob === undefined ? "—" : logprob.toFixed(4)}${scored}`,
       text: piece });
   });
   return el("div", { class: "tokens", "data-testid": "tokens" }, promptSpans, responseSpans);
@@ -356,7 +361,9 @@ async function showRollout(rolloutId, agentMatch, attemptId) {
       go(`#/rollout/${fmt.enc(rolloutId)}?agent_match=${fmt.enc(value)}${more}`);  // a bad regex: said beside the box
     }),
     el("p", { class: "muted" }, "highlighted: the response tokens trained (", el("span", { class: "tok trained", text: "like this" }),
-       "); grey: the prompt; hover a token for its id and logprob"),
+       "); grey: the prompt; hover a token for its id and logprob",
+       data.calls.some((c) => c.teacher_logprobs) ? ["; with on-policy distillation, the teacher's too, and ", el("span", { class: "tok disagree", text: "underlined" }),
+         " where it finds the token far less likely (its logprob lower by more than 1)"] : ""),
     calls.length ? calls : el("p", { class: "muted", text: "this attempt recorded no LLM call" }),
   ];
 }

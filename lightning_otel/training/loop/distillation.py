@@ -126,6 +126,7 @@ class Teacher:
     def __init__(self, backend: TeachingBackend, distillation: Distillation, temperature: float) -> None:
         self.distillation, self.score = distillation, backend.teacher(distillation, temperature)
         self.context_ids = backend.teacher_context_ids
+        self.taught: list[Sample] = []
 
     @classmethod
     def of(
@@ -135,7 +136,10 @@ class Teacher:
         return cls(backend, distillation, sampling.get("temperature", 1.0)) if distillation is not None else None
 
     def teach(self, samples: Sequence[Sample], task_of: Mapping[str, Any]) -> dict[str, float]:
-        return distill(samples, self.distillation, self.score, self.context_ids, task_of)
+        """The step's samples scored; `taught` holds them until the next step (their step span shows them)."""
+        metrics = distill(samples, self.distillation, self.score, self.context_ids, task_of)
+        self.taught = [sample for sample in samples if sample.teacher_logprobs is not None]
+        return metrics
 
 
 __all__ = ["Distillation", "Scorer", "Teacher", "distill"]

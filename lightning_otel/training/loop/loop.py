@@ -156,7 +156,7 @@ class TrainingLoop(Algorithm):
                 # the step's record before its checkpoint: a trainer killed between them redoes the step on resume
                 # (its record written again) rather than leaving a checkpointed step unrecorded
                 result.steps.append(record)
-                record_span(step, record.metrics, step_began_ns, record.trained)
+                record_span(step, record.metrics, step_began_ns, record.trained, getattr(self._teacher, "taught", ()))
                 trackers.log(step, record.metrics, note=step_note(record))
                 if self.schedule.saves_after(step, last) and (path := self.backend.save(step)):
                     result.checkpoints.append(path)
