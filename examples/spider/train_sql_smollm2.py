@@ -13,7 +13,10 @@ query executed, no check), its reward Spider's execution match. A run:
    write_query calls, lightly (2 passes at 1e-4): the untrained model writes sentences where a query goes;
 3. GRPO on the other training questions with the local Tinker engine (LoRA rank 32, learning rate 1.3e-3, the Tinker
    cookbook's rule for SmolLM2's width), `--batch-size` questions x `--group-size` rollouts a step at temperature 1,
-   replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end.
+   replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end, and
+   at temperature 1 (`--val-sampled` samples a question), the policy GRPO trains. Levers (issue 70): `--reward
+   levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`, `--distill-context 'A correct query:
+   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
 """
@@ -123,6 +126,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1, "
           f"reward {args.reward}, learning rate {args.learning_rate:g}"
           + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
+          + (f", self-distilled (weight {args.distill_weight:g}) from {args.distill_context!r}"
+             if args.distill_context else "")
           + f"; validation on the {len(val_tasks)} held-out questions, greedy"
           + (f" and {args.val_sampled} samples each at temperature 1" if args.val_sampled else ""),
           flush=True)  # fmt: skip
@@ -141,6 +146,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
             sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
             trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
+            distillation=agl.Distillation(weight=args.distill_weight, context=args.distill_context)
+            if args.distill_context else None,
         )  # fmt: skip
         engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
         trainer = agl.Trainer(n_runners=2, algorithm=agl.Tinker(engine, options, learning_rate=args.learning_rate),
@@ -151,6 +158,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     run = {
         "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
         "reward": args.reward, "learning_rate": args.learning_rate, "refill_tied_groups": args.refill_tied_groups,
+        "distill_context": args.distill_context, "distill_weight": args.distill_weight,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
         **validation_shares(val_records, len(val_tasks), args.val_sampled),
         **result.figures(),
@@ -200,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
     parser.add_argument("--val-questions", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=1.3e-3, help="GRPO's (LoRA rank 32)")
+    parser.add_argument("--distill-context", default="", metavar="TEMPLATE",
+                        help="on-policy self-distillation: the policy with this context (a task's fields, e.g. "
+                             "'A correct query: {query}') scores the sampled tokens")  # fmt: skip
+    parser.add_argument("--distill-weight", type=float, default=1.0, help="the teacher's per-token signal's weight")
     parser.add_argument("--val-sampled", type=int, default=2, metavar="K",
                         help="each validation also samples every held-out question K times at temperature 1 (the "
                              "policy GRPO trains; 0: greedy only)")  # fmt: skip
