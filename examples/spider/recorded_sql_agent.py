@@ -1,5 +1,6 @@
 """The SQL agent with a record of each answer: its final query and the outcome (right, no query, refused by SQLite,
-other rows), one JSON line a question, for figures that say why a policy misses, not only how often."""
+other rows), one JSON line an attempt (its rollout and attempt named: an attempt stopped and run again wrote one
+too), for figures that say why a policy misses, not only how often."""
 
 from __future__ import annotations
 
@@ -57,5 +58,7 @@ class RecordingSQLAgent(LitSQLAgent):
         record_file = task.get("record_file") or self.record_file
         if record_file:
             with open(record_file, "a") as out:
-                out.write(json.dumps({"question": task["question"], "query": query[:300], "outcome": result}) + "\n")
+                out.write(json.dumps({"question": task["question"], "query": query[:300], "outcome": result,
+                                      "rollout_id": rollout.rollout_id,
+                                      "attempt_id": rollout.attempt.attempt_id}) + "\n")  # fmt: skip
         return LEVELS[result] if self.levels else float(result == "right")

@@ -52,7 +52,12 @@ def outcome_shares(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """One record a rollout, its last attempt's (the one that counted), where the rollout's first attempt wrote."""
+    by_rollout: dict[Any, dict[str, Any]] = {}
+    for number, line in enumerate(path.read_text().splitlines() if path.exists() else []):
+        record = json.loads(line)
+        by_rollout[record.get("rollout_id") or number] = record  # an update keeps the key's first place
+    return list(by_rollout.values())
 
 
 def accuracy(folder: Path, tasks: list[dict[str, Any]], records: Path, data_dir: Path, log: Path) -> dict[str, Any]:

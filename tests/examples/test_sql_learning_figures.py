@@ -3,7 +3,9 @@ the warm start and then the end), and the sampled accuracy pooled over seeds bes
 
 from __future__ import annotations
 
-from train_sql_smollm2 import validation_shares
+import json
+
+from train_sql_smollm2 import read_records, validation_shares
 
 from benchmarks.sql_learning import sampled_line
 
@@ -31,3 +33,13 @@ def test_the_sampled_accuracy_is_pooled_over_the_seeds_by_answers() -> None:
     line = sampled_line(runs)
     assert "seed 0 0.250 -> 0.500; seed 1 0.000 -> 1.000" in line
     assert "pooled 0.125 -> 0.750 (+0.625" in line
+
+
+def test_an_attempt_run_again_counts_once_with_the_outcome_of_its_last_attempt(tmp_path) -> None:
+    """An attempt stopped and run again (a loaded machine) wrote its record too: 63 records for 48 questions."""
+    lines = [{"rollout_id": "a", "attempt_id": "at-1", "outcome": "refused"},
+             {"rollout_id": "b", "attempt_id": "at-1", "outcome": "right"},
+             {"rollout_id": "a", "attempt_id": "at-2", "outcome": "right"}]  # fmt: skip
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [(r["rollout_id"], r["outcome"]) for r in read_records(path)] == [("a", "right"), ("b", "right")]
