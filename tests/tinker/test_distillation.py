@@ -90,6 +90,7 @@ def test_self_distillation_trains_a_run_whose_rewards_never_vary(tiny_model_dir:
         assert metrics["rollout/zero_variance_groups"] == 2  # every reward tied ...
         assert metrics["train/datums"] == 8 and metrics["train/constant_groups"] == 0  # ... and every sample trained
         assert metrics["distill/samples"] == 8 and metrics["distill/tokens"] > 0
+        assert metrics["training/samples_with_advantage"] == 8  # "with signal" on the step line
         assert math.isfinite(metrics["distill/reverse_kl"]) and metrics["distill/reverse_kl"] != 0
     # the rollout view shows the teacher's logprob of every token the student sampled, beside the sampler's
     train = [r["rollout_id"] for r in Client(collector).queued_rollouts(limit=100) if r["mode"] == "train"]

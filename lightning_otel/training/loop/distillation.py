@@ -109,7 +109,10 @@ def distill(
             sample.advantage = 0.0
         scored += 1
     tokens = len(gaps)
+    moving = sum(1 for sample in samples if sample.advantage or any(sample.token_advantages or ()))
     return {
+        # the estimator's count, now with the samples the teacher's signal moves (a tied group's among them)
+        "training/samples_with_advantage": float(moving),
         "distill/samples": float(scored),
         "distill/tokens": float(tokens),
         # the sampled tokens' reverse KL estimate (student logprob - teacher logprob): falls as the student learns
