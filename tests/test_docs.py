@@ -36,7 +36,8 @@ def test_the_readme_is_a_short_front_page() -> None:
     assert len(lines) <= 120, f"README.md has {len(lines)} lines: move the detail to docs/"
     long = [f"{number}: {len(line)}" for number, line in enumerate(lines, 1) if len(line) > 160]
     assert not long, f"README.md lines over 160 characters (line: length): {long}"
-    tables = (("## What works", "| capability | state | tested where |"), ("## Results", "| what | result | verdict | page |"))
+    tables = (("## What works", "| capability | state | tested where |"),
+              ("## Results", "| what | result | verdict | page |"))  # fmt: skip
     for heading, header in tables:
         section = text.split(heading, 1)[1].split("\n## ", 1)[0]
         assert header in section, f"README.md's {heading!r} section has no table headed {header!r}"
