@@ -26,7 +26,9 @@ from lightning_otel.training.tinker.saved_state import state_complete
 
 ADAPTER_CONFIG = "adapter_config.json"
 EXPORT_INFO = "export.json"
-VERL_MARKER = "latest_checkpointed_iteration.txt"  # verl writes it after a save ends, naming its step
+# verl writes it after a save ends, naming its step: the verl room's CHECKPOINT_MARKER, not imported (that module needs
+# omegaconf, which an install without verl lacks)
+VERL_MARKER = "latest_checkpointed_iteration.txt"
 
 
 class NotACheckpoint(ValueError):
