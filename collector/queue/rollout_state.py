@@ -129,9 +129,13 @@ class RolloutState:
         *,
         heartbeat_timeout_s: float = 30.0,
         recheck_s: float = 1.0,
+        stall_s: float = 5.0,
     ) -> None:
         self.store = store
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        # A watchdog tick this much later than due means this process did not run (a paused VM, a suspended laptop,
+        # a stopped process): it could serve no renewal meanwhile, so leases count from its waking, as after an outage.
+        self.stall_s = stall_s
         self.recheck_s = recheck_s  # catches changes made by another collector on a shared PostgreSQL
         self.queued = ChangeSignal()  # something became claimable
         self.finished = ChangeSignal()  # an attempt or rollout ended
@@ -174,7 +178,12 @@ class RolloutState:
     async def _watch(self) -> None:
         interval = min(max(self.heartbeat_timeout_s / 4, 0.05), 1.0)
         while True:
+            due = time.time() + interval  # wall time: a paused VM's monotonic clock may not count the pause
             await asyncio.sleep(interval)
+            if (late := time.time() - due) > self.stall_s:
+                self._healthy_since_ns = time.time_ns()
+                log.warning("rollout watchdog: this collector did not run for %.0f s (a paused machine or process?); "
+                            "runs' leases count from now", late)  # fmt: skip
             try:
                 await self.check_expired()
             except Exception as exc:
@@ -200,7 +209,7 @@ class RolloutState:
                 )
             now = time.time_ns()
             lapsed = expire_runs(tx, now, self._healthy_since_ns)
-            return expire(tx, now, timeout_ns), lapsed
+            return expire(tx, now, timeout_ns, self._healthy_since_ns), lapsed
 
         def topics(result: tuple[list[tuple[str, str, str]], list[tuple[str, int]]]) -> tuple[str, ...]:
             changed, lapsed = result

@@ -260,13 +260,18 @@ def finish_attempt(
     return True, outcome
 
 
-def expire(tx: StateTransaction, now: int, heartbeat_timeout_ns: int) -> list[tuple[str, str, str]]:
-    """Time out running attempts that went silent or ran past their rollout's timeout; returns what changed."""
+def expire(
+    tx: StateTransaction, now: int, heartbeat_timeout_ns: int, healthy_since_ns: int = 0
+) -> list[tuple[str, str, str]]:
+    """Time out running attempts that went silent or ran past their rollout's timeout; returns what changed. Silence
+    counts only once this collector could hear heartbeats for a whole timeout (`healthy_since_ns`: since it started,
+    its store came back or it woke from a pause), so an outage or a pause times out no attempt."""
+    silent_before = now - heartbeat_timeout_ns if healthy_since_ns <= now - heartbeat_timeout_ns else -1
     rows = tx.execute(
         "SELECT a.rollout_id, a.attempt_id, a.heartbeat_ns < ? FROM agl_attempts a "
         "JOIN agl_rollouts r ON r.rollout_id = a.rollout_id WHERE a.status = ? "
         "AND (a.heartbeat_ns < ? OR (r.timeout_s IS NOT NULL AND a.start_ns + r.timeout_s * 1e9 < ?))",
-        (now - heartbeat_timeout_ns, RUNNING, now - heartbeat_timeout_ns, now),
+        (silent_before, RUNNING, silent_before, now),
     )
     changed = []
     for rollout_id, attempt_id, silent in rows:

@@ -4,6 +4,7 @@ collector loses no run."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -87,6 +88,38 @@ async def test_an_outage_loses_no_run(state: RolloutState) -> None:
     state._healthy_since_ns -= 10**10
     await state.check_expired()
     assert (await state.run("run-a"))["state"] == "running"
+
+
+async def test_a_paused_collector_loses_no_run_and_times_out_no_attempt(span_store) -> None:
+    """A VM paused with its embedded collector and trainer inside: on waking, the watchdog sees it did not run for
+    longer than its stall bound and counts leases and silences from then, as after an outage; the trainer then renews.
+    The same silence without the pause (the trainer alone stopped) loses the run."""
+    paused = RolloutState(span_store, heartbeat_timeout_s=1.0, stall_s=0.5)
+    paused._healthy_since_ns -= 10**10  # the collector has served for a while
+    await paused.start_run("run-a", 1.0)
+    await paused.enqueue(specs("run-a", 1))
+    (running,) = await paused.claim("r", 1, wait_s=0, run_id="run-a")
+    paused.start()
+    try:
+        await asyncio.sleep(0.1)
+        time.sleep(1.5)  # the whole process stops: no watchdog tick, no renewal, no heartbeat
+        await asyncio.sleep(0.5)  # woken: the watchdog ticks before the trainer's renewal comes
+        assert (await paused.run("run-a"))["state"] == "running"
+        assert (await paused.rollout(running["rollout_id"]))["status"] == "running"
+        await paused.renew_run("run-a")
+        await paused.heartbeat([(running["rollout_id"], running["attempt_id"])])
+    finally:
+        await paused.stop()
+
+    silent = RolloutState(span_store, heartbeat_timeout_s=1.0, stall_s=0.5)
+    silent._healthy_since_ns -= 10**10
+    await silent.start_run("run-b", 1.0)
+    silent.start()
+    try:
+        await asyncio.sleep(1.6)  # the collector runs; only the trainer is gone
+        assert (await silent.run("run-b"))["state"] == "lost"
+    finally:
+        await silent.stop()
 
 
 async def test_starting_a_run_cancels_only_the_rollouts_of_runs_no_longer_running(state: RolloutState) -> None:
