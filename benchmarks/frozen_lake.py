@@ -238,7 +238,8 @@ def main() -> int:
     parser.add_argument("--squares", type=int, nargs="+", help="start squares (default: all 11)")
     parser.add_argument("--records", type=Path, help="keep every episode's record here (ARM-SEED.episodes.jsonl)")
     parser.add_argument("--model", choices=MODELS, default="smollm2")
-    parser.add_argument("--learning-rate", type=float, help="default: 6.5e-4 on SmolLM2 (its recipe), 1e-2 on the tiny model")
+    parser.add_argument("--learning-rate", type=float,
+                        help="default: 6.5e-4 on SmolLM2 (its recipe), 1e-2 on the tiny model")  # fmt: skip
     parser.add_argument(
         "--advantages",
         nargs="+",

@@ -51,6 +51,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
     "front_door": ("tinker seed 0: exit", "verl seed 0: exit", "dpo seed 0: exit"),
     "shared_prefix_update": ("ratio shared / whole",),
+    "teacher_scoring": ("ratio batched / one at a time",),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 # scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which

@@ -29,25 +29,33 @@ def sample(rollout: str, logprobs: list[float], mask: list[int] | None = None, a
 
 
 def test_each_tokens_signal_is_the_teachers_logprob_minus_the_sampled_one_in_the_teachers_context() -> None:
-    seen: list[list[int]] = []
+    seen: list[list[list[int]]] = []
+    tokenized: list[str] = []
 
     def scorer(_: Sample):
-        def score(ids):
-            seen.append(list(ids))
-            return [None] * (len(ids) - 3) + [-1.0, -2.0, -0.5]
+        def score(sequences):
+            seen.append([list(ids) for ids in sequences])
+            return [[None] * (len(ids) - 3) + [-1.0, -2.0, -0.5] for ids in sequences]
 
         return score
 
+    def context_ids(text: str) -> list[int]:
+        tokenized.append(text)
+        return [90 + len(text)]
+
     first, masked = sample("r1", [-2.0, -2.0, -2.0]), sample("r2", [-1.0, -1.0, -1.0], mask=[1, 0, 1])
+    again = sample("r1", [-2.0, -2.0, -2.0])  # the same rollout's task: its context is not tokenized again
     distillation = Distillation(weight=0.5, context="the answer is {answer}")
     tasks = {"r1": {"answer": "7"}, "r2": {"answer": "42"}}
-    metrics = distill([first, masked], distillation, scorer, lambda text: [90 + len(text)], tasks)
-    assert seen == [[105, 1, 2, 3, 4, 5, 6], [106, 1, 2, 3, 4, 5, 6]]  # the context before the prompt, per task
+    metrics = distill([first, masked, again], distillation, scorer, context_ids, tasks)
+    # the context before the prompt, per task; the policy's samples scored in one call
+    assert seen == [[[105, 1, 2, 3, 4, 5, 6], [106, 1, 2, 3, 4, 5, 6], [105, 1, 2, 3, 4, 5, 6]]]
+    assert tokenized == ["the answer is 7", "the answer is 42"]
     assert first.token_advantages == [0.5, 0.0, 0.75] and first.advantage == 0.5  # added to GRPO's
     assert masked.token_advantages == [0.0, 0.0, 0.25]  # an inserted token (mask 0) gets nothing
     assert first.teacher_logprobs == [-1.0, -2.0, -0.5]
-    assert metrics["distill/samples"] == 2 and metrics["distill/tokens"] == 5
-    assert metrics["distill/reverse_kl"] == pytest.approx((-1.0 + 0.0 - 1.5 + 0.0 - 0.5) / 5)
+    assert metrics["distill/samples"] == 3 and metrics["distill/tokens"] == 8
+    assert metrics["distill/reverse_kl"] == pytest.approx((2 * (-1.0 + 0.0 - 1.5) + 0.0 - 0.5) / 8)
 
     alone = sample("r1", [-2.0, -2.0, -2.0])
     distill([alone], Distillation(context="{answer}", alone=True), scorer, lambda text: [], {"r1": {"answer": "7"}})
@@ -75,6 +83,26 @@ def test_the_student_scored_in_its_own_context_is_its_sampled_logprobs(tiny_mode
         scored = sampler.compute_logprobs(prompt + sequence.tokens, temperature)
         assert scored[0] is None and len(scored) == len(prompt) + len(sequence.tokens)
         assert scored[len(prompt) :] == pytest.approx(sequence.logprobs, abs=1e-4)
+
+
+def test_a_groups_sequences_scored_at_once_are_scored_as_one_at_a_time(tiny_model_dir: Path) -> None:
+    """The teacher scores a step's sequences in batches whose shared prompt is read once: the same logprobs as a
+    forward over each sequence alone, whatever the replies' lengths and the batch's order."""
+    engine = agl.LocalEngine(tiny_model_dir, rank=4, seed=0)
+    sampler = engine.save_weights_and_get_sampler("s")
+    prompt = engine.chat_tokenizer.encode("A system turn long enough to be shared by the group. " * 3 + "Question 3?")
+    other = engine.chat_tokenizer.encode("Another task entirely.")
+    replies = [[5, 6, 7], [8], [9, 10, 11, 12, 13], [5, 6, 7, 14], [15, 16]]
+    group = [prompt + reply for reply in replies]  # one batch, its prompt read once
+    mixed = [[*other, 5, 6], *group[:2]]  # little shared: each row read whole
+    model = sampler._replica.model
+    for temperature, sequences in ((1.0, group), (0.7, group), (1.0, mixed)):
+        batched = sampler.compute_logprobs_many(sequences, temperature)
+        for ids, scored in zip(sequences, batched, strict=True):
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float() / temperature
+            alone = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+            assert scored[0] is None and scored[1:] == pytest.approx(alone, abs=1e-4)
 
 
 def test_self_distillation_trains_a_run_whose_rewards_never_vary(tiny_model_dir: Path, collector: str) -> None:

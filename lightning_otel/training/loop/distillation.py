@@ -37,7 +37,8 @@ class TeachingBackend(Protocol):
     def teacher_context_ids(self, text: str) -> list[int]: ...
 
 
-Scorer = Callable[[Sequence[int]], Sequence[float | None]]  # ids -> each id's logprob given those before (first: None)
+# sequences of ids -> each id's logprob given those before it (the first: None), many sequences at once (batched)
+Scorer = Callable[[Sequence[Sequence[int]]], Sequence[Sequence[float | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,32 +83,28 @@ def distill(
     task_of: Mapping[str, Any],
 ) -> dict[str, float]:
     """Each sample's teacher logprobs and per-token signal (`Sample.teacher_logprobs`, `Sample.token_advantages`);
-    `score(sample)`: the teacher that scores it; `context_ids(text)`: the context as the ids put before the prompt;
+    `score(sample)`: the teacher that scores it, the same for every sample of a policy (the step's samples of a
+    policy are scored in one call, batched); `context_ids(text)`: the context as the ids put before the prompt;
     `task_of`: each rollout's task. Returns the `distill/*` metrics."""
     began = time.monotonic()
-    gaps: list[float] = []
-    teacher_total, scored = 0.0, 0
+    contexts: dict[str, list[int]] = {}  # each task's context tokenized once, not once a sample
+    by_policy: dict[str | None, list[tuple[Sample, list[int]]]] = {}
     for sample in samples:
         triplet = sample.triplet
         if triplet is None or not triplet.response_token_ids or not triplet.response_logprobs:
             continue
-        prefix = context_ids(distillation.context_for(task_of.get(sample.rollout))) if distillation.context else []
-        prompt, response = list(triplet.prompt_token_ids), list(triplet.response_token_ids)
-        teacher = list(score(sample)(prefix + prompt + response))[-len(response) :]
-        mask = list(triplet.response_mask) if triplet.response_mask else [1] * len(response)
-        sample.teacher_logprobs = [float(lp) if lp is not None else math.nan for lp in teacher]
-        signal = []
-        for lp_teacher, lp_sampled, kept in zip(sample.teacher_logprobs, triplet.response_logprobs, mask, strict=True):
-            if not kept or math.isnan(lp_teacher):
-                signal.append(0.0)
-                continue
-            signal.append(distillation.weight * (lp_teacher - lp_sampled))
-            gaps.append(lp_sampled - lp_teacher)
-            teacher_total += lp_teacher
-        sample.token_advantages = signal
-        if distillation.alone:
-            sample.advantage = 0.0
-        scored += 1
+        text = distillation.context_for(task_of.get(sample.rollout)) if distillation.context else ""
+        if text not in contexts:
+            contexts[text] = context_ids(text) if text else []
+        ids = contexts[text] + list(triplet.prompt_token_ids) + list(triplet.response_token_ids)
+        by_policy.setdefault(triplet.policy, []).append((sample, ids))
+    gaps: list[float] = []
+    teacher_total, scored = 0.0, 0
+    for group in by_policy.values():
+        answers = score(group[0][0])([ids for _, ids in group])
+        for (sample, _), teacher_all in zip(group, answers, strict=True):
+            teacher_total += _teach(sample, list(teacher_all), distillation, gaps)
+            scored += 1
     tokens = len(gaps)
     moving = sum(1 for sample in samples if sample.advantage or any(sample.token_advantages or ()))
     return {
@@ -120,6 +117,29 @@ def distill(
         "distill/teacher_logprob": teacher_total / tokens if tokens else math.nan,
         "timing_s/distill": time.monotonic() - began,
     }
+
+
+def _teach(sample: Sample, teacher_all: list[float | None], distillation: Distillation, gaps: list[float]) -> float:
+    """One sample's teacher logprobs (the response's, the last of `teacher_all`) and per-token signal; each kept
+    token's gap goes to `gaps`; returns the sum of the teacher's logprobs over them."""
+    triplet = sample.triplet
+    assert triplet is not None
+    response = triplet.response_token_ids
+    teacher = teacher_all[-len(response) :]
+    mask = list(triplet.response_mask) if triplet.response_mask else [1] * len(response)
+    sample.teacher_logprobs = [float(lp) if lp is not None else math.nan for lp in teacher]
+    signal, total = [], 0.0
+    for lp_teacher, lp_sampled, kept in zip(sample.teacher_logprobs, triplet.response_logprobs, mask, strict=True):
+        if not kept or math.isnan(lp_teacher):
+            signal.append(0.0)
+            continue
+        signal.append(distillation.weight * (lp_teacher - lp_sampled))
+        gaps.append(lp_sampled - lp_teacher)
+        total += lp_teacher
+    sample.token_advantages = signal
+    if distillation.alone:
+        sample.advantage = 0.0
+    return total
 
 
 class Teacher:

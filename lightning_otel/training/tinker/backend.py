@@ -156,19 +156,20 @@ class TinkerBackend(Backend):
         return self.engine if policy is None else self.policies[policy]
 
     def teacher(self, distillation: Distillation, temperature: float) -> Callable[[Sample], Scorer]:
-        """The policy that sampled each call, as last published (self-distillation), or a frozen teacher model."""
+        """The policy that sampled each call, as last published (self-distillation), or a frozen teacher model; it
+        scores many sequences at once (batched by their shared prompt)."""
         if distillation.teacher is not None:
             frozen = teacher_sampler(distillation.teacher, self.engine)
-            return lambda sample: lambda ids: frozen.compute_logprobs(ids, temperature)
+            return lambda sample: lambda sequences: frozen.compute_logprobs_many(sequences, temperature)
 
         def current(sample: Sample) -> Scorer:
             assert self.replica is not None, "the teacher scores while the replica serves"
             policy = sample.triplet.policy if sample.triplet is not None and self.policies else None
             sampler = self.replica.policy_sampler(policy) if policy else self.replica.sampler
-            if not hasattr(sampler, "compute_logprobs"):
+            if not hasattr(sampler, "compute_logprobs_many"):
                 raise ValueError(f"{type(sampler).__name__} cannot score token ids: self-distillation needs a sampler "
                                  "with compute_logprobs (the local engine's, Tinker's)")  # fmt: skip
-            return lambda ids: sampler.compute_logprobs(ids, temperature)
+            return lambda sequences: sampler.compute_logprobs_many(sequences, temperature)
 
         return current
 

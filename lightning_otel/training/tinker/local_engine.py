@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from lightning_otel.serving.sampler_api import Generation, HFChatTokenizer
 from lightning_otel.training.tinker.engine import checked_datums
 from lightning_otel.training.tinker.saved_state import STATE_FILE, begin_state, end_state, state_complete
+from lightning_otel.training.tinker.token_scoring import score_sequences, shared_prefix_batches
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -88,37 +89,17 @@ class LocalSampler:
     def compute_logprobs(self, tokens: Sequence[int], temperature: float = 1.0) -> list[float | None]:
         """Tinker's `SamplingClient.compute_logprobs`: each token's logprob given those before it (the first: None),
         at `temperature` as the sampler's logprobs are (0 is scored at 1: greedy has no distribution)."""
-        import torch
+        return self.compute_logprobs_many([tokens], temperature)[0]
 
-        model = self._replica.model
-        device = next(model.parameters()).device
-        ids = torch.tensor([list(tokens)], device=device)
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, :-1].float()
-        if temperature > 0:
-            logits = logits / temperature
-        scored = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
-        return [None, *scored.tolist()]
+    def compute_logprobs_many(
+        self, sequences: Sequence[Sequence[int]], temperature: float = 1.0
+    ) -> list[list[float | None]]:
+        """`compute_logprobs` of many sequences, batched: those sharing a beginning (a group's prompt) read it once."""
+        return score_sequences(self._replica.model, sequences, temperature)
 
 
 def _sequences(generations: Sequence[Generation]) -> list[SampledSequence]:
     return [SampledSequence(g.token_ids, g.logprobs, g.finish_reason) for g in generations]
-
-
-def shared_prefix_batches(datums: Sequence[Datum], size: int, min_shared: int) -> list[tuple[list[int], int]]:
-    """Micro-batches of at most `size` datums (indices into `datums`), datums with the same beginning together
-    (sorted by their input tokens), each with the length of the prefix all of its rows share (0 when it is under
-    `min_shared` tokens or the batch is one row; at least one token of each row is its own)."""
-    order = sorted(range(len(datums)), key=lambda index: datums[index].model_input)
-    batches = []
-    for start in range(0, len(order), size):
-        indices = order[start : start + size]
-        inputs = [datums[index].model_input for index in indices]
-        shared = min(len(tokens) for tokens in inputs) - 1
-        for tokens in inputs[1:]:
-            shared = next((at for at in range(shared) if tokens[at] != inputs[0][at]), shared)
-        batches.append((indices, shared if len(indices) > 1 and shared >= min_shared else 0))
-    return batches
 
 
 class LocalEngine:
@@ -223,7 +204,9 @@ class LocalEngine:
         outputs: list[dict[str, list[float]]] = [{} for _ in datums]
         total = 0.0
         tokens = computed = 0
-        for indices, shared in shared_prefix_batches(datums, self.micro_batch_size, self.min_shared_prefix):
+        for indices, shared in shared_prefix_batches(
+            [datum.model_input for datum in datums], self.micro_batch_size, self.min_shared_prefix
+        ):
             chunk = [datums[index] for index in indices]
             logp, inputs, mask = self._target_logprobs(chunk, LOSS_INPUTS[loss_fn], temperature, shared=shared)
             chunk_loss = (loss(logp, inputs, config) * mask).sum()

@@ -86,12 +86,19 @@ class RemoteSampler:
 
     def compute_logprobs(self, tokens: Sequence[int], temperature: float = 1.0) -> list[float | None]:
         """Each token's logprob given those before it (the first: None). Tinker scores at temperature 1 only."""
+        return self.compute_logprobs_many([tokens], temperature)[0]
+
+    def compute_logprobs_many(
+        self, sequences: Sequence[Sequence[int]], temperature: float = 1.0
+    ) -> list[list[float | None]]:
+        """`compute_logprobs` of many sequences: every request sent before the first answer is awaited."""
         from tinker import types
 
         if temperature not in (0.0, 1.0):
             raise ValueError(f"Tinker's compute_logprobs scores at temperature 1, not {temperature}: distill at a "
                              "training temperature of 1")  # fmt: skip
-        return list(_resolved(self.client.compute_logprobs(types.ModelInput.from_ints(list(tokens)))))
+        pending = [self.client.compute_logprobs(types.ModelInput.from_ints(list(tokens))) for tokens in sequences]
+        return [list(_resolved(answer)) for answer in pending]
 
 
 class RemoteEngine:
