@@ -43,7 +43,7 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
         run = json.loads(kept.read_text())  # runs from before a setting was kept ran at its default
         same = all(run.get(key, example.get_default(key)) == getattr(settings, key)
-                   for key in ("reward", "learning_rate", "refill_tied_groups", "distill_context",
+                   for key in ("reward", "turns", "learning_rate", "refill_tied_groups", "distill_context",
                                "distill_weight"))  # fmt: skip
         if run.get("model") == args.model and same:
             return run

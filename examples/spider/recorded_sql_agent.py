@@ -34,14 +34,21 @@ def outcome(query: str, gold: str, db: Path) -> str:
 
 
 class RecordingSQLAgent(LitSQLAgent):
-    """The example's agent with one write turn (its CPU profile), each final query and its outcome appended to the
-    task's `record_file`, or to `record_file` here when the task names none; reward 1 when the outcome is right
-    (`levels=True`: +1 right, 0 other rows, -1 refused or no query)."""
+    """The example's agent with one write turn (its CPU profile; `turns` > 1: the tutorial's write, execute, check,
+    rewrite loop, the last turn not checked), each final query and its outcome appended to the task's `record_file`,
+    or to `record_file` here when the task names none; reward 1 when the outcome is right (`levels=True`: +1 right,
+    0 other rows, -1 refused or no query)."""
 
     def __init__(
-        self, data_dir: Path, record_file: Path | None = None, *, truncate_length: int = 256, levels: bool = False
+        self,
+        data_dir: Path,
+        record_file: Path | None = None,
+        *,
+        truncate_length: int = 256,
+        levels: bool = False,
+        turns: int = 1,
     ) -> None:
-        super().__init__(max_turns=1, truncate_length=truncate_length, data_dir=data_dir, check_last_turn=False,
+        super().__init__(max_turns=turns, truncate_length=truncate_length, data_dir=data_dir, check_last_turn=False,
                          levels=levels)  # fmt: skip
         self.record_file = record_file
 
@@ -49,7 +56,7 @@ class RecordingSQLAgent(LitSQLAgent):
         llm: agl.LLM = resources["main_llm"]
         db = database_path(self.data_dir, task["db_id"])
         agent = build_langgraph_sql_agent(
-            database_path=f"sqlite:///{db}", max_turns=1, truncate_length=self.truncate_length,
+            database_path=f"sqlite:///{db}", max_turns=self.max_turns, truncate_length=self.truncate_length,
             check_last_turn=False, openai_base_url=llm.get_base_url(rollout.rollout_id, rollout.attempt.attempt_id),
             model=llm.model, sampling_parameters=llm.sampling_parameters, api_key=llm.api_key,
         )  # fmt: skip

@@ -16,7 +16,8 @@ query executed, no check), its reward Spider's execution match. A run:
    replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end, and
    at temperature 1 (`--val-sampled` samples a question), the policy GRPO trains. Levers (issue 70): `--reward
    levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`, `--distill-context 'A correct query:
-   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens).
+   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens), `--turns 3`
+   (the tutorial's write, check, rewrite loop: the error of a query SQLite refused reaches the rewrite).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
 """
@@ -120,8 +121,10 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         untrained = accuracy(model, val_tasks, untrained_file, data_dir, log)
     print(f"untrained, {len(val_tasks)} held-out questions, greedy: right {untrained['right']:.3f}, refused by "
           f"SQLite {untrained['refused']:.3f}, no query {untrained['no query']:.3f}", flush=True)  # fmt: skip
-    agent = RecordingSQLAgent(data_dir, levels=args.reward == "levels")
-    warm, sft_seconds = warm_start(args, model, warm_tasks, agent, work, log)
+    # the warm start shows the format on the first write (the scripted teacher answers it right); GRPO and its
+    # validations run the agent with --turns
+    warm, sft_seconds = warm_start(args, model, warm_tasks, RecordingSQLAgent(data_dir), work, log)
+    agent = RecordingSQLAgent(data_dir, levels=args.reward == "levels", turns=args.turns)
 
     records = {mode: work / f"{mode}.episodes.jsonl" for mode in ("train", "val")}
     for path in records.values():
@@ -130,6 +133,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
              for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
     print(f"GRPO: {args.steps} steps of {args.batch_size} questions x {args.group_size} rollouts, temperature 1, "
           f"reward {args.reward}, learning rate {args.learning_rate:g}"
+          + (f", {args.turns} turns (write, check, rewrite)" if args.turns > 1 else "")
           + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
           + (f", self-distilled (weight {args.distill_weight:g}) from {args.distill_context!r}"
              if args.distill_context else "")
@@ -162,7 +166,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     per_step = args.batch_size * args.group_size
     run = {
         "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
-        "reward": args.reward, "learning_rate": args.learning_rate, "refill_tied_groups": args.refill_tied_groups,
+        "reward": args.reward, "turns": args.turns, "learning_rate": args.learning_rate,
+        "refill_tied_groups": args.refill_tied_groups,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
         **validation_shares(val_records, len(val_tasks), args.val_sampled),
@@ -226,6 +231,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--refill-tied-groups", type=float, default=0.0, metavar="FACTOR",
                         help="replace a group whose rewards tie with further questions' groups, at most FACTOR x "
                              "the step's questions more (0: off)")  # fmt: skip
+    parser.add_argument("--turns", type=int, default=1, choices=(1, 2, 3),
+                        help="write turns: 1 (the CPU profile), or the tutorial's write, check, rewrite loop (3); "
+                        "every write and rewrite trains")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions (the tests)")
     return parser
 
