@@ -1,8 +1,10 @@
 """Benchmarks cannot rot unseen: each one's `--quick` mode (tiny sizes, seconds) runs here, as a reader would run it
 (`python -m benchmarks.NAME --quick`), and must exit 0 and print its comparison. A benchmark exits non-zero when
 what it measured is not a measurement (rollouts lost, nothing exported, steps missing), so that fails here too.
-The ones that need verl or LangChain run in the verl lane (tests/verl_lane/test_benchmark_quick_modes.py);
-scale_out's and chaos's beside the multi-node test (tests/collector/test_multi_node_training.py)."""
+The benchmarks of speed and the front door's run in tests/test_benchmark_quick_modes_of_speed.py (a file of its own,
+so the suite's two workers share the quick runs); the ones that need verl or LangChain run in the verl lane
+(tests/verl_lane/test_benchmark_quick_modes.py); scale_out's and chaos's beside the multi-node test
+(tests/collector/test_multi_node_training.py)."""
 
 from __future__ import annotations
 
@@ -12,30 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_benchmark_quick
+from tests.test_benchmark_quick_modes_of_speed import HERE as OF_SPEED
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # benchmark -> what its output must have (the comparison it exists to print)
 HERE: dict[str, tuple[str, ...]] = {
-    "capture_overhead": ("lightning-otel",),
-    "trainer_throughput": (
-        "ratio to uninstrumented",
-        "per attempt (40)",
-        "to_complete",
-        "in test-server units",
-        "n_runners=2, span_wait_s=30, 2 fits: ratios",
-    ),
-    "tinker_step_time": ("ratio traced / direct",),
-    "reward_model_service": ("ratio batched / unbatched",),
-    "cpu_replica_batching": ("batched (CPUReplica default)",),
-    "collector_ingest": ("sustained ingest (ack after commit)", "two collectors on one PostgreSQL"),
     "credit_assignment": ("pooled grpo: final success", "pooled anchor: final success", "gain anchor - grpo"),
-    "async_training": ("k=1: speedup over sync", "k=2: speedup over sync"),
     "dpo_learning": ("dpo: val reward change pooled",),
-    "otlp_export_cost": ("ratio ours / SDK default",),
-    "failure_rules": ("drop whole groups: trained", "trained with a failed call: 0"),
-    "rollout_reads_with_logs": ("+ attach, no records", "ratio to the plain read"),
-    "sampler_snapshot": ("ratio shared-base / whole",),
     "calculator_probe": ("called the calculator in", "answered right"),
     "frozen_lake": (
         "grpo: gain after - before",
@@ -49,9 +35,6 @@ HERE: dict[str, tuple[str, ...]] = {
     "apo_room_selector": ("seed prompt",),  # the tiny model's edits are refused: "searched nothing" (or a best)
     "apo_prompt_ceiling": ("strict score", "show the call and the rule"),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
-    "front_door": ("tinker seed 0: exit", "verl seed 0: exit", "dpo seed 0: exit"),
-    "shared_prefix_update": ("ratio shared / whole",),
-    "teacher_scoring": ("ratio batched / one at a time",),
 }
 IN_THE_VERL_LANE = ("verl_step_time", "agent_build_per_rollout")
 # scale_out's starts a Ray: beside the multi-node test, in its file (one worker: never two Ray clusters at once, which
@@ -61,7 +44,7 @@ WITH_THE_MULTI_NODE_TEST = ("scale_out", "chaos")
 
 def test_every_benchmark_has_its_quick_run_in_a_test() -> None:
     benchmarks = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if not path.stem.startswith("_")}
-    assert benchmarks == set(HERE) | set(IN_THE_VERL_LANE) | set(WITH_THE_MULTI_NODE_TEST)
+    assert benchmarks == set(HERE) | set(OF_SPEED) | set(IN_THE_VERL_LANE) | set(WITH_THE_MULTI_NODE_TEST)
     verl_lane = (ROOT / "tests" / "verl_lane" / "test_benchmark_quick_modes.py").read_text()
     assert all(f'"{name}"' in verl_lane for name in IN_THE_VERL_LANE)
     multi_node = (ROOT / "tests" / "collector" / "test_multi_node_training.py").read_text()

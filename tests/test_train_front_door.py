@@ -1,7 +1,8 @@
 """`lightning-otel train` as a user types it, with the tiny model: each backend leaves a run folder (the trained model
 as a Hugging Face folder that differs from its base, the metrics, the curve, a store `ui` and `export` open, the
 settings with where each came from) and a verdict; what users trip on is said in one line. (verl's run folder: the
-verl lane, tests/verl_lane/test_train_front_door_verl.py.)"""
+verl lane, tests/verl_lane/test_train_front_door_verl.py; resume, distillation and a policy per agent:
+tests/test_train_resume_and_levers.py, a file of its own so the suite's two workers share the runs.)"""
 
 from __future__ import annotations
 
@@ -128,20 +129,6 @@ def test_dpo_that_found_no_pair_writes_no_model_and_fails(tasks: Path, tmp_path:
     assert not (run / "model").exists()  # no copy of the base model under the run's name
 
 
-def test_a_resumed_run_is_judged_on_every_step_of_the_run_not_only_those_since_its_checkpoint(tasks: Path, tmp_path):
-    run = tmp_path / "flat-resumed"
-    flags = short_run(tasks, run, "--algorithm", "tinker", "--save-every", "1")
-    flags[flags.index(f"{AGENTS}:shout")] = f"{AGENTS}:flat"
-    flags[flags.index("--steps") + 1] = "1"
-    first = train(*flags, cwd=tmp_path)
-    assert first.returncode == 1 and "FAILED: no training step of 1 had a trainable sample" in first.stderr
-    flags[flags.index("--steps") + 1] = "2"
-    again = train(*flags, "--resume", cwd=tmp_path)  # one more step that ties: the loop only warns, the CLI fails
-    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "FAILED: no step of the run trained, before or after resuming" in again.stderr
-    assert "trained 0 of 2 steps" in again.stdout and "model:    none written" in again.stdout
-
-
 def test_sft_keeps_good_rollouts_and_measures_the_model_it_wrote(tasks: Path, tmp_path: Path) -> None:
     run = tmp_path / "sft"
     done = train(*short_run(tasks, run, "--algorithm", "sft", "--agent-match", "writer", "--min-reward", "0.05"),
@@ -226,49 +213,3 @@ def test_a_bad_warm_start_row_and_a_used_run_folder_are_refused(tasks: Path, tmp
     (tmp_path / "used" / "store.sqlite3").write_bytes(b"")
     done = train(*base, "--run-dir", str(tmp_path / "used"), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "already holds a run" in done.stderr
-
-
-def test_self_distillation_from_the_command_line_scores_every_sampled_token(tasks: Path, tmp_path: Path) -> None:
-    run = tmp_path / "distilled"
-    flags = ("--algorithm", "tinker", "--agent-match", "writer", "--distill-context", "Shout the word {word}.")
-    done = train(*short_run(tasks, run, *flags), cwd=tmp_path)
-    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
-    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "distill/samples" in line]
-    assert len(steps) == 2 and all(step["distill/samples"] == step["training/samples"] > 0 for step in steps)
-    assert all(step["distill/tokens"] > 0 and step["train/constant_groups"] == 0 for step in steps)
-
-
-def test_a_policy_per_agent_leaves_a_model_folder_per_policy(tasks: Path, tmp_path: Path) -> None:
-    from transformers import AutoModelForCausalLM
-
-    run = tmp_path / "policies"
-    done = train(*short_run(tasks, run, "--policy", "writer=writer", "--policy", "check=checker"), cwd=tmp_path)
-    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
-    assert "policies       writer <- agents matching 'writer', checker <- agents matching 'check'" in done.stdout
-    for policy in ("writer", "checker"):
-        info = json.loads((run / "model" / policy / "export.json").read_text())
-        assert info["policy"] == policy and info["kind"] == "LoRA adapter, merged"
-        assert AutoModelForCausalLM.from_pretrained(run / "model" / policy).config.vocab_size > 0
-    done = train(*short_run(tasks, tmp_path / "x", "--policy", "w=writer", "--algorithm", "dpo"), cwd=tmp_path)
-    assert done.returncode == 2 and "--policy: a policy per agent trains with --algorithm tinker" in done.stderr
-
-
-def test_a_killed_run_resumes_after_its_latest_checkpoint_with_the_same_command_and_resume(tasks: Path, tmp_path):
-    run = tmp_path / "runs" / "resumed"
-    first = train(*short_run(tasks, run, "--algorithm", "tinker", "--agent-match", "writer", "--save-every", "1"),
-                  cwd=tmp_path)  # fmt: skip
-    assert first.returncode in (0, 3), first.stdout[-3000:] + first.stderr[-3000:]
-    (run / "model").rename(tmp_path / "first_model")  # what a run killed before its end would not have written
-    flags = short_run(tasks, run, "--algorithm", "tinker", "--agent-match", "writer", "--save-every", "1")
-    again = train(*[flag if flag != "2" or index != flags.index("--steps") + 1 else "3"  # --steps 3: one more
-                    for index, flag in enumerate(flags)], "--resume", cwd=tmp_path)  # fmt: skip
-    assert again.returncode in (0, 3), again.stdout[-3000:] + again.stderr[-3000:]
-    assert "resumed        after the latest checkpoint" in again.stdout
-    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    trained = [line["step"] for line in lines if "training/samples" in line]
-    assert trained == [1, 2, 3]  # the first start's two steps, then only the third
-    settings = json.loads((run / "settings.json").read_text())
-    assert settings["plan"]["steps"] == 2 and len(settings["resumed"]) == 1  # the first start's, and the resume
-    assert (run / "checkpoints" / "step-3").is_dir() and (run / "model" / "config.json").is_file()
-    refused = train(*short_run(tasks, tmp_path / "nothing-here", "--resume"), cwd=tmp_path, timeout=120)
-    assert refused.returncode == 2 and "holds no run" in refused.stderr
