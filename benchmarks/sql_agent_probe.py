@@ -4,11 +4,13 @@ query extracted, a query SQLite refuses, a query that runs and returns other row
 the SmolLM2 learning table.
 
     python -m benchmarks.sql_agent_probe --model smollm2 --questions 100   # SmolLM2-135M-Instruct
+    python -m benchmarks.sql_agent_probe --folder runs/sql/seed-0/model-warm --questions 48 --turns 3
     python -m benchmarks.sql_agent_probe --quick                           # the tiny model, 2 questions (tests)
 
 The data is the example's offline Spider-format set (built on first use, as `train_sql_agent.py cpu` does); the
 agent runs as in training (`Trainer.dev` through the policy gateway, 2 runners) against a CPU replica of the model,
-at temperature 0 with replies of at most 160 tokens.
+at temperature 0 with replies of at most 160 tokens. `--folder`: a model folder instead (a warm start); `--turns 3`:
+the tutorial's write, execute, check, rewrite loop instead of one write (the last query is scored).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def main() -> int:
     parser.add_argument("--model", choices=MODELS, default="smollm2")
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--folder", type=Path, help="a model folder (a warm start) instead of --model")
+    parser.add_argument("--max-tokens", type=int, default=160, help="a reply's length (the SmolLM2 example's: 64)")
+    parser.add_argument("--turns", type=int, default=1, choices=(1, 2, 3), help="write turns (3: check and rewrite)")
     parser.add_argument("--quick", action="store_true", help="the tiny model, 2 questions: that it runs (the tests)")
     args = parser.parse_args()
     if args.quick:
@@ -54,18 +59,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agl-sql-probe-") as folder:
         work = Path(folder)
         records = work / "queries.jsonl"
-        with serve_folder(model_or_tiny(args.model, work, seed=args.seed), seed=args.seed) as base_url:
-            llm = agl.LLM(base_url, "agl-policy", sampling_parameters={"temperature": 0.0, "max_tokens": 160})
+        model = args.folder or model_or_tiny(args.model, work, seed=args.seed)
+        with serve_folder(model, seed=args.seed) as base_url:
+            sampling = {"temperature": 0.0, "max_tokens": args.max_tokens}
+            llm = agl.LLM(base_url, "agl-policy", sampling_parameters=sampling)
             trainer = agl.Trainer(n_runners=2, adapter={"agent_match": "write"}, initial_resources={"main_llm": llm})
             with agl.quiet(work / "probe.log"):
-                trainer.dev(RecordingSQLAgent(data_dir, records), val_dataset=tasks, print_spans=False)
+                trainer.dev(RecordingSQLAgent(data_dir, records, turns=args.turns), val_dataset=tasks,
+                            print_spans=False)  # fmt: skip
         found = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
     counts = Counter(record["outcome"] for record in found)
     right = counts["right"] / len(found) if found else float("nan")
-    print(json.dumps({"model": args.model, "questions": args.questions, "outcomes": counts,
+    name = str(args.folder or args.model)
+    print(json.dumps({"model": name, "turns": args.turns, "questions": args.questions, "outcomes": counts,
                       "examples": [record["query"][:160] for record in found[:4]]}))  # fmt: skip
-    print(f"{args.model}: {len(found)} of {args.questions} questions ran; execution accuracy {right:.3f} +- "
-          f"{standard_error(right, len(found)):.3f} (greedy); outcomes {dict(counts)}")  # fmt: skip
+    print(f"{name}, {args.turns} turn(s): {len(found)} of {args.questions} questions ran; execution accuracy "
+          f"{right:.3f} +- {standard_error(right, len(found)):.3f} (greedy); outcomes {dict(counts)}")  # fmt: skip
     if len(found) != args.questions:
         print("not a measurement: a question left no record", file=sys.stderr)
         return 1
