@@ -35,7 +35,11 @@ from typing import TYPE_CHECKING, Any
 from lightning_otel.serving.sampler_api import Generation, HFChatTokenizer
 from lightning_otel.training.tinker.engine import checked_datums
 from lightning_otel.training.tinker.saved_state import STATE_FILE, begin_state, end_state, state_complete
-from lightning_otel.training.tinker.token_scoring import score_sequences, shared_prefix_batches
+from lightning_otel.training.tinker.token_scoring import (
+    score_sequences,
+    shared_prefix_batches,
+    shared_prefix_logprobs,
+)
 from lightning_otel.training.tinker.types import (
     LOSS_INPUTS,
     AdamParams,
@@ -224,7 +228,7 @@ class LocalEngine:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         """Right-padded batch -> each target's log-probability [B, T] (of logits / `temperature`, as the sampler drew
         them), the loss inputs [B, T], the real-token mask. `shared` > 0: the rows' first `shared` input tokens are
-        the same, and are read once (`_shared_prefix_logprobs`)."""
+        the same, and are read once (`token_scoring.shared_prefix_logprobs`)."""
         import torch
 
         width = max(len(datum.model_input) for datum in chunk)
@@ -241,31 +245,11 @@ class LocalEngine:
             if key != "target_tokens"
         }
         if shared:
-            return self._shared_prefix_logprobs(input_ids, mask, targets, temperature, shared), inputs, mask.float()
+            logp = shared_prefix_logprobs(self.model, input_ids, mask, targets, temperature, shared)
+            return logp, inputs, mask.float()
         logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return logp, inputs, mask.float()
-
-    def _shared_prefix_logprobs(self, input_ids: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor,
-                                temperature: float, shared: int) -> torch.Tensor:  # fmt: skip
-        """The same log-probabilities as one forward over the whole rows, with their common prefix read once: its
-        keys and values are repeated for each row's suffix (gradients through them add up over the rows, as they
-        would row by row). A group's rollouts share a task's prompt (an agent's instructions, a tool's schema), most
-        of what a CPU computes for a step of short replies."""
-        import torch
-
-        rows = input_ids.shape[0]
-        prefix = self.model(input_ids=input_ids[:1, :shared], use_cache=True)
-        cache = prefix.past_key_values
-        cache.batch_repeat_interleave(rows)
-        positions = torch.arange(shared, input_ids.shape[1], device=self.device).expand(rows, -1)
-        suffix = self.model(input_ids=input_ids[:, shared:], attention_mask=mask, position_ids=positions,
-                            past_key_values=cache).logits.float()  # fmt: skip
-        head = torch.log_softmax(prefix.logits[0].float() / temperature, dim=-1)  # [shared, V], once
-        inside = head[:-1].gather(-1, targets[0, : shared - 1, None]).squeeze(-1)  # the prefix's own targets
-        first = head[-1][targets[:, shared - 1]]  # the prefix's last position predicts each row's first own token
-        tail = torch.log_softmax(suffix / temperature, dim=-1).gather(-1, targets[:, shared:, None]).squeeze(-1)
-        return torch.cat([inside.expand(rows, -1), first[:, None], tail], dim=1)
 
     def optim_step(self, params: AdamParams) -> OptimStepOutput:
         import torch

@@ -44,42 +44,57 @@ def score_sequences(
     import torch
 
     device = next(model.parameters()).device
-    scored: list[list[float | None]] = [[] for _ in sequences]
+    scored: list[list[float | None]] = [[None] * len(tokens) for tokens in sequences]
     scale = temperature if temperature > 0 else 1.0
+    inputs = [list(tokens[:-1]) for tokens in sequences]  # each token is read to predict the next
     with torch.no_grad():
-        for indices, shared in shared_prefix_batches(sequences, size, min_shared):
-            rows = [list(sequences[index]) for index in indices]
-            width = max(len(row) for row in rows)
-            ids = torch.tensor([row + [0] * (width - len(row)) for row in rows], device=device)
-            mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in rows], device=device)
-            if shared:
-                logp = _shared_prefix_logprobs(model, ids, mask, scale, shared)
+        for indices, shared in shared_prefix_batches(inputs, size, min_shared):
+            rows = [index for index in indices if inputs[index]]  # a one-token sequence has nothing to score
+            if not rows:
+                continue
+            width = max(len(inputs[index]) for index in rows)
+
+            def padded(lists: list[list[int]], width: int = width) -> torch.Tensor:
+                return torch.tensor([row + [0] * (width - len(row)) for row in lists], device=device)
+
+            input_ids = padded([inputs[index] for index in rows])
+            mask = padded([[1] * len(inputs[index]) for index in rows])
+            targets = padded([list(sequences[index][1:]) for index in rows])
+            if shared and len(rows) == len(indices):
+                logp = shared_prefix_logprobs(model, input_ids, mask, targets, scale, shared)
             else:
-                logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float() / scale
-                logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-            for row, index in enumerate(indices):
-                scored[index] = [None, *logp[row, : len(rows[row]) - 1].tolist()]
+                logits = model(input_ids=input_ids, attention_mask=mask).logits.float() / scale
+                logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
+            for row, index in enumerate(rows):
+                scored[index] = [None, *logp[row, : len(inputs[index])].tolist()]
     return scored
 
 
-def _shared_prefix_logprobs(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, scale: float, shared: int
+def shared_prefix_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    shared: int,
 ) -> torch.Tensor:
-    """[rows, width - 1] logprobs of each next token, the rows' first `shared` tokens read once: their keys and values
-    repeated for each row's own tokens."""
+    """[rows, width] logprobs of each row's targets, as one forward over the whole rows would give them, with the
+    rows' first `shared` input tokens read once: their keys and values repeated for each row's own tokens (gradients
+    through them add up over the rows, as they would row by row)."""
     import torch
 
-    rows = ids.shape[0]
-    prefix = model(input_ids=ids[:1, :shared], use_cache=True)
+    rows = input_ids.shape[0]
+    prefix = model(input_ids=input_ids[:1, :shared], use_cache=True)
     cache = prefix.past_key_values
     cache.batch_repeat_interleave(rows)
-    positions = torch.arange(shared, ids.shape[1], device=ids.device).expand(rows, -1)
-    suffix = model(input_ids=ids[:, shared:], attention_mask=mask, position_ids=positions, past_key_values=cache)
-    head = torch.log_softmax(prefix.logits[0].float() / scale, dim=-1)  # [shared, V], once
-    inside = head[:-1].gather(-1, ids[0, 1:shared, None])[:, 0]  # the prefix's own next tokens
-    first = head[-1][ids[:, shared]]  # the prefix's last position predicts each row's first own token
-    tail = torch.log_softmax(suffix.logits[:, :-1].float() / scale, dim=-1).gather(-1, ids[:, shared + 1 :, None])
-    return torch.cat([inside.expand(rows, -1), first[:, None], tail[..., 0]], dim=1)
+    positions = torch.arange(shared, input_ids.shape[1], device=input_ids.device).expand(rows, -1)
+    suffix = model(input_ids=input_ids[:, shared:], attention_mask=mask, position_ids=positions,
+                   past_key_values=cache).logits.float()  # fmt: skip
+    head = torch.log_softmax(prefix.logits[0].float() / temperature, dim=-1)  # [shared, V], once
+    inside = head[:-1].gather(-1, targets[0, : shared - 1, None]).squeeze(-1)  # the prefix's own targets
+    first = head[-1][targets[:, shared - 1]]  # the prefix's last position predicts each row's first own token
+    tail = torch.log_softmax(suffix / temperature, dim=-1).gather(-1, targets[:, shared:, None]).squeeze(-1)
+    return torch.cat([inside.expand(rows, -1), first[:, None], tail], dim=1)
 
 
-__all__ = ["score_sequences", "shared_prefix_batches"]
+__all__ = ["score_sequences", "shared_prefix_batches", "shared_prefix_logprobs"]
