@@ -69,8 +69,8 @@ def runner_scaling(rollouts: int, concurrency: int, counts: list[int], *, start_
         print(f"(a) {rollouts} rollouts of 4 LLM calls, zero-latency test server, {os.cpu_count()} cores, "
               f"{concurrency} rollouts at once per runner")  # fmt: skip
         if start_ray:  # logical CPUs for every actor: the machine's cores are what they share
-            ray.init(num_cpus=max(counts), include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": REPO}},
-                     log_to_driver=False)  # fmt: skip
+            ray.init(address="local", num_cpus=max(counts), include_dashboard=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": REPO}}, log_to_driver=False)  # fmt: skip
         for n in counts:
             floor = rollouts / uninstrumented(base_url, rollouts, concurrency * n)
             started = time.perf_counter()

@@ -72,16 +72,20 @@ def test_late_service_spans_are_waited_for_and_every_call_is_a_named_sample(late
     url, otlp_port = late_service
     with OpenAITestServer() as policy:
         started = time.monotonic()
-        batch = _dev(url, otlp_port, policy, span_wait_s=30)
+        batch = _dev(url, otlp_port, policy, span_wait_s=60)
         took = time.monotonic() - started
     metrics = batch.metrics()
     assert metrics["succeeded"] == 3 and metrics["incomplete_rollouts"] == 0, metrics
     assert metrics["gateway_calls"] == 6, metrics  # the service called the policy through the gateway
     assert metrics["triplets"] == 6, metrics  # every call the gateway served is a sample
-    for adapted in batch.adapted.values():
+    for rollout_id, adapted in batch.adapted.items():
         assert [t.agent_name for t in adapted.triplets] == ["solver", "solver"]
-        assert adapted.diagnostics.duplicate_calls == 2  # the service's copy and the gateway's of each call
-    assert took < 25  # woken when the service's export landed, not at the bound
+        # which copy a failure lacked (seen once in CI, under load): the service's spans or the gateway's
+        read = sorted(
+            (span.get("service"), span.get("name"), span.get("parentSpanId")) for span in batch.spans[rollout_id]
+        )
+        assert adapted.diagnostics.duplicate_calls == 2, read  # the service's copy and the gateway's of each call
+    assert took < 45  # woken when the service's export landed, not at the 60 s bound (loaded: ~25 s)
 
 
 # The SDK exports on its own 5 s cycle, not 5 s after each span: with the default, a tick can land just after the

@@ -71,3 +71,21 @@ def test_a_loopback_collector_is_refused_for_a_cluster_on_several_machines() -> 
     pool("http://127.0.0.1:16686")._check_reachable(fake_ray("10.0.0.1", "10.0.0.1"))  # one machine, two nodes
     pool("http://10.0.0.1:16686")._check_reachable(fake_ray("10.0.0.1", "10.0.0.2"))  # reachable address
     pool("http://127.0.0.1:16686", {"*": "http://c:16686"})._check_reachable(fake_ray("10.0.0.1", "10.0.0.2"))
+
+
+def test_a_ray_is_joined_only_when_named_never_the_last_ray_start_on_the_machine(tmp_path, monkeypatch) -> None:
+    # the CI failure this guards against: the multi-node test's cluster wrote /tmp/ray/ray_current_cluster, and a
+    # `lightning-otel train` beside it joined that cluster with `ray.init()` and was refused its num_cpus
+    from ray._private.services import canonicalize_bootstrap_address
+
+    from lightning_otel.runtime.ray_address import joins_a_cluster, ray_init_address
+
+    (tmp_path / "ray_current_cluster").write_text("127.0.0.1:6399")  # a `ray start` of someone else's
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    joined = canonicalize_bootstrap_address(None, temp_dir=str(tmp_path))  # what ray.init() does: joins it
+    assert joined is not None and joined.endswith(":6399"), joined
+    assert canonicalize_bootstrap_address(ray_init_address(), temp_dir=str(tmp_path)) is None  # a Ray of our own
+    assert not joins_a_cluster()
+    assert ray_init_address("head:6379") == "head:6379" and joins_a_cluster("auto")
+    monkeypatch.setenv("RAY_ADDRESS", "head:6379")  # the user's, named in the environment: joined
+    assert ray_init_address() == "head:6379" and joins_a_cluster()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lightning_otel.runner.ray_actor import RunnerActor
+from lightning_otel.runtime.ray_address import ray_init_address
 from lightning_otel.runtime.restart_budget import RestartBudget
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class RayRunnerPool:
 
         self._deferred = False
         if not ray.is_initialized():
-            ray.init(address=self.spec.address, log_to_driver=True, include_dashboard=False)
+            ray.init(address=ray_init_address(self.spec.address), log_to_driver=True, include_dashboard=False)
             self._connected_here = True
         self._check_reachable(ray)
         options: dict[str, Any] = {

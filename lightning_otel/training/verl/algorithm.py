@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lightning_otel.runtime.algorithm import Algorithm
+from lightning_otel.runtime.ray_address import joins_a_cluster, ray_init_address
 from lightning_otel.runtime.training_run import TrainingRun
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.options import Sampling, Trackers, TrainingOptions, with_moved_arguments
@@ -219,8 +220,9 @@ def _ray_session(config: Any, cpu: bool) -> Iterator[None]:
     runtime_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, ray_init.pop("runtime_env", None) or {}))
     if cpu:
         runtime_env.setdefault("env_vars", {}).update(CPU_ENV)
-    if os.environ.get("RAY_ADDRESS") or ray_init.get("address"):  # joining a running cluster: its resources are
-        for key in ("num_cpus", "num_gpus", "resources", "object_store_memory"):  # its own (ray.init refuses these)
+    ray_init["address"] = ray_init_address(ray_init.get("address"))  # never a stray `ray start`'s cluster
+    if joins_a_cluster(ray_init["address"]):  # a running cluster's resources are its own (ray.init refuses these)
+        for key in ("num_cpus", "num_gpus", "resources", "object_store_memory"):
             ray_init.pop(key, None)
     else:
         ray_init.setdefault("include_dashboard", False)
