@@ -72,7 +72,6 @@ def openai3(session: nox.Session) -> None:
         "--ignore=tests/rewards",  # reward models need torch and TRL (the main environment has them)
         "--ignore=tests/tinker",  # the Tinker backend needs torch, peft and the tinker SDK (main environment)
         "--ignore=tests/models",  # SmolLM2: torch, transformers, gguf and the Tinker backend (main environment)
-        "--ignore=tests/test_demo_policy_versions.py",  # the training demo needs verl (main environment)
         # no openai client in these: the command line's input errors, the docs, the code's shape
         "--ignore=tests/test_cli_input_errors.py",
         "--ignore=tests/test_docs.py",

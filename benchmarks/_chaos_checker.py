@@ -95,8 +95,12 @@ def check(run: ChaosRun, records: dict[str, Any], trainer_log: str, free_rewards
     checks.append((f"every sample's policy version within {MAX_STALENESS} of its step's", not stale,
                    f"outside: {stale[:5]}"))  # fmt: skip
     kills = sum(1 for fault in run.faults if fault["kind"] == "kill_trainer")
+    others = [fault["at_s"] for fault in run.faults if fault["kind"] == "trainer_killed_by_another"]
     resumes = trainer_log.count("resumed        after the latest checkpoint")
-    checks.append(("each trainer kill followed by a resume", resumes == kills, f"{kills} kills, {resumes} resumes"))
+    checks.append(("each trainer kill followed by a resume", resumes == kills + len(others),
+                   f"{kills} kills, {len(others)} by another, {resumes} resumes"))  # fmt: skip
+    checks.append(("the trainer died only of the nemesis's kills", not others,
+                   f"SIGKILLs it did not send, at {others} s" if others else "none other"))  # fmt: skip
     unresolved = [(key, attempts.get(key)) for key in run.killed_attempts
                   if not _ended_by_infrastructure(attempts.get(key))]  # fmt: skip
     checks.append(("attempts running on a killed local runner ended with an infrastructure cause", not unresolved,

@@ -82,6 +82,7 @@ class ChaosRun:
         tasks.write_text("".join(json.dumps({"word": w, "proxy": self.proxy.url}) + "\n" for w in WORDS))
         self.tasks = tasks
         self.local_runs = 0
+        self.killed_trainer = False  # a SIGKILL the trainer died of was the nemesis's
         self.local = Child("local-runner", self._local_argv(), self.folder / "local-runner.log",
                            env={"PYTHONPATH": str(ROOT)})  # fmt: skip
         self.trainer = Child("trainer", self._trainer_argv(resume=False), self.folder / "trainer.log",
@@ -127,7 +128,10 @@ class ChaosRun:
             code = self.trainer.process.poll()  # type: ignore[union-attr]
             if code is not None and code != -signal.SIGKILL:
                 return code
-            if code == -signal.SIGKILL:  # ours: the same command again, with --resume
+            if code == -signal.SIGKILL:  # the same command again, with --resume
+                if not self.killed_trainer:  # not ours (the kernel's OOM killer?): said, and failed by the checker
+                    self._fault("trainer_killed_by_another", lambda: None)
+                self.killed_trainer = False
                 time.sleep(2.0)
                 self.trainer.start(self._trainer_argv(resume=True))
                 resumed_from = self._latest_checkpoint()
@@ -139,6 +143,7 @@ class ChaosRun:
             # take longer than the interval (round 4: six trainings on two cores), it would never move otherwise
             if (self.faults_on and now >= next_trainer_kill and now < quiet_after and self.trainer.alive
                     and self._latest_checkpoint() > resumed_from):  # fmt: skip
+                self.killed_trainer = True
                 self._fault("kill_trainer", lambda: self.trainer.signal(signal.SIGKILL))
                 next_trainer_kill = now + self.trainer_every_s
             elif self.faults_on and now >= next_fault and now < self.started + self.minutes * 60:

@@ -3,7 +3,7 @@ says on its command line, its verdict and wall time read from the run folder it 
 
     python -m benchmarks.front_door agents              # the agents written for issue 69, SmolLM2, defaults
     python -m benchmarks.front_door backends            # one task (the demo's), each backend with its recipe
-    python -m benchmarks.front_door --quick             # backends, the tiny model, 2 steps: that it runs (the tests)
+    python -m benchmarks.front_door --quick             # tinker and dpo, the tiny model, 2 steps: that it runs (tests)
 
 `agents`: examples/front_door's antonyms and reviews (one call, a format to keep), slogans (a LangGraph planner and
 writer) and inventory (a tool-calling agent, with its warm-start examples), each `lightning-otel train --model
@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.model = "tiny"
+        # verl's `train --ci-fast` runs in the verl lane (tests/verl_lane); two backends show the table is made
+        args.only = args.only or (["tinker", "dpo"] if args.suite == "backends" else None)
     out = args.out.resolve() / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     runs = agents_suite(args, out) if args.suite == "agents" else backends_suite(args, out)

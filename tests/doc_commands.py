@@ -70,16 +70,16 @@ COMMANDS: dict[str, str] = {
     "cd examples/claude_code": "tests/harnesses/test_claude_code.py::test_the_readmes_dry_run_selects_the_sub_agent",
     "npm ci": "tests/harnesses/test_claude_code.py::test_the_readmes_dry_run_selects_the_sub_agent",
     "../../.venv/bin/python agent.py --dry-run --agent-match '^Explore$'": "tests/harnesses/test_claude_code.py::test_the_readmes_dry_run_selects_the_sub_agent",
-    "../../.venv/bin/lightning-otel train --ci-fast --algorithm verl --agent agent:claude_code_rollout --train tasks.jsonl --agent-match '^main$' data.max_prompt_length=4096": "tests/harnesses/test_claude_code.py::test_two_grpo_steps_train_the_tokens_claude_code_was_served",
+    "../../.venv/bin/lightning-otel train --ci-fast --agent agent:claude_code_rollout --train tasks.jsonl --agent-match '^main$'": "tests/harnesses/test_claude_code.py::test_two_grpo_steps_train_the_tokens_claude_code_was_served",
     "lightning-otel train --agent agent:claude_code_rollout --train tasks.jsonl --model /path/to/model --agent-match '^main$' data.max_prompt_length=32768 data.max_response_length=4096 trainer.n_gpus_per_node=1 actor_rollout_ref.rollout.name=vllm": NEEDS_GPU,
     # examples/codex/README.md
     "cd examples/codex": "tests/harnesses/test_codex.py::test_the_readmes_dry_run_selects_the_sub_agent",
     "../../.venv/bin/python agent.py --dry-run --agent-match '^subagent$'": "tests/harnesses/test_codex.py::test_the_readmes_dry_run_selects_the_sub_agent",
-    "../../.venv/bin/lightning-otel train --ci-fast --algorithm verl --agent agent:codex_rollout --train tasks.jsonl --agent-match '^main$' data.max_prompt_length=16384": "tests/harnesses/test_codex.py::test_a_grpo_step_trains_the_tokens_codex_was_served",
+    "../../.venv/bin/lightning-otel train --ci-fast --agent agent:codex_rollout --train tasks.jsonl --agent-match '^main$'": "tests/harnesses/test_codex.py::test_two_grpo_steps_train_the_tokens_codex_was_served",
     # examples/typescript_agent/README.md
     "cd examples/typescript_agent": "tests/harnesses/test_typescript_agent.py::test_the_readmes_dry_run_selects_the_writer",
     "../../.venv/bin/python agent.py --dry-run --agent-match '^writer$'": "tests/harnesses/test_typescript_agent.py::test_the_readmes_dry_run_selects_the_writer",
-    "../../.venv/bin/lightning-otel train --ci-fast --algorithm verl --agent agent:typescript_rollout --train tasks.jsonl --agent-match '^writer$'": "tests/harnesses/test_typescript_agent.py::test_two_grpo_steps_train_the_writers_calls",
+    "../../.venv/bin/lightning-otel train --ci-fast --agent agent:typescript_rollout --train tasks.jsonl --agent-match '^writer$'": "tests/harnesses/test_typescript_agent.py::test_two_grpo_steps_train_the_writers_calls",
     # examples/google_adk/README.md
     'python3 -m venv .venv-adk && .venv-adk/bin/pip install -e ".[adk,demo]" -c constraints-adk.txt': SETUP,
     "cd examples/google_adk": "tests/verl_lane/test_adk_example.py::test_two_grpo_steps_train_the_adk_agents_calls",

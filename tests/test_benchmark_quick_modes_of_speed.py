@@ -32,7 +32,7 @@ HERE: dict[str, tuple[str, ...]] = {
     "failure_rules": ("drop whole groups: trained", "trained with a failed call: 0"),
     "rollout_reads_with_logs": ("+ attach, no records", "ratio to the plain read"),
     "sampler_snapshot": ("ratio shared-base / whole",),
-    "front_door": ("tinker seed 0: exit", "verl seed 0: exit", "dpo seed 0: exit"),
+    "front_door": ("tinker seed 0: exit", "dpo seed 0: exit"),
     "shared_prefix_update": ("ratio shared / whole",),
     "teacher_scoring": ("ratio batched / one at a time",),
 }

@@ -5,7 +5,9 @@ a run's. A broken block fails here: a misspelled flag, a bare command the shell 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,8 +15,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
+from lightning_otel import semconv
+from lightning_otel.collector import Client, EmbeddedCollector
 from tests.doc_blocks import EXAMPLE_READMES, PAGES, ROOT, Block, blocks, lines_not_printed, problems
 
 VENV = Path(sys.prefix)
@@ -147,3 +152,44 @@ def test_a_broken_block_fails(tmp_path: Path) -> None:
     assert any(":9: exit 1" in failure and "n_runnerz" in failure for failure in failures), failures
     assert any(":14: a text block cannot run here" in failure for failure in failures), failures
     assert any(":19: the sample line" in failure for failure in failures), failures
+
+
+def test_the_demos_console_spans_export_and_view_agree_on_every_steps_version(
+    demo: tuple[Path, str], tmp_path: Path
+) -> None:
+    """One policy version count, as a user meets it: the short synchronous demo above (VERL on CPU), then the four
+    places a version shows read back, which agree on every step: the console's `policy v`, every LLM span's
+    `agl.llm.policy_version` and each rollout's queued version in the store, `lightning-otel export --shape
+    rollouts`, and the rollout view (/ui). Step k samples with the weights published after step k-1: version k-1.
+    Here to share the demo's run with the pages (this file is one worker's)."""
+    folder, printed = shutil.copytree(demo[0], tmp_path / "agl-demo"), demo[1]  # the pages' copy stays as it was
+    console = {int(step): int(version) for step, version in re.findall(r"step (\d+): .*policy v (\d+)", printed)}
+    assert console == {step: step - 1 for step in range(1, DEMO_STEPS + 1)}, printed
+    store = folder / "collector.sqlite3"
+    exported = tmp_path / "rollouts.jsonl"
+    export = [sys.executable, "-m", "lightning_otel.cli", "export", str(store), str(exported), "--shape", "rollouts"]
+    ran = subprocess.run(export, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    by_export = {row["rollout_id"]: row for row in rows if row["mode"] == "train"}
+
+    with EmbeddedCollector.on_sqlite_file(store) as addresses, Client(addresses.query) as client:
+        train = [r for r in client.queued_rollouts(limit=1000) if r["mode"] == "train"]
+        assert len(train) == DEMO_STEPS * 16 and len(by_export) == len(train)
+        spans = client.rollouts_spans([r["rollout_id"] for r in train], latest=True)
+        (run,) = httpx.get(f"{addresses.query}/v1/ui/runs").json()["runs"]
+        view = {step: httpx.get(f"{addresses.query}/v1/ui/runs/{run['run_id']}/train/{step}").json()
+                for step in range(1, DEMO_STEPS + 1)}  # fmt: skip
+    for record in train:
+        step, rollout_id = record["metadata"]["step"], record["rollout_id"]
+        expected = console[step]
+        assert record["metadata"]["policy_version"] == expected  # queued under
+        sampled = {s["attributes"].get(semconv.AGL_POLICY_VERSION) for s in spans[rollout_id]
+                   if semconv.AGL_RESPONSE_TOKEN_IDS in s["attributes"]}  # fmt: skip
+        assert sampled == {expected}, (step, sampled)  # sampled by: the client's and the gateway's spans
+        row = by_export[rollout_id]
+        assert row["policy_version"] == expected and {c["policy_version"] for c in row["calls"]} == {expected}
+    for step, page in view.items():
+        assert {r["policy_version"] for r in page["rollouts"]} == {console[step]}
+        assert page["sampled_versions"] == {str(console[step]): len(page["rollouts"])}
+        assert page["trainer_metrics"]["training/policy_version"] == console[step]

@@ -115,4 +115,4 @@ def test_two_grpo_steps_train_the_tokens_claude_code_was_served(claude_code: Pat
         # every call the gateway served was joined to Claude Code's own span of it, and trained ('^main$': the
         # main thread made them all)
         assert metrics["rollout/gateway_calls"] == metrics["rollout/harness_copies"] == metrics["training/samples"]
-        assert metrics["training/rollout_probs_diff_max"] < 1e-3, metrics  # the rows are the tokens it sampled
+        assert metrics["async/logprob_gap_staleness_0"] < 1e-3, metrics  # the rows are the tokens it sampled
