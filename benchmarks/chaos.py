@@ -26,7 +26,7 @@ two LLM calls stored for it; no span stored twice; each sample's policy version 
 trainer kill followed by a resume, and each attempt still running on a killed local runner a second later ended
 with an infrastructure cause; the mean training reward within 3 standard errors of the fault-free run's. Faults by
 kind, steps, rollouts, retries and the causes the store gives are printed and kept in DIR/chaos-seed-N.json. Exits 1
-when a check fails.
+when a check fails. Each seed's folder (DIR/chaos-seed-N/, DIR/fault-free-seed-N/) is replaced by the next run's.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -62,7 +63,10 @@ class ChaosRun:
     def __init__(self, out: Path, seed: int, minutes: float, *, every_s: float, trainer_every_s: float,
                  faults: bool, steps: int | None = None, label: str = "chaos", index: int = 0) -> None:  # fmt: skip
         self.folder = out / f"{label}-seed-{seed}"
-        self.folder.mkdir(parents=True, exist_ok=True)
+        # the previous run's logs and run folder go: its trainer.log's lines were counted as this run's (a resume
+        # without a kill), and its checkpoints read as this run's
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
         self.seed, self.minutes, self.every_s, self.trainer_every_s = seed, minutes, every_s, trainer_every_s
         self.faults_on, self.steps, self.index = faults, steps, index
         self.random = random.Random(seed)
