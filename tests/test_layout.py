@@ -87,12 +87,21 @@ ALLOWED: dict[str, set[str]] = {
     # verl's backend: the loop; the CPU replica (serving); the tested-versions table for verl's internals
     "training.verl": {"training.loop", "runtime", "serving", "lightning_otel.capture.tested_versions"},
     "training.tinker": {"training.loop", "runtime", "serving", "adapters"},
-    "training.sft": {"training.loop", "runtime", "adapters"},
-    "training.reward_model": {"rewards"},
+    "training.sft": {"training.loop", "runtime", "adapters", "training.trl_device"},
+    "training.reward_model": {"rewards", "training.trl_device"},
+    # TRL's settings for the device: shared by the rooms that train with TRL, importing nothing
+    "training.trl_device": set(),
     # APO: candidates run through the run's queue (runtime), conversations read from the spans (adapters)
     "training.apo": {"runtime", "adapters", "agent_api"},
     # DPO: the loop, a CPU replica (serving), pairs by the export's rule, TRL's internals version-gated
-    "training.dpo": {"training.loop", "runtime", "serving", "export", "lightning_otel.capture.tested_versions"},
+    "training.dpo": {
+        "training.loop",
+        "runtime",
+        "serving",
+        "export",
+        "training.trl_device",
+        "lightning_otel.capture.tested_versions",
+    },
     # traces to datasets: rollouts read through the collector (its client; an embedded one over a store), adapted;
     # an ATIF import re-tokenizes with a model's chat template when asked (a model by name, the chat tokenizer)
     "export": {"adapters", "collector", "models", "lightning_otel.serving.sampler_api"},

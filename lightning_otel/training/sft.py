@@ -41,6 +41,7 @@ from lightning_otel.training.loop.options import TrainingOptions
 from lightning_otel.training.loop.result import TrainingResult
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.loop.schedule import Schedule
+from lightning_otel.training.trl_device import trl_device_options
 
 log = logging.getLogger("lightning_otel.sft")
 
@@ -103,16 +104,12 @@ def fine_tune(
         "max_length": max_length,
         "completion_only_loss": True,
         "seed": seed,
-        "use_cpu": cpu,
         "logging_steps": 10,
         "save_strategy": "no",
         "report_to": [],
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
-        # TRL's defaults are for large models on GPUs: bf16 autocast is slow on CPU, and checkpointing trades time
-        # for memory a small model does not need.
-        "bf16": not cpu,
-        "gradient_checkpointing": False,
+        **trl_device_options(cpu),
     }
     config = SFTConfig(**{**options, **(trl_args or {})})  # trl_args: any SFTConfig field, last word
     dataset = Dataset.from_list([prompt_completion(example) for example in examples])

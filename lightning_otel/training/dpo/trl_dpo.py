@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_otel.capture.tested_versions import TESTED, installed_version, is_tested
+from lightning_otel.training.trl_device import trl_device_options
 
 PAIR_ID_COLUMNS = ("prompt_token_ids", "chosen_token_ids", "rejected_token_ids")  # the export's names
 
@@ -134,15 +135,13 @@ def train_dpo(
             "per_device_train_batch_size": batch_size,
             "max_length": max_length,
             "seed": seed,
-            "use_cpu": cpu,
             "logging_steps": 1,
             "save_strategy": "no",
             "report_to": [],
             "disable_tqdm": True,
             "dataloader_num_workers": 0,
-            "bf16": not cpu,  # bf16 autocast is slow on CPU
-            "gradient_checkpointing": False,
             "remove_unused_columns": False,
+            **trl_device_options(cpu),
         }
         config = DPOConfig(**{**options, **(trl_args or {})})
         trainer = _token_id_trainer()(

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lightning_otel.training.trl_device import trl_device_options
+
 log = logging.getLogger("lightning_otel.reward_model")
 
 METRICS_FILE = "reward_model_metrics.json"
@@ -119,12 +121,8 @@ def train_reward_model(
         save_strategy="no",
         report_to=[],
         seed=seed,
-        use_cpu=not torch.cuda.is_available(),
         dataloader_pin_memory=False,
-        # TRL's defaults are for large models on GPUs (as SFT's and DPO's): bf16 autocast on a CPU without bf16
-        # units is emulated, and checkpointing recomputes every forward; 8 pairs of SmolLM2 took 110 s with both
-        bf16=torch.cuda.is_available(),
-        gradient_checkpointing=False,
+        **trl_device_options(cpu=not torch.cuda.is_available()),
     )
     peft_config = None
     if lora:
