@@ -4,6 +4,7 @@ outcome-only GRPO (and, `--advantages grpo anchor`, per-call credit), at equal s
     python -m benchmarks.frozen_lake --out runs/lake.json    # 3 seeds x {grpo}, SmolLM2, about 8 min a run
     python -m benchmarks.frozen_lake --advantages grpo anchor --seeds 0
     python -m benchmarks.frozen_lake --advantages refill grpo_equal   # refilled groups against dropping them
+    python -m benchmarks.frozen_lake --advantages grpo distill distill_alone   # self-distillation against GRPO
     python -m benchmarks.frozen_lake --quick                 # tiny sizes: that it runs (the tests run it)
 
 The task (the docs' "A real model" page says why, and what the first version of it measured):
@@ -28,6 +29,10 @@ steps of `--batch-size` 4 squares x `--group-size` 4 episodes, replies of at mos
 `refill`: GRPO whose tied groups are made up for by further squares' groups in the same step
 (`--refill-tied-groups`, at most `--refill-factor` x the step's squares more); `grpo_equal`: GRPO that drops them,
 given as many steps as the same seed's `refill` run took rollouts (run it after `refill`): the two at equal rollouts.
+`distill`: GRPO plus on-policy self-distillation (`agl.Distillation`): the policy, with a shortest safe path from the
+episode's start square in its context (which the student never sees), scores every token the student sampled, and
+that per-token signal is added to the GRPO advantage; `distill_alone`: the teacher's signal without the reward's.
+Both at `grpo`'s steps and rollouts.
 """
 
 from __future__ import annotations
@@ -74,12 +79,35 @@ def board(rows: list[str], place: int) -> str:
     return f"{grid}\nWhich way do you move? Answer with one word: left, down, right or up."
 
 
+def shortest_path(rows: list[str], start: int) -> list[str]:
+    """The moves of a shortest path from `start` to the goal that steps in no hole (breadth first, gymnasium's
+    moves and numbering): the privileged context of the self-distillation arms' teacher."""
+    width, cells = len(rows[0]), "".join(rows)
+    steps = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+    paths, frontier = {start: []}, [start]
+    while frontier:
+        square = frontier.pop(0)
+        if cells[square] == "G":
+            return paths[square]
+        for move in MOVES:
+            row, col = square // width + steps[move][0], square % width + steps[move][1]
+            following = row * width + col
+            if 0 <= row < len(rows) and 0 <= col < width and cells[following] != "H" and following not in paths:
+                paths[following] = [*paths[square], move]
+                frontier.append(following)
+    raise ValueError(f"no safe path from square {start}")
+
+
 def start_squares() -> list[int]:
     """Every square an episode may start on: not a hole, not the goal (gymnasium's numbering, row by row)."""
+    return [square for square, cell in enumerate("".join(lake_rows())) if cell in "SF"]
+
+
+def lake_rows() -> list[str]:
+    """gymnasium's default 4x4 map, a row a string."""
     import gymnasium
 
-    desc = "".join(bytes(row).decode() for row in gymnasium.make("FrozenLake-v1").unwrapped.desc)
-    return [square for square, cell in enumerate(desc) if cell in "SF"]
+    return [bytes(row).decode() for row in gymnasium.make("FrozenLake-v1").unwrapped.desc]
 
 
 @agl.rollout
@@ -127,6 +155,11 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 REFILL_ARMS = ("refill", "grpo_equal")
+# GRPO with on-policy self-distillation (`distill`), and the teacher's signal alone (`distill_alone`): the policy is
+# its own teacher with a shortest safe path from the episode's start square in its context, which the student never
+# sees; the same steps and rollouts as `grpo` (the teacher scores the sampled tokens, it samples none)
+DISTILL_ARMS = ("distill", "distill_alone")
+TEACHER_CONTEXT = "A safe shortest path from the square this episode started on to the goal: {path}."
 ROLLOUTS_OF_REFILL: dict[int, int] = {}  # seed -> the refill run's training rollouts (grpo_equal's budget)
 
 
@@ -147,15 +180,20 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     records.parent.mkdir(parents=True, exist_ok=True)
     records.unlink(missing_ok=True)
     squares = args.squares or start_squares()
-    tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records)}
-                    for square in squares] for mode in ("train", "val")}  # fmt: skip
+    rows = lake_rows()
+    tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records),
+                     "path": ", ".join(shortest_path(rows, square))} for square in squares]
+             for mode in ("train", "val")}  # fmt: skip
+    distillation = (agl.Distillation(context=TEACHER_CONTEXT, alone=advantage == "distill_alone")
+                    if advantage in DISTILL_ARMS else None)  # fmt: skip
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=steps,
                               shuffle=True, epochs=1000, val_every=steps, val_group_size=args.val_group_size,
                               seed=seed),
         sampling=agl.Sampling(max_tokens=8), validation_sampling=agl.Sampling(max_tokens=8),
-        advantage=estimator_of("grpo" if advantage in REFILL_ARMS else advantage), trackers=agl.Trackers(logger=()),
-        refill_tied_groups=args.refill_factor if advantage == "refill" else 0.0,
+        advantage=estimator_of("grpo" if advantage in (*REFILL_ARMS, *DISTILL_ARMS) else advantage),
+        trackers=agl.Trackers(logger=()), refill_tied_groups=args.refill_factor if advantage == "refill" else 0.0,
+        distillation=distillation,
         on_step=lambda step, metrics: counted.append(metrics.get("rollout/rollouts", 0.0)),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
@@ -217,8 +255,9 @@ def summary(runs: list[dict[str, Any]], arms: list[str], *, ties_allowed: bool) 
         after = [{"phase": "after", **run} for run in ends]
         lines += [f"{arm}: {line}" for line in pooled_comparison(before + after, "phase", "before", "after")]
     measured = [run for run in runs if "nothing_trained" not in run]
-    if {"grpo", "anchor"} <= set(arms):
-        lines += pooled_comparison(measured, "advantage", "grpo", "anchor")
+    for candidate in ("anchor", *DISTILL_ARMS):
+        if {"grpo", candidate} <= set(arms):
+            lines += pooled_comparison(measured, "advantage", "grpo", candidate, either_way=True)
     if set(REFILL_ARMS) <= set(arms):
         for run in runs:
             if run["advantage"] in REFILL_ARMS:
@@ -244,7 +283,7 @@ def main() -> int:
         "--advantages",
         nargs="+",
         default=["grpo"],
-        choices=["grpo", "anchor", *REFILL_ARMS],
+        choices=["grpo", "anchor", *REFILL_ARMS, *DISTILL_ARMS],
         help="arms, run in this order for each seed (grpo_equal after refill)",
     )
     parser.add_argument("--refill-factor", type=float, default=2.0, help="refill: at most this x the step's squares")
@@ -257,7 +296,7 @@ def main() -> int:
         args.model, args.seeds, args.steps = "tiny", [0], 1
         args.batch_size, args.group_size, args.val_group_size = 2, 4, 1
         args.squares = [14, 13, 10]  # a third: refill has a square beyond the step's to draw
-        args.advantages = ["grpo", "anchor", "refill", "grpo_equal"]
+        args.advantages = ["grpo", "anchor", "refill", "grpo_equal", "distill"]
     if args.learning_rate is None:
         args.learning_rate = 6.5e-4 if args.model == "smollm2" else 1e-2
     runs = every_arm(

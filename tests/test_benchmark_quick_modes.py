@@ -28,6 +28,7 @@ HERE: dict[str, tuple[str, ...]] = {
         "anchor: gain after - before",
         "gain anchor - grpo",
         "gain refill - grpo_equal",
+        "gain distill - grpo",
     ),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
     "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
