@@ -16,7 +16,8 @@ query executed, no check), its reward Spider's execution match. A run:
    replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end, and
    at temperature 1 (`--val-sampled` samples a question), the policy GRPO trains. Levers (issue 70): `--reward
    levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`, `--distill-context 'A correct query:
-   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens), `--turns 3`
+   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens;
+   `--distill-alone`: that signal without GRPO's reward advantage), `--turns 3`
    (the tutorial's write, check, rewrite loop: the error of a query SQLite refused reaches the rewrite).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
@@ -96,6 +97,8 @@ def warm_start(args: argparse.Namespace, model: Path, tasks: list[dict[str, Any]
 
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """One seed: the untrained model, the warm start, then GRPO; every figure of the run (also as JSON)."""
+    if args.distill_alone and not args.distill_context:
+        raise SystemExit("--distill-alone trains on the teacher's signal only: give the teacher's --distill-context")
     started = time.monotonic()
     data_dir = default_data_dir()
     if not data_ready(data_dir):
@@ -135,7 +138,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
           f"reward {args.reward}, learning rate {args.learning_rate:g}"
           + (f", {args.turns} turns (write, check, rewrite)" if args.turns > 1 else "")
           + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
-          + (f", self-distilled (weight {args.distill_weight:g}) from {args.distill_context!r}"
+          + (f", self-distilled (weight {args.distill_weight:g}{', alone' if args.distill_alone else ''}) from "
+             f"{args.distill_context!r}"
              if args.distill_context else "")
           + f"; validation on the {len(val_tasks)} held-out questions, greedy"
           + (f" and {args.val_sampled} samples each at temperature 1" if args.val_sampled else ""),
@@ -155,7 +159,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
             sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
             trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
-            distillation=agl.Distillation(weight=args.distill_weight, context=args.distill_context)
+            distillation=agl.Distillation(weight=args.distill_weight, context=args.distill_context,
+                                          alone=args.distill_alone)
             if args.distill_context else None,
         )  # fmt: skip
         engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
@@ -169,6 +174,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "reward": args.reward, "turns": args.turns, "learning_rate": args.learning_rate,
         "refill_tied_groups": args.refill_tied_groups,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
+        "distill_alone": args.distill_alone,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
         **validation_shares(val_records, len(val_tasks), args.val_sampled),
         **result.figures(),
@@ -222,6 +228,8 @@ def parser() -> argparse.ArgumentParser:
                         help="on-policy self-distillation: the policy with this context (a task's fields, e.g. "
                              "'A correct query: {query}') scores the sampled tokens")  # fmt: skip
     parser.add_argument("--distill-weight", type=float, default=1.0, help="the teacher's per-token signal's weight")
+    parser.add_argument("--distill-alone", action="store_true",
+                        help="train on the teacher's signal only, not GRPO's reward advantage")  # fmt: skip
     parser.add_argument("--val-sampled", type=int, default=2, metavar="K",
                         help="each validation also samples every held-out question K times at temperature 1 (the "
                              "policy GRPO trains; 0: greedy only)")  # fmt: skip
