@@ -326,6 +326,20 @@ def test_a_runner_process_loads_only_the_runner_the_agent_api_and_capture():
     assert {room_of(name) for name in loaded} - {"collector"} <= RUNNER_ROOMS, sorted(loaded)
 
 
+def test_a_benchmarks_agent_module_loads_no_torch_in_its_runners():
+    """The benchmarks' agents (FrozenLake's, the credit and policy benchmarks') live in modules that also build the
+    run's model (`testing.tiny_model.model_or_tiny`); every runner process imports that module for its agent, and
+    torch only where a model is built (4-5 s of CPU a runner otherwise)."""
+    code = (
+        "import sys\n"
+        "import benchmarks.frozen_lake, benchmarks.credit_assignment, benchmarks.policy_per_agent\n"
+        "print(' '.join(name for name in ('torch', 'transformers') if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [], done.stdout
+
+
 def test_the_face_still_offers_every_public_name():
     import lightning_otel
 

@@ -5,12 +5,13 @@ tests, the CPU demo, `lightning-otel train --tiny-model`). Needs torch and trans
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from lightning_otel.models.named import model_folder
 from lightning_otel.testing.tokenizer import ChatTokenizer, build_tokenizer
+
+if TYPE_CHECKING:  # torch is imported where a model is built: an agent module that names model_or_tiny (a
+    import torch  # benchmark's) is imported by every runner process, which needs no torch (4-5 s of CPU each)
 
 
 def tiny_policy(
@@ -28,6 +29,7 @@ def tiny_policy(
 
     `architecture="llama"` where the tokenizer's own pre-tokenizer must be kept: transformers 5 loads a `qwen2`
     model directory's tokenizer as `Qwen2Tokenizer`, which replaces the pre-tokenizer of tokenizer.json with Qwen2's."""
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if architecture not in ("qwen2", "llama"):
