@@ -4,6 +4,7 @@ SmolLM2 (`apo_room_selector.py`) proposed no edit that kept them; this says whet
 scored, i.e. whether the figure is the editor's limit or the agent's.
 
     python -m benchmarks.apo_prompt_ceiling --out runs/apo_ceiling.json   # SmolLM2, about 9 min on 2 cores
+    python -m benchmarks.apo_prompt_ceiling --warm-start 32               # the agent warm-started on the tool first
     python -m benchmarks.apo_prompt_ceiling --quick                       # the tiny model, 1 task a prompt (tests)
 
 The agent, its endpoint and the judge are `apo_room_selector.py`'s: the tutorial's `room_selector` rollout unchanged
@@ -26,7 +27,7 @@ from typing import Any
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import standard_error
-from benchmarks.apo_room_selector import AGENT, JUDGE, router
+from benchmarks.apo_room_selector import AGENT, JUDGE, router, warm_agent
 from lightning_otel.agent_api.script_folder import import_from_folder
 from lightning_otel.serving.cpu_replica import serve_folder
 from lightning_otel.testing import OpenAITestServer
@@ -85,6 +86,8 @@ def main() -> int:
     parser.add_argument("--model", choices=("tiny", "smollm2"), default="smollm2")
     parser.add_argument("--max-tokens", type=int, default=256, help="the longest reply SmolLM2 gives any request")
     parser.add_argument("--out", type=Path, help="write every prompt's numbers here (JSON)")
+    parser.add_argument("--warm-start", type=int, default=0, metavar="DRILLS",
+                        help="the agent's model warm-started on this many drills (apo_room_selector's)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the tiny model, one task a prompt: that it runs (tests)")
     args = parser.parse_args()
     tasks = load_train_val_dataset()[1]  # the tutorial driver's validation tasks
@@ -94,6 +97,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agl-apo-ceiling-") as scratch:
         work = Path(scratch)
         folder = with_tools_template(model_or_tiny(args.model, work, seed=0), work)
+        if args.warm_start:  # every model name here is the agent's: the warm-started model serves them all
+            folder, warmed = warm_agent(folder, 0, args, work)
+            print(f"warm start: {warmed['examples']:.0f} examples from {warmed['drills']} drills in "
+                  f"{warmed['seconds']:.0f} s", flush=True)  # fmt: skip
         with serve_folder(folder, seed=0) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
             # the runner processes inherit these, as the tutorial's reader sets them for room_selector.py
             os.environ.update(OPENAI_BASE_URL=api.base_url, OPENAI_API_KEY="unused", ROOM_SELECTOR_MODEL=AGENT,

@@ -3,6 +3,7 @@ agent's model, and as APO's critique and edit models: does prompt optimisation f
 model, as a user with no hosted model would run it?
 
     python -m benchmarks.apo_room_selector --seeds 0 --workdir runs/apo --out runs/apo.json   # SmolLM2, ~1 h a seed
+    python -m benchmarks.apo_room_selector --seeds 0 --warm-start 32 --workdir runs/apo-warm   # the agent warm-started
     python -m benchmarks.apo_room_selector --quick                            # the tiny model (tests)
 
 The tutorial's script (`room_selector_apo.py`: APO with the tutorial's arguments, 8 train and 8 validation tasks)
@@ -17,11 +18,17 @@ score, the best prompt's (chosen on those same 8 validation tasks, so it is an o
 candidates were proposed and tried, rollouts, wall time, and the best prompt itself. A run in which every edit was
 refused (APO's `NothingTrained`: no candidate but the seed ran) is reported as "searched nothing", with the seed's
 score, and is not a measurement (exit 1; `--quick` allows it, the tiny model's edits are gibberish).
+
+`--warm-start DRILLS` first fine-tunes the agent's model on the tool's format (`benchmarks/_rooms.py`: generated
+drills in the tutorial's format, none a tutorial task, answered by a scripted teacher that calls the tool and names the
+room the tutorial's rule picks; SFT on the right ones), then serves it for the agent's model name only: APO's critique
+and edit models stay the base SmolLM2. The quick mode warm-starts on 4 drills.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import lightning_otel as agl
+from benchmarks._rooms import room_drills, strict_score, warm_start
 from benchmarks._seeded_runs import finish
 from lightning_otel.agent_api.script_folder import import_from_folder
 from lightning_otel.serving.cpu_replica import serve_folder
@@ -42,27 +51,20 @@ from lightning_otel.testing.tiny_model import model_or_tiny
 ROOT = Path(__file__).resolve().parents[1]
 (model_with_tools,) = import_from_folder(ROOT / "examples" / "calculator", "model_with_tools")
 (room_selector,) = import_from_folder(ROOT / "examples" / "apo", "room_selector")
-with_tools_template, ROOMS = model_with_tools.with_tools_template, room_selector.ROOMS
+with_tools_template = model_with_tools.with_tools_template
 
 JUDGE = "strict-exact-judge"
 AGENT = "smollm2"
 _JUDGE_PROMPT = re.compile(r"Task output:\n(.*?)\n\nExpected room:\n(.*?)\n", re.S)
 
 
-def strict_score(output: str, expected: str) -> float:
-    """1.0 when the output names the expected room and no other; for "No Room", when it names none and says so."""
-    named = {room["id"] for room in ROOMS if re.search(rf"\b{room['id']}\b", output, re.IGNORECASE)}
-    if expected == "No Room":
-        return float(not named and bool(re.search(r"\bno (suitable )?room", output, re.IGNORECASE)))
-    return float(named == {expected})
-
-
-def router(replica_url: str, max_tokens: int) -> Any:
+def router(replica_url: str, max_tokens: int, agent_url: str | None = None) -> Any:
     """The endpoint's replies: the scripted judge for its model, SmolLM2's own answer (text or tool calls) for the
-    rest."""
+    rest; the agent's model from `agent_url` where it is given (a warm-started agent; APO's models stay the base)."""
     import httpx
 
     client = httpx.Client(base_url=replica_url, timeout=900)
+    agent_client = httpx.Client(base_url=agent_url, timeout=900) if agent_url else client
 
     def reply(body: dict[str, Any]) -> str | Reply:
         if body.get("model") == JUDGE:
@@ -72,7 +74,8 @@ def router(replica_url: str, max_tokens: int) -> Any:
             return json.dumps({"reason": "names the expected room only" if score else "does not", "score": score})
         forwarded = {key: value for key, value in body.items() if key not in ("response_format", "stream")}
         forwarded.update(model="agl-policy", max_tokens=min(int(body.get("max_tokens") or max_tokens), max_tokens))
-        answer = client.post("/chat/completions", json=forwarded).raise_for_status().json()["choices"][0]["message"]
+        served_by = agent_client if body.get("model") == AGENT else client
+        answer = served_by.post("/chat/completions", json=forwarded).raise_for_status().json()["choices"][0]["message"]
         calls = [ToolCall(call["function"]["name"], call["function"]["arguments"], call["id"])
                  for call in answer.get("tool_calls") or []]  # fmt: skip
         return Reply(content=answer.get("content"), tool_calls=calls)
@@ -80,13 +83,29 @@ def router(replica_url: str, max_tokens: int) -> Any:
     return reply
 
 
+def warm_agent(folder: Path, seed: int, args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
+    """The agent's model after the warm start on `args.warm_start` drills, and what it did."""
+    drills = room_drills(args.warm_start, seed=seed + 500, avoid=room_selector.load_room_tasks())
+    started = time.monotonic()
+    with agl.quiet(work / "warm_start.log"):
+        sft = warm_start(folder, drills, work / "model-warm", seed=seed)
+    figures = {"drills": len(drills), "examples": sft.final.get("sft/examples"), "seconds": time.monotonic() - started}
+    if not figures["examples"]:
+        raise SystemExit(f"the warm start kept no example from {len(drills)} drills: see {work / 'warm_start.log'}")
+    return work / "model-warm", figures
+
+
 def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     folder = with_tools_template(model_or_tiny(args.model, workdir, seed=seed), workdir)
     work = workdir / f"apo-{seed}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT / "examples" / "apo", work, ignore=shutil.ignore_patterns("apo-out", "__pycache__"))
+    warm, warmed = warm_agent(folder, seed, args, work) if args.warm_start else (None, None)
     started = time.monotonic()
-    with serve_folder(folder, seed=seed) as replica, OpenAITestServer(replies=router(replica, args.max_tokens)) as api:
+    with contextlib.ExitStack() as stack:
+        replica = stack.enter_context(serve_folder(folder, seed=seed))
+        agent_replica = stack.enter_context(serve_folder(warm, seed=seed)) if warm else None
+        api = stack.enter_context(OpenAITestServer(replies=router(replica, args.max_tokens, agent_replica)))
         env = {**os.environ, "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "unused", "PYTHONPATH": str(ROOT),
                "ROOM_SELECTOR_MODEL": AGENT, "ROOM_SELECTOR_JUDGE_MODEL": JUDGE}  # fmt: skip
         try:
@@ -100,7 +119,8 @@ def one_run(seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any
         requests = len(api.requests)
     (work / "apo.log").write_text(done.stdout + done.stderr)
     run: dict[str, Any] = {"seed": seed, "model": args.model, "returncode": done.returncode, "requests": requests,
-                           "seconds": time.monotonic() - started, "workdir": str(work)}  # fmt: skip
+                           "seconds": time.monotonic() - started, "workdir": str(work),
+                           "warm_start": warmed}  # fmt: skip
     history_file = work / "apo-out" / "history.json"
     searched_nothing = re.search(r"APO tried no prompt but the seed.*", done.stderr)
     if searched_nothing and history_file.exists():  # every edit refused: the seed's score and the edits, reported
@@ -135,6 +155,10 @@ def summary(runs: list[dict[str, Any]], *, nothing_searched_allowed: bool) -> tu
              f"{'s':>6}"]  # fmt: skip
     complete = True
     for run in runs:
+        if run.get("warm_start"):
+            warmed = run["warm_start"]
+            lines.append(f"{run['seed']:>4} warm start: {warmed['examples']:.0f} examples from {warmed['drills']} "
+                         f"drills in {warmed['seconds']:.0f} s (the agent's model; APO's are the base)")  # fmt: skip
         if "searched_nothing" in run:  # not a measurement of APO: no candidate but the seed ran
             lines.append(f"{run['seed']:>4} seed prompt {run['seed_val']:.3f}, searched nothing in "
                          f"{run['seconds']:.0f} s: {run['searched_nothing'][:400]}")  # fmt: skip
@@ -160,10 +184,13 @@ def main() -> int:
     parser.add_argument(
         "--workdir", type=Path, help="keep each seed's run (store, log, history) here; default a temp dir"
     )
+    parser.add_argument("--warm-start", type=int, default=0, metavar="DRILLS",
+                        help="warm-start the agent's model first: SFT on this many drills a scripted teacher answers "
+                             "with the tool (APO's own models stay the base)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the tiny model, one seed: that it runs (the tests)")
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.model, args.max_tokens = [0], "tiny", 16
+        args.seeds, args.model, args.max_tokens, args.warm_start = [0], "tiny", 16, 4
     runs = []
     with tempfile.TemporaryDirectory(prefix="agl-apo-") as scratch:
         folder = args.workdir or Path(scratch)  # each seed's copy of the tutorial, its store and log, kept there
