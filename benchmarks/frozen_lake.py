@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import sys
@@ -164,12 +163,22 @@ ROLLOUTS_OF_REFILL: dict[int, int] = {}  # seed -> the refill run's training rol
 
 
 def steps_of(advantage: str, seed: int, args: argparse.Namespace) -> int:
-    """The run's steps: `--steps`; for grpo_equal as many as the same seed's refill run took rollouts."""
+    """The run's steps: `--steps`; for grpo_equal those whose rollouts come nearest to the same seed's refill run's.
+    An epoch's last step holds the squares left over (11 squares, 4 a step: 4, 4, 3), as the schedule draws them."""
     if advantage != "grpo_equal":
         return args.steps
     if seed not in ROLLOUTS_OF_REFILL:
         raise SystemExit("grpo_equal takes its steps from the same seed's refill run: list refill before it")
-    return math.ceil(ROLLOUTS_OF_REFILL[seed] / (args.batch_size * args.group_size))
+    squares = len(args.squares or start_squares())
+    per_epoch = [args.batch_size] * (squares // args.batch_size) + [squares % args.batch_size] * bool(
+        squares % args.batch_size
+    )
+    target, steps, rollouts = ROLLOUTS_OF_REFILL[seed], 0, 0
+    while True:
+        more = rollouts + per_epoch[steps % len(per_epoch)] * args.group_size
+        if steps and abs(more - target) >= abs(rollouts - target):
+            return steps
+        steps, rollouts = steps + 1, more
 
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
