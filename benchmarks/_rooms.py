@@ -25,7 +25,6 @@ from lightning_otel.testing import OpenAITestServer, Reply, ToolCall
 ROOT = Path(__file__).resolve().parents[1]
 (room_selector,) = import_from_folder(ROOT / "examples" / "apo", "room_selector")
 ROOMS = room_selector.ROOMS
-SYSTEM = "You are a scheduling assistant."  # the tutorial agent's system turn
 # the seed prompt, as `prompt_template_baseline()` fills it
 _SEED_PROMPT = re.compile(r"Find a room on (\S+) at (\S+) for (\d+) minutes, (\d+) attendees\. Needs: (\[.*?\])\. "
                           r"Accessible required: (True|False)")  # fmt: skip
@@ -84,23 +83,7 @@ def room_drill(task: dict[str, Any], llm: agl.LLM) -> float:
 
     client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused")
     prompt = room_selector.prompt_template_baseline().format(**task["task_input"])
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-    reply = client.chat.completions.create(model=llm.model, messages=messages, tools=room_selector.TOOLS,
-                                           tool_choice="auto", temperature=0.0).choices[0].message  # fmt: skip
-    final = reply.content or ""
-    if reply.tool_calls:
-        messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in reply.tool_calls]})  # fmt: skip
-        for call in reply.tool_calls:
-            try:
-                result: Any = room_selector.get_rooms_and_availability(**json.loads(call.function.arguments))
-            except Exception as exc:  # as the tutorial's agent: the model reads its mistake
-                result = {"error": str(exc)}
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-        final = client.chat.completions.create(model=llm.model, messages=messages,
-                                               temperature=0.0).choices[0].message.content or ""  # fmt: skip
-    return strict_score(final, task["expected_choice"])
+    return strict_score(room_selector.choose_room(client, llm.model, prompt) or "", task["expected_choice"])
 
 
 def warm_start(model: Path, drills: Sequence[dict[str, Any]], output: Path, *, seed: int, epochs: float = 2.0,

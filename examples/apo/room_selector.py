@@ -114,29 +114,32 @@ def grade(client: OpenAI, final_message: str | None, expected_choice: str) -> fl
     return float(parsed.score) if parsed is not None else 0.0
 
 
+def choose_room(client: OpenAI, model: str, prompt: str) -> str | None:
+    """The agent's two calls: the prompt with the tool offered, then, when it called the tool, its answer read."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a scheduling assistant."},
+        {"role": "user", "content": prompt},
+    ]
+    reply = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice="auto",
+                                           temperature=0.0).choices[0].message  # fmt: skip
+    if not reply.tool_calls:
+        return reply.content
+    messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+        for c in reply.tool_calls]})  # fmt: skip
+    for call in reply.tool_calls:
+        try:
+            result: Any = get_rooms_and_availability(**json.loads(call.function.arguments))
+        except Exception as exc:  # a bad call is the model's mistake: it reads the error and the reward says so
+            result = {"error": str(exc)}
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+    return client.chat.completions.create(model=model, messages=messages, temperature=0.0).choices[0].message.content
+
+
 @agl.rollout
 def room_selector(task: dict[str, Any], prompt_template: agl.PromptTemplate) -> float:
     client = OpenAI()
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a scheduling assistant."},
-        {"role": "user", "content": prompt_template.format(**task["task_input"])},
-    ]
-    reply = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, tool_choice="auto",
-                                           temperature=0.0).choices[0].message  # fmt: skip
-    final = reply.content
-    if reply.tool_calls:
-        messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in reply.tool_calls]})  # fmt: skip
-        for call in reply.tool_calls:
-            try:
-                result: Any = get_rooms_and_availability(**json.loads(call.function.arguments))
-            except Exception as exc:  # a bad call is the model's mistake: it reads the error and the reward says so
-                result = {"error": str(exc)}
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-        final = (
-            client.chat.completions.create(model=MODEL, messages=messages, temperature=0.0).choices[0].message.content
-        )
+    final = choose_room(client, MODEL, prompt_template.format(**task["task_input"]))
     return grade(client, final, task["expected_choice"])
 
 
