@@ -82,14 +82,14 @@ def shortest_path(rows: list[str], start: int) -> list[str]:
     """The moves of a shortest path from `start` to the goal that steps in no hole (breadth first, gymnasium's
     moves and numbering): the privileged context of the self-distillation arms' teacher."""
     width, cells = len(rows[0]), "".join(rows)
-    steps = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+    offsets = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
     paths, frontier = {start: []}, [start]
     while frontier:
         square = frontier.pop(0)
         if cells[square] == "G":
             return paths[square]
         for move in MOVES:
-            row, col = square // width + steps[move][0], square % width + steps[move][1]
+            row, col = square // width + offsets[move][0], square % width + offsets[move][1]
             following = row * width + col
             if 0 <= row < len(rows) and 0 <= col < width and cells[following] != "H" and following not in paths:
                 paths[following] = [*paths[square], move]
@@ -169,10 +169,8 @@ def steps_of(advantage: str, seed: int, args: argparse.Namespace) -> int:
         return args.steps
     if seed not in ROLLOUTS_OF_REFILL:
         raise SystemExit("grpo_equal takes its steps from the same seed's refill run: list refill before it")
-    squares = len(args.squares or start_squares())
-    per_epoch = [args.batch_size] * (squares // args.batch_size) + [squares % args.batch_size] * bool(
-        squares % args.batch_size
-    )
+    full, left = divmod(len(args.squares or start_squares()), args.batch_size)
+    per_epoch = [args.batch_size] * full + [left] * (left > 0)
     target, steps, rollouts = ROLLOUTS_OF_REFILL[seed], 0, 0
     while True:
         more = rollouts + per_epoch[steps % len(per_epoch)] * args.group_size
