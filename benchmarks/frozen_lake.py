@@ -204,7 +204,7 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
         on_step=lambda step, metrics: counted.append(metrics.get("rollout/rollouts", 0.0)),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
-    trainer = agl.Trainer(n_runners=1 if args.quick else 2, algorithm=algorithm, progress=False)  # quick: 5 arms
+    trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
     started = time.monotonic()
     try:
         with agl.quiet(workdir / f"{advantage}-{seed}.log"):
