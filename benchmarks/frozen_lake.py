@@ -31,8 +31,8 @@ steps of `--batch-size` 4 squares x `--group-size` 4 episodes, replies of at mos
 given as many steps as the same seed's `refill` run took rollouts (run it after `refill`): the two at equal rollouts.
 `distill`: GRPO plus on-policy self-distillation (`agl.Distillation`): the policy, with a shortest safe path from the
 episode's start square in its context (which the student never sees), scores every token the student sampled, and
-that per-token signal is added to the GRPO advantage; `distill_alone`: the teacher's signal without the reward's.
-Both at `grpo`'s steps and rollouts.
+that per-token signal is added to the GRPO advantage, times `--distill-weight`; `distill_alone`: the teacher's signal
+without the reward's. Both at `grpo`'s steps and rollouts.
 """
 
 from __future__ import annotations
@@ -158,6 +158,7 @@ REFILL_ARMS = ("refill", "grpo_equal")
 # its own teacher with a shortest safe path from the episode's start square in its context, which the student never
 # sees; the same steps and rollouts as `grpo` (the teacher scores the sampled tokens, it samples none)
 DISTILL_ARMS = ("distill", "distill_alone")
+DISTILL_KEYS = ("reverse_kl", "teacher_logprob")
 TEACHER_CONTEXT = "A safe shortest path from the square this episode started on to the goal: {path}."
 ROLLOUTS_OF_REFILL: dict[int, int] = {}  # seed -> the refill run's training rollouts (grpo_equal's budget)
 
@@ -179,10 +180,22 @@ def steps_of(advantage: str, seed: int, args: argparse.Namespace) -> int:
         steps, rollouts = steps + 1, more
 
 
+def step_line(arm: str, seed: int, steps: int, step: int, metrics: dict[str, float], seen: list[dict]) -> None:
+    """Keep the step's metrics, and say on stderr that it ended: a SmolLM2 run takes most of an hour, and its trainer
+    is quiet (`agl.quiet`)."""
+    seen.append(metrics)
+    trained = "no update (every group tied)" if metrics.get("training/skipped_step") else "trained"
+    teacher = (
+        f", reverse KL to the teacher {metrics['distill/reverse_kl']:.3f}" if "distill/reverse_kl" in metrics else ""
+    )
+    print(f"{arm} seed {seed}: step {step} of {steps}, training reward {metrics.get('rollout/reward_mean', 0.0):.3f}, "
+          f"{trained}{teacher}, {metrics.get('timing_s/step', 0.0):.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+
+
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     model = model_or_tiny(args.model, workdir, seed=seed)
     steps = steps_of(advantage, seed, args)
-    counted: list[float] = []  # each step's training rollouts, as the steps end (kept when no step trained too)
+    seen: list[dict] = []  # each step's metrics, as the steps end (kept when no step trained too)
     records = (args.records or workdir) / f"{advantage}-{seed}.episodes.jsonl"
     records.parent.mkdir(parents=True, exist_ok=True)
     records.unlink(missing_ok=True)
@@ -191,8 +204,8 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     tasks = {mode: [{"task_id": f"square-{square}", "start": square, "mode": mode, "record_file": str(records),
                      "path": ", ".join(shortest_path(rows, square))} for square in squares]
              for mode in ("train", "val")}  # fmt: skip
-    distillation = (agl.Distillation(context=TEACHER_CONTEXT, alone=advantage == "distill_alone")
-                    if advantage in DISTILL_ARMS else None)  # fmt: skip
+    distillation = (agl.Distillation(context=TEACHER_CONTEXT, alone=advantage == "distill_alone",
+                                     weight=args.distill_weight) if advantage in DISTILL_ARMS else None)  # fmt: skip
     options = agl.TrainingOptions(
         schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=steps,
                               shuffle=True, epochs=1000, val_every=steps, val_group_size=args.val_group_size,
@@ -201,7 +214,7 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
         advantage=estimator_of("grpo" if advantage in (*REFILL_ARMS, *DISTILL_ARMS) else advantage),
         trackers=agl.Trackers(logger=()), refill_tied_groups=args.refill_factor if advantage == "refill" else 0.0,
         distillation=distillation,
-        on_step=lambda step, metrics: counted.append(metrics.get("rollout/rollouts", 0.0)),
+        on_step=lambda step, metrics: step_line(advantage, seed, steps, step, metrics, seen),
     )  # fmt: skip
     algorithm = agl.Tinker(agl.LocalEngine(model, rank=32, seed=seed), options, learning_rate=args.learning_rate)
     trainer = agl.Trainer(n_runners=2, algorithm=algorithm, progress=False)
@@ -209,23 +222,26 @@ def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) 
     try:
         with agl.quiet(workdir / f"{advantage}-{seed}.log"):
             result = trainer.fit(lake_agent, tasks["train"], tasks["val"])
-    except agl.NothingTrained as nothing:  # every step's groups were all equal: a run, reported, not a crash
-        if advantage == "refill":
-            ROLLOUTS_OF_REFILL[seed] = int(sum(counted))
-        return {"advantage": advantage, "seed": seed, "model": args.model, "nothing_trained": str(nothing),
-                "train_rollouts": int(sum(counted)), "steps": steps, "seconds": time.monotonic() - started}  # fmt: skip
+    except agl.NothingTrained as error:  # every step's groups were all equal: a run, reported, not a crash
+        result, nothing = None, str(error)
+    rollouts = int(sum(metrics.get("rollout/rollouts", 0.0) for metrics in seen))
+    if advantage == "refill":
+        ROLLOUTS_OF_REFILL[seed] = rollouts
+    if result is None:
+        return {"advantage": advantage, "seed": seed, "model": args.model, "nothing_trained": nothing,
+                "train_rollouts": rollouts, "steps": steps, "seconds": time.monotonic() - started}  # fmt: skip
     episodes = [json.loads(line) for line in records.read_text().splitlines()]
     val_episodes = [record for record in episodes if record["mode"] == "val"]
     train_episodes = [record for record in episodes if record["mode"] == "train"]
     last = max(record["version"] for record in val_episodes)  # the end's validation: the last weights
     per_step = args.batch_size * args.group_size
-    rollouts = int(sum(counted))
-    if advantage == "refill":
-        ROLLOUTS_OF_REFILL[seed] = rollouts
     refilled = {key: sum(record.metrics.get(f"refill/{key}", 0) for record in result.steps)
                 for key in ("tasks_drawn", "groups", "tied_groups", "informative_groups")}  # fmt: skip
     return {"advantage": advantage, "seed": seed, "model": args.model, **result.figures(), "train_rollouts": rollouts,
-            "steps": steps, "refill": refilled,
+            "steps": steps, "refill": refilled, "distill_weight": args.distill_weight if distillation else None,
+            # per step: the sampled tokens' reverse KL to the teacher, and the teacher's mean logprob of them
+            "distill": {key: [metrics.get(f"distill/{key}") for metrics in seen] for key in DISTILL_KEYS}
+            if distillation else None,
             "val_start": episode_figures([record for record in val_episodes if record["version"] == 0]),
             "val_end": episode_figures([record for record in val_episodes if record["version"] == last]),
             "train_first": episode_figures(train_episodes[: 5 * per_step]),
@@ -294,6 +310,8 @@ def main() -> int:
         help="arms, run in this order for each seed (grpo_equal after refill)",
     )
     parser.add_argument("--refill-factor", type=float, default=2.0, help="refill: at most this x the step's squares")
+    parser.add_argument("--distill-weight", type=float, default=1.0,
+                        help="distill arms: the teacher's per-token signal's weight (agl.Distillation)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a minute: that it runs (the tests)")
     args = parser.parse_args()
