@@ -5,6 +5,7 @@ outcome-only GRPO (and, `--advantages grpo anchor`, per-call credit), at equal s
     python -m benchmarks.frozen_lake --advantages grpo anchor --seeds 0
     python -m benchmarks.frozen_lake --advantages refill grpo_equal   # refilled groups against dropping them
     python -m benchmarks.frozen_lake --advantages grpo distill distill_alone   # self-distillation against GRPO
+    python -m benchmarks.frozen_lake --teacher-check 8       # is that teacher the better policy? (no training)
     python -m benchmarks.frozen_lake --quick                 # tiny sizes: that it runs (the tests run it)
 
 The task (the docs' "A real model" page says why, and what the first version of it measured):
@@ -42,14 +43,17 @@ import json
 import re
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import lightning_otel as agl
+from benchmarks._lake_teacher import first_turn_replies, teacher_check_lines
 from benchmarks._seeded_runs import estimator_of, every_arm, finish, pooled_comparison, standard_error
 from benchmarks._two_choices import MODELS, chat_client
 from lightning_otel import semconv
+from lightning_otel.runtime.output import terminal
 from lightning_otel.testing.tiny_model import model_or_tiny
 
 MOVES = ("left", "down", "right", "up")  # gymnasium's action numbers, in order
@@ -181,15 +185,16 @@ def steps_of(advantage: str, seed: int, args: argparse.Namespace) -> int:
 
 
 def step_line(arm: str, seed: int, steps: int, step: int, metrics: dict[str, float], seen: list[dict]) -> None:
-    """Keep the step's metrics, and say on stderr that it ended: a SmolLM2 run takes most of an hour, and its trainer
-    is quiet (`agl.quiet`)."""
+    """Keep the step's metrics, and say on the terminal that it ended: a SmolLM2 run takes most of an hour, and
+    `agl.quiet` sends everything but our own lines to the run's log."""
     seen.append(metrics)
     trained = "no update (every group tied)" if metrics.get("training/skipped_step") else "trained"
     teacher = (
         f", reverse KL to the teacher {metrics['distill/reverse_kl']:.3f}" if "distill/reverse_kl" in metrics else ""
     )
-    print(f"{arm} seed {seed}: step {step} of {steps}, training reward {metrics.get('rollout/reward_mean', 0.0):.3f}, "
-          f"{trained}{teacher}, {metrics.get('timing_s/step', 0.0):.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+    terminal().print(f"{arm} seed {seed}: step {step} of {steps}, training reward "
+                     f"{metrics.get('rollout/reward_mean', 0.0):.3f}, {trained}{teacher}, "
+                     f"{metrics.get('timing_s/step', 0.0):.0f} s")  # fmt: skip
 
 
 def one_run(advantage: str, seed: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -312,6 +317,8 @@ def main() -> int:
     parser.add_argument("--refill-factor", type=float, default=2.0, help="refill: at most this x the step's squares")
     parser.add_argument("--distill-weight", type=float, default=1.0,
                         help="distill arms: the teacher's per-token signal's weight (agl.Distillation)")  # fmt: skip
+    parser.add_argument("--teacher-check", type=int, metavar="N", default=0,
+                        help="only: N replies a square, with and without the distill teacher's context")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a minute: that it runs (the tests)")
     args = parser.parse_args()
@@ -321,9 +328,17 @@ def main() -> int:
         args.model, args.seeds, args.steps = "tiny", [0], 1
         args.batch_size, args.group_size, args.val_group_size = 2, 4, 1
         args.squares = [14, 13, 10]  # a third: refill has a square beyond the step's to draw
-        args.advantages = ["grpo", "anchor", "refill", "grpo_equal", "distill"]
+        args.advantages, args.teacher_check = ["grpo", "anchor", "refill", "grpo_equal", "distill"], 1
     if args.learning_rate is None:
         args.learning_rate = 6.5e-4 if args.model == "smollm2" else 1e-2
+    if args.teacher_check:  # is the teacher the better policy? (docs/models.md: on SmolLM2 it was not)
+        with tempfile.TemporaryDirectory(prefix="agl-lake-teacher-") as folder:
+            model = model_or_tiny(args.model, folder, seed=args.seeds[0])
+            shares = first_turn_replies(model, args.squares or start_squares(), args.teacher_check, args.seeds[0],
+                                        context=TEACHER_CONTEXT)  # fmt: skip
+        print("\n".join(teacher_check_lines(shares)), flush=True)
+        if not args.quick:  # the check alone; the quick mode runs the arms too
+            return 0
     runs = every_arm(
         args.seeds, args.advantages, lambda arm, seed, folder: one_run(arm, seed, args, folder), "agl-lake-"
     )

@@ -29,6 +29,8 @@ HERE: dict[str, tuple[str, ...]] = {
         "gain anchor - grpo",
         "gain refill - grpo_equal",
         "gain distill - grpo",
+        "teacher check, teacher",
+        "grpo seed 0: step 1 of 1, training reward",
     ),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
     "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
