@@ -19,8 +19,10 @@ def first_turn_replies(model_dir: Path, squares: list[int], samples: int, seed: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from benchmarks.frozen_lake import MOVES, RULES, board, lake_rows, move_of, shortest_path
+    from lightning_otel.serving.sampler_api import HFChatTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    chat = HFChatTokenizer(tokenizer)  # the replica's rendering, and the loop's teacher's (`teacher_context_ids`)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     rows = lake_rows()
     shares: dict[str, Any] = {"samples": samples * len(squares)}
@@ -30,11 +32,11 @@ def first_turn_replies(model_dir: Path, squares: list[int], samples: int, seed: 
         for square in squares:
             path = shortest_path(rows, square)
             turns = [{"role": "system", "content": RULES}, {"role": "user", "content": board(rows, square)}]
-            text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-            if who == "teacher":  # the loop's teacher: the context as a system turn before the prompt
+            prompt = chat.encode(chat.render_chat(turns))
+            if who == "teacher":  # the loop's teacher: the context's ids as a system turn before the prompt's
                 privileged = [{"role": "system", "content": context.format(path=", ".join(path))}]
-                text = tokenizer.apply_chat_template(privileged, tokenize=False) + text
-            ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids.repeat(samples, 1)
+                prompt = chat.encode(chat.render_chat(privileged, add_generation_prompt=False)) + prompt
+            ids = torch.tensor([prompt] * samples)
             with torch.no_grad():
                 out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0, top_k=0,
                                      top_p=1.0, max_new_tokens=8, pad_token_id=tokenizer.eos_token_id)  # fmt: skip
