@@ -37,6 +37,27 @@ def test_self_distillation_from_the_command_line_scores_every_sampled_token(task
     assert all(step["distill/tokens"] > 0 and step["train/constant_groups"] == 0 for step in steps)
 
 
+def test_a_teacher_check_whose_teacher_is_no_better_stops_the_run_before_it_trains(tasks: Path, tmp_path: Path):
+    run = tmp_path / "checked"
+    context = ("--distill-context", "The word is {word}.", "--teacher-check")
+    flags = short_run(tasks, run, "--algorithm", "tinker", *context)
+    flags[flags.index(f"{AGENTS}:shout")] = f"{AGENTS}:flat"  # every reward 0: student and teacher tie
+    done = train(*flags, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    said = (
+        "FAILED: teacher check, the validation tasks x 2 at the training sampling: mean reward student 0.000, "
+        "teacher (the policy with 'The word is {word}.') 0.000. The teacher is not the better policy"
+    )
+    assert said in done.stderr  # the recipe's 2 sampled answers a task, as its sampled validation
+    assert "trained 0 of" in done.stdout and "model:    none written" in done.stdout
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    val_tasks = len((tasks / "val.jsonl").read_text().splitlines())
+    assert [line["step"] for line in lines] == [0] and lines[0]["teacher_check_teacher/rollouts"] == 2 * val_tasks
+    no_val = [flag for flag in flags if flag not in ("--val", str(tasks / "val.jsonl"))]
+    refused = train(*no_val, cwd=tmp_path)
+    assert refused.returncode == 2 and "--teacher-check answers the held-out tasks" in refused.stderr
+
+
 def test_a_policy_per_agent_leaves_a_model_folder_per_policy(tasks: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 

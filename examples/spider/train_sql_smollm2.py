@@ -17,7 +17,9 @@ query executed, no check), its reward Spider's execution match. A run:
    at temperature 1 (`--val-sampled` samples a question), the policy GRPO trains. Levers (issue 70): `--reward
    levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`, `--distill-context 'A correct query:
    {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens;
-   `--distill-alone`: that signal without GRPO's reward advantage), `--turns 3`
+   `--distill-alone`: that signal without GRPO's reward advantage; `--teacher-check`: first, the held-out questions
+   answered sampled by the student and by that teacher, and the run stopped unless the teacher is right more often),
+   `--turns 3`
    (the tutorial's write, check, rewrite loop: the error of a query SQLite refused reaches the rewrite).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
@@ -97,8 +99,8 @@ def warm_start(args: argparse.Namespace, model: Path, tasks: list[dict[str, Any]
 
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """One seed: the untrained model, the warm start, then GRPO; every figure of the run (also as JSON)."""
-    if args.distill_alone and not args.distill_context:
-        raise SystemExit("--distill-alone trains on the teacher's signal only: give the teacher's --distill-context")
+    if (args.distill_alone or args.teacher_check) and not args.distill_context:
+        raise SystemExit("--distill-alone and --teacher-check need the teacher's --distill-context")
     started = time.monotonic()
     data_dir = default_data_dir()
     if not data_ready(data_dir):
@@ -160,7 +162,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
             trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
             distillation=agl.Distillation(weight=args.distill_weight, context=args.distill_context,
-                                          alone=args.distill_alone)
+                                          alone=args.distill_alone, check=args.teacher_check)
             if args.distill_context else None,
         )  # fmt: skip
         engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
@@ -176,24 +178,32 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
         "distill_alone": args.distill_alone,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
-        **validation_shares(val_records, len(val_tasks), args.val_sampled),
+        **validation_shares(val_records, len(val_tasks), args.val_sampled, teacher_check=args.teacher_check),
         **result.figures(),
         "train_first": outcome_shares(train_records[: 3 * per_step]),
         "train_last": outcome_shares(train_records[-3 * per_step:]),
         "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
         "seconds": time.monotonic() - started,
     }  # fmt: skip
-    run["complete"] = (len(val_records) == 2 * len(val_tasks) * (1 + args.val_sampled)
+    checked = len(val_tasks) * (args.val_sampled or 1) if args.teacher_check else 0  # the teacher's answers
+    run["complete"] = (len(val_records) == 2 * len(val_tasks) * (1 + args.val_sampled) + checked
                        and all(v["rollouts"] for v in run["validations"]))  # fmt: skip
     (work / "run.json").write_text(json.dumps(run, indent=1))
     return run
 
 
-def validation_shares(records: list[dict[str, Any]], questions: int, sampled: int) -> dict[str, Any]:
+def validation_shares(
+    records: list[dict[str, Any]], questions: int, sampled: int, *, teacher_check: bool = False
+) -> dict[str, Any]:
     """The two validations' outcome shares from their answers in the order they ran (the warm start's greedy, its
-    `sampled` samples a question at temperature 1, then the end's): `warm`, `after` and `*_sampled`."""
+    `sampled` samples a question at temperature 1, the teacher check's answers, then the end's): `warm`, `after`,
+    `*_sampled` and `teacher_check` (the teacher's: the policy with the gold query in its context)."""
     block = questions * (1 + sampled)
-    shares = {"val_sampled": sampled}
+    shares: dict[str, Any] = {"val_sampled": sampled}
+    if teacher_check:  # the teacher's answers, sampled as many times a question, ran after the warm start's
+        checked = questions * (sampled or 1)
+        shares["teacher_check"] = outcome_shares(records[block : block + checked])
+        records = records[:block] + records[block + checked :]
     for name, first in (("warm", records[:block]), ("after", records[block : 2 * block])):
         shares[name] = outcome_shares(first[:questions])
         if sampled:
@@ -230,6 +240,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--distill-weight", type=float, default=1.0, help="the teacher's per-token signal's weight")
     parser.add_argument("--distill-alone", action="store_true",
                         help="train on the teacher's signal only, not GRPO's reward advantage")  # fmt: skip
+    parser.add_argument("--teacher-check", action="store_true",
+                        help="before GRPO, the held-out questions answered at temperature 1 by the student and by "
+                             "the teacher; the run stops unless the teacher is right more often")  # fmt: skip
     parser.add_argument("--val-sampled", type=int, default=2, metavar="K",
                         help="each validation also samples every held-out question K times at temperature 1 (the "
                              "policy GRPO trains; 0: greedy only)")  # fmt: skip

@@ -207,19 +207,21 @@ def distillation_of(args: argparse.Namespace, algorithm: str, tasks: list[Any]) 
     """`--distill-context` / `--teacher` as the loop's `Distillation` (None: neither given); a context naming a field
     the tasks lack is said now, not at the first step."""
     if not (args.distill_context or args.teacher):
-        if args.distill_alone or args.distill_weight != 1.0:
-            raise BadInput("--distill-weight and --distill-alone need --distill-context or --teacher")
+        if args.distill_alone or args.distill_weight != 1.0 or args.teacher_check:
+            raise BadInput("--distill-weight, --distill-alone and --teacher-check need --distill-context or --teacher")
         return None
     if algorithm != "tinker":
         raise BadInput(f"on-policy distillation (--distill-context, --teacher) trains with --algorithm tinker: it "
                        f"scores the sampled token ids with the local engine, not {algorithm}")  # fmt: skip
+    if args.teacher_check and not args.val:
+        raise BadInput("--teacher-check answers the held-out tasks as the student and as the teacher: give --val")
     from lightning_otel.models.named import model_folder
     from lightning_otel.training.loop.distillation import Distillation
 
     try:
         teacher = model_folder(args.teacher) if args.teacher else None
         distillation = Distillation(weight=args.distill_weight, context=args.distill_context or "", teacher=teacher,
-                                    alone=args.distill_alone)  # fmt: skip
+                                    alone=args.distill_alone, check=args.teacher_check)  # fmt: skip
         for task in tasks:
             distillation.context_for(task)
         return distillation

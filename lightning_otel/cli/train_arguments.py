@@ -134,6 +134,10 @@ def add_arguments(train: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--distill-alone", action="store_true", help="train on the teacher's signal alone, not the reward advantage"
     )
+    run.add_argument("--teacher-check", action="store_true",
+                     help="before the first step, answer the --val tasks as the student and as the teacher (the "
+                          "policy with --distill-context) at the training temperature; stop unless the teacher "
+                          "scores higher")  # fmt: skip
     run.add_argument("--process-rewards", type=process_rewards, default=None, metavar="NAME=VALUE,...",
                      help="penalties read from the traces, e.g. tool_error=-0.5,truncated=-0.2 (also "
                           "call_error)")  # fmt: skip

@@ -11,7 +11,8 @@ Every chat/completions request is forwarded to one replica, sticky by rollout id
 keeps its replica's prefix cache and few rollouts move when replicas change), with the trainer's sampling
 parameters enforced (`sampling` while training, `validation_sampling` in `mode="val"` or for the rollouts named in
 `validate_rollouts`, so validation can run beside training rollouts; the reply budget is a cap: an agent asking for
-fewer tokens gets fewer) and token ids and logprobs always requested.
+fewer tokens gets fewer) and token ids and logprobs always requested. `put_context` puts a system message before
+every chat call of given rollouts (the self-distillation teacher's context: its check runs the policy with it).
 Streams pass through as the replica sends them. The gateway records its own LLM span (child of the
 caller's `traceparent`, attributed through baggage) so agents that cannot be instrumented, in other processes or
 languages, still yield exact token ids; clients that cannot send headers put the rollout in the path:
@@ -111,6 +112,7 @@ class PolicyGateway:
         self.timeout_s = timeout_s
         self.hold = WeightHold()  # pause() and held(): requests refused or kept waiting while weights change
         self._val_rollouts: set[str] = set()
+        self._contexts: dict[str, str] = {}  # rollout id -> a system message put before each of its chat calls
         self._served: collections.Counter[tuple[str, str]] = collections.Counter()  # per rollout attempt
         self._round_robin = itertools.count()
         self._http: httpx.AsyncClient | None = None
@@ -140,6 +142,16 @@ class PolicyGateway:
             self._val_rollouts.difference_update(rollout_ids)
         else:
             self._val_rollouts.update(rollout_ids)
+
+    def put_context(self, contexts: Mapping[str, str], *, done: bool = False) -> None:
+        """Before each chat call of these rollouts, a system message with the rollout's text, first in the call's
+        messages (the loop's teacher reads its context the same way: a system turn before the prompt). The span
+        records the call as the replica answered it, context included. `done=True`: forget them."""
+        if done:
+            for rollout_id in contexts:
+                self._contexts.pop(rollout_id, None)
+        else:
+            self._contexts.update(contexts)
 
     def set_mode(self, mode: str) -> None:
         if mode not in ("train", "val"):
@@ -316,6 +328,9 @@ class PolicyGateway:
         identity = current_rollout(ctx)
         validating = self.mode == "val" or (identity is not None and identity.rollout_id in self._val_rollouts)
         body.update(enforced_sampling(body, self.validation_sampling if validating else self.sampling))
+        text = self._contexts.get(identity.rollout_id) if identity is not None else None
+        if text and isinstance(body.get("messages"), list):
+            body["messages"] = [{"role": "system", "content": text}, *body["messages"]]
         if self.model:
             body["model"] = self.model
         if policy is not None and policy != semconv.BASE_POLICY:

@@ -58,3 +58,13 @@ def bare_length_agent(task: dict[str, Any], resources: dict[str, Any], rollout: 
         answer.raise_for_status()
         words += len((answer.json()["choices"][0]["message"]["content"] or "").split())
     return float(words)
+
+
+@agl.rollout
+def answer_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """One call asking the task's question; the reward is 1 when the reply is the task's answer."""
+    client = OpenAI(base_url=llm.endpoint, api_key="unused", max_retries=3)
+    response = client.chat.completions.create(
+        model=llm.model, messages=[{"role": "user", "content": task["question"]}], max_tokens=16
+    )
+    return 1.0 if (response.choices[0].message.content or "").strip() == task["answer"] else 0.0

@@ -12,8 +12,9 @@ pushed down. Unlike a reward it is dense: a group whose rewards all tie still ha
 - **A teacher model** (`teacher="path/to/model"`): another model folder with the same tokenizer, frozen.
 
 The signal is added to the sample's reward advantage (GRPO's), or trains alone (`alone=True`). The teacher's
-logprobs stay with the sample (`Sample.teacher_logprobs`). Backends that train token ids from the local engine do it
-(Tinker); the others refuse it when the loop starts.
+logprobs stay with the sample (`Sample.teacher_logprobs`). `check=True` first measures whether the teacher is the
+better policy (`teacher_check`): self-distillation pulls the student toward whatever its teacher does. Backends that
+train token ids from the local engine do it (Tinker); the others refuse it when the loop starts.
 """
 
 from __future__ import annotations
@@ -45,12 +46,15 @@ Scorer = Callable[[Sequence[Sequence[int]]], Sequence[Sequence[float | None]]]
 class Distillation:
     """See the module docstring. `weight`: the teacher's per-token signal against the reward advantage; `context`:
     the teacher's privileged context, `{field}`s filled from the task; `teacher`: a model folder (None: the policy
-    itself); `alone`: the teacher's signal only (the reward advantage is not trained)."""
+    itself); `alone`: the teacher's signal only (the reward advantage is not trained); `check`: before the first
+    step, the validation tasks answered by the student and by the teacher, and the run stopped unless the teacher
+    scores higher (`teacher_check`)."""
 
     weight: float = 1.0
     context: str = ""
     teacher: str | Path | None = None
     alone: bool = False
+    check: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.weight) and self.weight > 0):
@@ -58,6 +62,9 @@ class Distillation:
         if self.teacher is None and not self.context:
             raise ValueError("self-distillation (no teacher model) needs a context the student does not see, filled "
                              "from the task: Distillation(context='A correct answer: {answer}')")  # fmt: skip
+        if self.check and self.teacher is not None:
+            raise ValueError("the teacher check runs the policy with its context through the gateway; a teacher "
+                             "model is not served there: validate it as a policy (train --model TEACHER)")  # fmt: skip
 
     @property
     def fields(self) -> list[str]:

@@ -11,10 +11,9 @@ The loop serves the policy (a policy gateway in front of the backend's replicas,
    one call, adapted by the trainer's `agent_match`); the gateway then refuses calls (503 + Retry-After) until the
    next weights are served;
 2. turns them into samples (`samples_from`), lets the estimator give each its advantage (or weight) and a teacher
-   its per-token signal (`distillation`); 3. trains (`backend.update`) only if some sample can move the policy;
-   otherwise the step is skipped and the progress line says why (every group's rewards equal, no sample, ...);
-4. publishes the weights as policy version `step` (`backend.publish`; version 0 is the first weights served: the
-   loop's count is the one every span, record, metric and view shows, see `backend`);
+   its per-token signal (`distillation`; checked before the first step: `teacher_check`); 3. trains
+   (`backend.update`) only if some sample can move the policy, else says why (every group's rewards equal, ...);
+4. publishes the weights as policy version `step` (`backend.publish`; version 0 is the first weights served);
 5. validates (before the first step, every `val_every`, after the last), saves (every `save_every`, after the last),
    logs one metric table (`metrics.LOOP_METRICS` + the backend's own) to the trackers and calls `on_step`.
 A run in which no step trained raises `NothingTrained` with the first skipped step's reasons.
@@ -63,10 +62,12 @@ from lightning_otel.training.loop.step_summary import (
     async_metrics,
     policy_metrics,
     refuse_nothing_trained,
+    say_agents_trained,
     staleness_histogram,
     step_note,
     task_means,
 )
+from lightning_otel.training.loop.teacher_check import check_teacher, require_check_tasks, rollout_contexts
 
 if TYPE_CHECKING:
     from lightning_otel.serving.gateway import PolicyGateway
@@ -113,6 +114,7 @@ class TrainingLoop(Algorithm):
         if self.options.refill_tied_groups:
             self._pool = TaskPool(train_tasks, seed=self.schedule.seed)
         val_tasks = list(val_tasks or [])
+        require_check_tasks(self.options.distillation, val_tasks, self.schedule.val_at_start)
         result = TrainingResult()
         trackers = self._trackers(run)
         started = time.monotonic()
@@ -133,7 +135,10 @@ class TrainingLoop(Algorithm):
             pipeline = self._pipeline(run, stack)
             record_span = stack.enter_context(step_spans(run))  # each step's metrics, in the collector too
             if val_tasks and self.schedule.val_at_start:
-                trackers.log(resumed, self._record_validation(result, resumed, run, val_tasks))
+                metrics = self._record_validation(result, resumed, run, val_tasks)  # logged with the check's line
+                check_teacher(functools.partial(self._validate, [], 0, run, val_tasks), self.options.distillation,
+                              metrics, functools.partial(trackers.log, resumed, metrics), resumed=resumed,
+                              n=self.schedule.val_sampled or 1)  # fmt: skip
             last = len(steps)
             budget = TimeBudget(self.schedule.max_seconds)
             for step in range(resumed + 1, len(steps) + 1):
@@ -212,8 +217,8 @@ class TrainingLoop(Algorithm):
         self._refilled = {}
         batch, taken = rollouts()
         generated = time.monotonic()
+        match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
         if self.backend.learns_from_text:
-            match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
             samples, metrics = message_samples(batch, match, group_by_agent=self.options.group_by_agent)
         else:
             samples, metrics = samples_from(batch, group_by_agent=self.options.group_by_agent)
@@ -238,7 +243,7 @@ class TrainingLoop(Algorithm):
                 record.sample_agents[name] = record.sample_agents.get(name, 0) + 1
         metrics["training/samples"] = float(len(samples))
         metrics["timing_s/gen"] = generated - began
-        self._say_agents_trained(run, record)
+        self._agents_said = self._agents_said or say_agents_trained(match, record)  # said once
         update_s = 0.0
         metrics.update(self.backend.idle_metrics())  # replaced by the update's own when it runs
         if samples and moves_policy(samples, self.estimator.learns_from):
@@ -277,19 +282,6 @@ class TrainingLoop(Algorithm):
         })  # fmt: skip
         return record
 
-    def _say_agents_trained(self, run: TrainingRun, record: StepRecord) -> None:
-        """No agent_match and the calls of several agents selected: said once, naming them (each is trained)."""
-        match = self.backend.agent_match if self.backend.agent_match is not None else run.adapter.agent_match
-        if self._agents_said or match is not None or not record.sample_agents:
-            return
-        self._agents_said = True
-        if len(record.sample_agents) > 1:
-            names = ", ".join(
-                f"{name or '(unnamed)'} ({count})" for name, count in sorted(record.sample_agents.items())
-            )
-            log.warning("no agent_match: the calls of every agent are trained: %s (samples of step %d); set "
-                        "agent_match (--agent-match) to train some of them", names, record.step)  # fmt: skip
-
     def _refuse_policy_conflicts(self, batch: BatchResult) -> None:
         """An agent matched by two policies' patterns (seen by the gateway, or in the spans) stops the run: no one
         can tell which policy should have sampled its calls."""
@@ -306,30 +298,39 @@ class TrainingLoop(Algorithm):
 
     def _rollouts(
         self, run: TrainingRun, tasks: Sequence[Any], *, mode: str, n: int, sampling: str | None = None,
-        same_step: bool = False,
+        same_step: bool = False, context_of: Callable[[Any], str] | None = None,
     ) -> BatchResult:  # fmt: skip
         """The tasks run `n` times each as `mode` rollouts; the gateway samples them as `sampling` says ("train" or
-        "val"; default: as their mode); `same_step`: more of the last step's (a refill)."""
+        "val"; default: as their mode); `same_step`: more of the last step's (a refill); `context_of(task)`: a system
+        message the gateway puts before each of their chat calls (the teacher check's)."""
         gateway = self._gateway
         timeout = self.options.collect_timeout_s
         sampling = sampling or mode
+        contexts: dict[str, str] = {}
         if self.options.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
             batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp())
             if sampling == "val":
                 gateway.validate_rollouts(batch.rollout_ids)
+            gateway.put_context(contexts := rollout_contexts(batch, context_of))  # a runner may call at once
             try:
                 return run.collect(batch, timeout=timeout)
             finally:
                 gateway.validate_rollouts(batch.rollout_ids, done=True)
+                gateway.put_context(contexts, done=True)
         if gateway is not None:
             gateway.set_mode(sampling)
-            gateway.resume()
+            if context_of is None:
+                gateway.resume()
         try:
             queued = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(), same_step=same_step)
+            if gateway is not None and context_of is not None:  # resumed once their contexts are put
+                gateway.put_context(contexts := rollout_contexts(queued, context_of))
+                gateway.resume()
             return run.collect(queued, timeout=timeout)
         finally:
             if gateway is not None:
                 gateway.pause()  # late calls get 503 + Retry-After until the next weights are served
+                gateway.put_context(contexts, done=True)
 
     def _publish(self, version: int) -> None:
         """Serve the weights as `version`; rollouts queued from now on record it."""
@@ -353,19 +354,20 @@ class TrainingLoop(Algorithm):
     ) -> dict[str, float]:
         """The validation after `step` (0: before the first): at the validation sampling (`val/`), and with
         `val_sampled` at the training sampling too (`val_sampled/`)."""
-        metrics = self._validate(result.validations, step, run, tasks, prefix="val", sampling="val",
-                                 n=self.schedule.val_group_size)  # fmt: skip
+        metrics = self._validate(result.validations, step, run, tasks, "val", self.schedule.val_group_size,
+                                 sampling="val")  # fmt: skip
         if self.schedule.val_sampled:
-            metrics.update(self._validate(result.sampled_validations, step, run, tasks, prefix="val_sampled",
-                                          sampling="train", n=self.schedule.val_sampled))  # fmt: skip
+            metrics.update(self._validate(result.sampled_validations, step, run, tasks, "val_sampled",
+                                          self.schedule.val_sampled))  # fmt: skip
         return metrics
 
     def _validate(
-        self, records: list[StepRecord], step: int, run: TrainingRun, tasks: list[Any], *, prefix: str, sampling: str,
-        n: int,
+        self, records: list[StepRecord], step: int, run: TrainingRun, tasks: list[Any], prefix: str, n: int,
+        context_of: Callable[[Any], str] | None = None, *, sampling: str = "train",
     ) -> dict[str, float]:  # fmt: skip
+        """`tasks` answered `n` times each as `sampling` says; `context_of`: the teacher check's (`_rollouts`)."""
         began = time.monotonic()
-        batch = self._rollouts(run, tasks, mode="val", n=n, sampling=sampling)
+        batch = self._rollouts(run, tasks, mode="val", n=n, sampling=sampling, context_of=context_of)
         _, raw = samples_from(batch)
         metrics = {f"{prefix}/" + key.removeprefix("rollout/"): value for key, value in raw.items() if "/" in key}
         metrics[f"timing_s/{'validation' if prefix == 'val' else prefix}"] = time.monotonic() - began

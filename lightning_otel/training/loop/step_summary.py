@@ -1,5 +1,6 @@
 """What the loop says of a step and of a run: the asynchronous, per-policy and staleness metrics of a step, each
-task's mean reward, the time budget's word on another step, and the one message of a run that trained nothing."""
+task's mean reward, which agents are trained without agent_match, the time budget's word on another step, and the one
+message of a run that trained nothing."""
 
 from __future__ import annotations
 
@@ -100,6 +101,18 @@ def nothing_trained_summary(steps: Sequence[StepRecord]) -> str:
     )
 
 
+def say_agents_trained(agent_match: object, record: StepRecord) -> bool:
+    """No agent_match and the calls of several agents selected: said, naming them (each is trained). Returns whether
+    the run's samples were seen, so the loop says it once."""
+    if agent_match is not None or not record.sample_agents:
+        return False
+    if len(record.sample_agents) > 1:
+        names = ", ".join(f"{name or '(unnamed)'} ({count})" for name, count in sorted(record.sample_agents.items()))
+        log.warning("no agent_match: the calls of every agent are trained: %s (samples of step %d); set "
+                    "agent_match (--agent-match) to train some of them", names, record.step)  # fmt: skip
+    return True
+
+
 def refuse_nothing_trained(steps: Sequence[StepRecord], resumed: int) -> None:
     """A run in which no step trained raises `NothingTrained`. A resumed one only says so: its steps before the
     checkpoint are not in `steps` (the run folder's metrics have them; `lightning-otel train --resume` judges the
@@ -113,4 +126,4 @@ def refuse_nothing_trained(steps: Sequence[StepRecord], resumed: int) -> None:
 
 
 __all__ = ["TimeBudget", "async_metrics", "nothing_trained_summary", "policy_metrics", "refuse_nothing_trained",
-           "staleness_histogram", "step_note", "task_means"]  # fmt: skip
+           "say_agents_trained", "staleness_histogram", "step_note", "task_means"]  # fmt: skip
