@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import lightning_otel as agl
@@ -20,7 +21,7 @@ from lightning_otel.training.loop.distillation import Distillation, Scorer
 from lightning_otel.training.loop.loop import TrainingLoop
 from lightning_otel.training.loop.samples import Sample
 from lightning_otel.training.loop.schedule import Schedule
-from lightning_otel.training.loop.teacher_check import TeacherNotBetter
+from lightning_otel.training.loop.teacher_check import TEACHER_NOTE, TeacherNotBetter
 from tests.training.backends import RecordingBackend
 
 AGENT = "tests.training.agents:answer_agent"
@@ -86,6 +87,10 @@ def test_a_teacher_that_scores_higher_passes_the_check_and_the_run_trains(collec
     assert [step for step, _ in backend.updates] == [1]  # then the run trained, its calls without the context
     assert len(backend.requests) == 2 + 4 + 4 + 4  # val, val_sampled, the check (the teacher's), step 1
     assert result.steps[0].metrics["distill/samples"] == 4
+    # the rollout view labels the teacher's batch: a validation of its own, beside the student's two
+    run = httpx.get(f"{collector}/v1/ui/runs").json()["runs"][0]
+    validations = [(batch["note"], batch["rollouts"]) for batch in run["steps"] if batch["mode"] == "val"]
+    assert validations == [(None, 2), (None, 4), (TEACHER_NOTE, 4)]
 
 
 def test_a_teacher_no_better_than_the_student_stops_the_run_before_training(collector: str, tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ from lightning_otel.training.loop.step_summary import (
     step_note,
     task_means,
 )
-from lightning_otel.training.loop.teacher_check import check_teacher, require_check_tasks, rollout_contexts
+from lightning_otel.training.loop.teacher_check import TEACHER_NOTE, check_teacher, require_val_tasks, rollout_contexts
 
 if TYPE_CHECKING:
     from lightning_otel.serving.gateway import PolicyGateway
@@ -114,7 +114,7 @@ class TrainingLoop(Algorithm):
         if self.options.refill_tied_groups:
             self._pool = TaskPool(train_tasks, seed=self.schedule.seed)
         val_tasks = list(val_tasks or [])
-        require_check_tasks(self.options.distillation, val_tasks, self.schedule.val_at_start)
+        require_val_tasks(self.options.distillation, val_tasks, self.schedule.val_at_start)
         result = TrainingResult()
         trackers = self._trackers(run)
         started = time.monotonic()
@@ -308,7 +308,7 @@ class TrainingLoop(Algorithm):
         sampling = sampling or mode
         contexts: dict[str, str] = {}
         if self.options.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
-            batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp())
+            batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(bool(context_of)))
             if sampling == "val":
                 gateway.validate_rollouts(batch.rollout_ids)
             gateway.put_context(contexts := rollout_contexts(batch, context_of))  # a runner may call at once
@@ -322,7 +322,7 @@ class TrainingLoop(Algorithm):
             if context_of is None:
                 gateway.resume()
         try:
-            queued = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(), same_step=same_step)
+            queued = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(bool(context_of)), same_step=same_step)
             if gateway is not None and context_of is not None:  # resumed once their contexts are put
                 gateway.put_context(contexts := rollout_contexts(queued, context_of))
                 gateway.resume()
@@ -337,9 +337,10 @@ class TrainingLoop(Algorithm):
         self.backend.publish(version)
         self._version = version
 
-    def _stamp(self) -> dict[str, Any]:
-        """What each rollout queued now records of the training: its settings, and the policy version serving."""
-        return {"training": self._settings, "policy_version": self._version}
+    def _stamp(self, teacher_check: bool = False) -> dict[str, Any]:
+        """What each rollout queued now records of the training: its settings, the policy version serving (a label)."""
+        note = {"note": TEACHER_NOTE} if teacher_check else {}  # the rollout view labels the teacher check's batch
+        return {"training": self._settings, "policy_version": self._version, **note}
 
     def _trackers(self, run: TrainingRun) -> MetricsLog:
         trackers = self.options.trackers or Trackers()

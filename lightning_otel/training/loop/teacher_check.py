@@ -23,6 +23,7 @@ from lightning_otel.runtime.rollout_batch import RolloutBatch
 from lightning_otel.runtime.sample_diagnosis import NothingTrained
 from lightning_otel.training.loop.distillation import Distillation
 
+TEACHER_NOTE = "teacher check: the policy with the teacher's context"  # the rollout view's label for its rollouts
 # the validation that answers each task `n` times at the training sampling: `context_of(task)` before each call
 # (None: the student's), the metrics under `prefix/`
 Validate = Callable[[str, int, Callable[[Any], str] | None], dict[str, float]]
@@ -32,7 +33,7 @@ class TeacherNotBetter(NothingTrained):
     """The teacher did not score higher than the student on the validation tasks: the run stopped before training."""
 
 
-def require_check_tasks(distillation: Distillation | None, val_tasks: Sequence[Any], val_at_start: bool) -> None:
+def require_val_tasks(distillation: Distillation | None, val_tasks: Sequence[Any], val_at_start: bool) -> None:
     """The check compares answers to the validation tasks before the first step: a run without them cannot check."""
     if distillation is not None and distillation.check and not (val_tasks and val_at_start):
         raise ValueError("the teacher check answers the validation tasks before the first step: give validation "
@@ -76,4 +77,4 @@ def check_teacher(
                                "--teacher-check; check=False).")  # fmt: skip
 
 
-__all__ = ["TeacherNotBetter", "Validate", "check_teacher", "require_check_tasks", "rollout_contexts"]
+__all__ = ["TEACHER_NOTE", "TeacherNotBetter", "Validate", "check_teacher", "require_val_tasks", "rollout_contexts"]
