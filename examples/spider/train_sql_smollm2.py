@@ -148,11 +148,16 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
           flush=True)  # fmt: skip
     trained_started = time.monotonic()
     with agl.quiet(log) as terminal:
+        distilled: list[dict[str, float | None]] = []  # each step's reverse KL to the teacher and its logprob, kept
 
         def progress(step: int, metrics: dict[str, float]) -> None:
+            kl = metrics.get("distill/reverse_kl")
+            if kl is not None:
+                distilled.append({"reverse_kl": kl, "teacher_logprob": metrics.get("distill/teacher_logprob")})
             terminal.print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, "
                            f"{metrics.get('training/samples_with_advantage', 0):.0f} samples with an advantage, "
-                           f"{time.monotonic() - trained_started:.0f}s")  # fmt: skip
+                           + (f"reverse KL to the teacher {kl:.3f}, " if kl is not None else "")
+                           + f"{time.monotonic() - trained_started:.0f}s")  # fmt: skip
 
         options = agl.TrainingOptions(
             schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
@@ -176,7 +181,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "reward": args.reward, "turns": args.turns, "learning_rate": args.learning_rate,
         "refill_tied_groups": args.refill_tied_groups,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
-        "distill_alone": args.distill_alone,
+        "distill_alone": args.distill_alone, "distill": distilled,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
         **validation_shares(val_records, len(val_tasks), args.val_sampled, teacher_check=args.teacher_check),
         **result.figures(),
