@@ -163,6 +163,7 @@ class Runner:
     async def _claim_loop(self, client: AsyncClient, max_rollouts: int | None) -> None:
         assert self._stopping is not None
         stopping = asyncio.create_task(self._stopping.wait())
+        failed_claims = 0  # in a row
         try:
             while not self._stopping.is_set():
                 if max_rollouts is not None and self.stats.claimed >= max_rollouts:
@@ -189,9 +190,14 @@ class Runner:
                 try:
                     answer = claiming.result()
                 except CollectorError as exc:  # restarting or briefly unreachable: keep the rollouts we run, retry
-                    log.warning("claiming failed, retrying in 1 s: %s", exc)
+                    failed_claims += 1
+                    # said from the second in a row: a collector back within the second, or a trainer whose death
+                    # stops this runner (its embedded collector died with it, the signal may come just after), is not
+                    log.log(logging.WARNING if failed_claims > 1 else logging.DEBUG,
+                            "claiming failed (%d in a row), retrying in 1 s: %s", failed_claims, exc)  # fmt: skip
                     await asyncio.wait([stopping], timeout=1.0)
                     continue
+                failed_claims = 0
                 self._heartbeat_interval_s = float(answer.get("heartbeat_interval_s", 5.0))
                 stop_why = self.follower.after_claim(answer, busy=bool(self._running))
                 if stop_why is not None:  # a runner started for a run that ended as planned says it quietly
