@@ -187,7 +187,8 @@ def test_with_v_a_failing_agent_shows_its_traceback(tasks: Path, tmp_path: Path)
          "the teacher's context names ['answer'] but the task has only ['word']"),
         (["--algorithm", "dpo", "--distill-context", "The word is {word}"],
          "on-policy distillation (--distill-context, --teacher) trains with --algorithm tinker"),
-        (["--distill-alone"], "--distill-weight, --distill-alone and --teacher-check need --distill-context or --teacher"),
+        (["--distill-alone"],
+         "--distill-weight, --distill-alone and --teacher-check need --distill-context or --teacher"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_before_any_model_or_ray(tasks: Path, tmp_path: Path, flags: list[str],

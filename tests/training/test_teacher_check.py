@@ -63,19 +63,25 @@ class ContextReadingBackend(RecordingBackend):
         return [1, 2, 3]
 
 
-def train(collector: str, backend: ContextReadingBackend, context: str, val: Sequence[dict[str, Any]]) -> Any:
+def train(
+    collector: str, backend: ContextReadingBackend, context: str, val: Sequence[dict[str, Any]], max_staleness: int = 0
+) -> Any:
     options = agl.TrainingOptions(
         schedule=Schedule(batch_size=2, group_size=2, max_steps=1, val_sampled=2),
         sampling=agl.Sampling(max_tokens=16),
         distillation=Distillation(context=context, check=True),
+        max_staleness=max_staleness,
     )
     trainer = agl.Trainer(n_runners=1, collector=collector, algorithm=TrainingLoop(backend, options), progress=False)
     return trainer.fit(AGENT, TASKS, list(val))
 
 
-def test_a_teacher_that_scores_higher_passes_the_check_and_the_run_trains(collector: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("max_staleness", [0, 1], ids=["synchronous", "asynchronous"])
+def test_a_teacher_that_scores_higher_passes_the_check_and_the_run_trains(
+    collector: str, tmp_path: Path, max_staleness: int
+) -> None:
     backend = ContextReadingBackend(tmp_path)
-    result = train(collector, backend, TOLD + "{answer}", TASKS[:2])
+    result = train(collector, backend, TOLD + "{answer}", TASKS[:2], max_staleness)
     start = result.validations[0].metrics
     assert start["teacher_check/student_reward_mean"] == 0.0 == start["val_sampled/reward_mean"]  # reused
     assert start["teacher_check/teacher_reward_mean"] == 1.0

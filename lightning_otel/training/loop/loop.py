@@ -308,10 +308,11 @@ class TrainingLoop(Algorithm):
         sampling = sampling or mode
         contexts: dict[str, str] = {}
         if self.options.max_staleness and gateway is not None:  # training rollouts run beside: sampling per rollout
-            batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(bool(context_of)))
-            if sampling == "val":
-                gateway.validate_rollouts(batch.rollout_ids)
-            gateway.put_context(contexts := rollout_contexts(batch, context_of))  # a runner may call at once
+            with gateway.held() if context_of else contextlib.nullcontext():  # no call of theirs before its context
+                batch = run.submit(tasks, n=n, mode=mode, metadata=self._stamp(bool(context_of)))
+                gateway.put_context(contexts := rollout_contexts(batch, context_of))
+                if sampling == "val":
+                    gateway.validate_rollouts(batch.rollout_ids)
             try:
                 return run.collect(batch, timeout=timeout)
             finally:
@@ -366,7 +367,6 @@ class TrainingLoop(Algorithm):
         self, records: list[StepRecord], step: int, run: TrainingRun, tasks: list[Any], prefix: str, n: int,
         context_of: Callable[[Any], str] | None = None, *, sampling: str = "train",
     ) -> dict[str, float]:  # fmt: skip
-        """`tasks` answered `n` times each as `sampling` says; `context_of`: the teacher check's (`_rollouts`)."""
         began = time.monotonic()
         batch = self._rollouts(run, tasks, mode="val", n=n, sampling=sampling, context_of=context_of)
         _, raw = samples_from(batch)

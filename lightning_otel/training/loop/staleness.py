@@ -50,9 +50,11 @@ class Taken:
 
 
 def merged(results: Sequence[BatchResult], batch_id: str) -> BatchResult:
-    """Several groups' reads as one batch (what `samples_from` takes)."""
+    """Several groups' reads as one batch (what `samples_from` takes), each rollout's task kept (`tasks()`: the
+    self-distillation teacher's context is filled from it)."""
     rollouts = [record for result in results for record in result.rollouts]
-    batch = RolloutBatch(batch_id, "train", [r["rollout_id"] for r in rollouts], [])
+    enqueued = [record for result in results for record in result.batch.records]
+    batch = RolloutBatch(batch_id, "train", [r["rollout_id"] for r in rollouts], enqueued)
     counted = [result.gateway_calls for result in results if result.gateway_calls is not None]
     return BatchResult(
         batch, rollouts,
