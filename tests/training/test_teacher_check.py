@@ -64,10 +64,11 @@ class ContextReadingBackend(RecordingBackend):
 
 
 def train(
-    collector: str, backend: ContextReadingBackend, context: str, val: Sequence[dict[str, Any]], max_staleness: int = 0
-) -> Any:
+    collector: str, backend: ContextReadingBackend, context: str, val: Sequence[dict[str, Any]], max_staleness: int = 0,
+    val_sampled: int = 2,
+) -> Any:  # fmt: skip
     options = agl.TrainingOptions(
-        schedule=Schedule(batch_size=2, group_size=2, max_steps=1, val_sampled=2),
+        schedule=Schedule(batch_size=2, group_size=2, max_steps=1, val_sampled=val_sampled),
         sampling=agl.Sampling(max_tokens=16),
         distillation=Distillation(context=context, check=True),
         max_staleness=max_staleness,
@@ -101,9 +102,14 @@ def test_a_teacher_that_scores_higher_passes_the_check_and_the_run_trains(
 
 def test_a_teacher_no_better_than_the_student_stops_the_run_before_training(collector: str, tmp_path: Path) -> None:
     backend = ContextReadingBackend(tmp_path)
-    with pytest.raises(TeacherNotBetter, match=r"mean reward student 0\.000, teacher .* 0\.000\. The teacher is not"):
+    with pytest.raises(TeacherNotBetter, match=r"x 2 .* mean reward student 0\.000, teacher .* 0\.000\. The"):
         train(collector, backend, "A hint: the answer starts with {answer}", TASKS[:2])
     assert backend.updates == []
+    # a run that validates greedily only: the check samples the student's answers itself, once a task
+    greedy_only = ContextReadingBackend(tmp_path)
+    with pytest.raises(TeacherNotBetter, match=r"the validation tasks x 1 at the training sampling"):
+        train(collector, greedy_only, "A hint: the answer starts with {answer}", TASKS[:2], val_sampled=0)
+    assert len(greedy_only.requests) == 2 + 2 + 2 and greedy_only.updates == []  # val, the student's, the teacher's
 
 
 def test_the_check_needs_validation_tasks_and_a_served_teacher(collector: str, tmp_path: Path) -> None:
