@@ -190,7 +190,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
         "seconds": time.monotonic() - started,
     }  # fmt: skip
-    checked = len(val_tasks) * (args.val_sampled or 1) if args.teacher_check else 0  # the teacher's answers
+    checked = sum(check_answers(len(val_tasks), args.val_sampled)) if args.teacher_check else 0
     run["complete"] = (len(val_records) == 2 * len(val_tasks) * (1 + args.val_sampled) + checked
                        and all(v["rollouts"] for v in run["validations"]))  # fmt: skip
     (work / "run.json").write_text(json.dumps(run, indent=1))
@@ -205,15 +205,21 @@ def validation_shares(
     `*_sampled` and `teacher_check` (the teacher's: the policy with the gold query in its context)."""
     block = questions * (1 + sampled)
     shares: dict[str, Any] = {"val_sampled": sampled}
-    if teacher_check:  # the teacher's answers, sampled as many times a question, ran after the warm start's
-        checked = questions * (sampled or 1)
-        shares["teacher_check"] = outcome_shares(records[block : block + checked])
-        records = records[:block] + records[block + checked :]
+    if teacher_check:  # the check's answers ran after the warm start's
+        student, teacher = check_answers(questions, sampled)
+        shares["teacher_check"] = outcome_shares(records[block + student : block + student + teacher])
+        records = records[:block] + records[block + student + teacher :]
     for name, first in (("warm", records[:block]), ("after", records[block : 2 * block])):
         shares[name] = outcome_shares(first[:questions])
         if sampled:
             shares[f"{name}_sampled"] = outcome_shares(first[questions:])
     return shares
+
+
+def check_answers(questions: int, sampled: int) -> tuple[int, int]:
+    """The teacher check's answers, the student's then the teacher's: the student's are the warm start's sampled
+    validation when there is one (none of its own), else a sample a question; the teacher's as many."""
+    return (0 if sampled else questions), questions * (sampled or 1)
 
 
 def standard_error(success: float, count: int) -> float:
