@@ -13,7 +13,7 @@ Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script
 untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
 4 questions x 8 rollouts; 48 held-out questions, greedy, before and after. Printed: each run (accuracy and why the
 misses missed), then pooled over the seeds the accuracy after the warm start against after GRPO (the gain and its
-standard error), and the untrained model's.
+standard error; and paired by question, each held-out question a unit), and the untrained model's.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -46,13 +47,54 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
                    for key in ("reward", "turns", "learning_rate", "refill_tied_groups", "distill_context",
                                "distill_weight", "distill_alone"))  # fmt: skip
         if run.get("model") == args.model and same:
-            return run
+            return {**run, "by_question": by_question(run, kept.parent)}
     if args.quick:
         train_sql_smollm2.quick_sizes(settings)
     try:
-        return train_sql_smollm2.train_run(settings)
+        run = train_sql_smollm2.train_run(settings)
     except agl.NothingTrained as nothing:  # every group tied at every step: a run, reported, not a crash
         return {"seed": seed, "model": settings.model, "nothing_trained": str(nothing)}
+    return {**run, "by_question": by_question(run, kept.parent)}
+
+
+def by_question(run: dict[str, Any], folder: Path) -> dict[str, list[tuple[float, float]]]:
+    """Each held-out question's share of right answers after the warm start and after GRPO, greedy and sampled, from
+    the run's kept answers (`val.episodes.jsonl`); a question with no answer in either phase is left out."""
+    records = train_sql_smollm2.read_records(folder / "val.episodes.jsonl")
+    blocks = train_sql_smollm2.validation_blocks(records, run["val_questions"], run.get("val_sampled", 0),
+                                                 teacher_check="teacher_check" in run)  # fmt: skip
+    pairs = {}
+    for kind, suffix in (("greedy", ""), ("sampled", "_sampled")):
+        before, after = (share_right(blocks.get(phase + suffix, [])) for phase in ("warm", "after"))
+        pairs[kind] = [(before[question], after[question]) for question in before if question in after]
+    return pairs
+
+
+def share_right(records: list[dict[str, Any]]) -> dict[str, float]:
+    answers: dict[str, list[bool]] = {}
+    for record in records:
+        answers.setdefault(record["question"], []).append(record["outcome"] == "right")
+    return {question: sum(rights) / len(rights) for question, rights in answers.items()}
+
+
+def paired_line(runs: list[dict[str, Any]], kind: str) -> str | None:
+    """The gain paired by question: each seed's held-out question is one unit (its answers' share right after GRPO
+    less after the warm start), so the standard error counts the questions, not the answers, and the pairing takes
+    out how hard a question is. Units of one seed share a training run: seeds that disagree show in the per-seed
+    gains, not in this error."""
+    units = [after - before for run in runs for before, after in run.get("by_question", {}).get(kind, [])]
+    if len(units) < 2:
+        return None
+    gain, spread = statistics.fmean(units), statistics.stdev(units)
+    se = spread / math.sqrt(len(units))
+    kept = [run for run in runs if run.get("by_question", {}).get(kind)]
+    seeds = ", ".join(f"{run['seed']} {statistics.fmean([a - b for b, a in run['by_question'][kind]]):+.3f}"
+                      for run in kept)  # fmt: skip
+    missing = ", ".join(str(run["seed"]) for run in runs if run not in kept)
+    ratio = f"{gain / se:+.1f}" if se else "inf"
+    unkept = f"; no kept answers: seed {missing}" if missing else ""
+    return (f"{kind}, paired by question over {len(units)} seed-questions: {gain:+.3f} +- {se:.3f} ({ratio} x its "
+            f"standard error); per seed {seeds}{unkept}")  # fmt: skip
 
 
 def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str], bool]:
@@ -78,6 +120,7 @@ def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str
     sampled = [run for run in measured if run.get("val_sampled")]
     if sampled:  # the policy GRPO trains: each question answered val_sampled times at temperature 1
         lines.append(sampled_line(sampled))
+    lines += [line for kind in ("greedy", "sampled") if (line := paired_line(measured, kind))]
     if measured:  # greedy: every seed's untrained answers are the same
         untrained, n = measured[0]["untrained"]["right"], measured[0]["val_questions"]
         lines.append(f"untrained: {untrained:.3f} +- {standard_error(untrained, n):.3f} over {n} questions")

@@ -203,17 +203,25 @@ def validation_shares(
     """The two validations' outcome shares from their answers in the order they ran (the warm start's greedy, its
     `sampled` samples a question at temperature 1, the teacher check's answers, then the end's): `warm`, `after`,
     `*_sampled` and `teacher_check` (the teacher's: the policy with the gold query in its context)."""
-    block = questions * (1 + sampled)
-    shares: dict[str, Any] = {"val_sampled": sampled}
+    blocks = validation_blocks(records, questions, sampled, teacher_check=teacher_check)
+    return {"val_sampled": sampled, **{name: outcome_shares(block) for name, block in blocks.items()}}
+
+
+def validation_blocks(
+    records: list[dict[str, Any]], questions: int, sampled: int, *, teacher_check: bool = False
+) -> dict[str, list[dict[str, Any]]]:
+    """The validations' answers by phase (`warm`, `warm_sampled`, `teacher_check`, `after`, `after_sampled`), split
+    by the order they ran; `validation_shares` has the order."""
+    block, blocks = questions * (1 + sampled), {}
     if teacher_check:  # the check's answers ran after the warm start's
         student, teacher = check_answers(questions, sampled)
-        shares["teacher_check"] = outcome_shares(records[block + student : block + student + teacher])
+        blocks["teacher_check"] = records[block + student : block + student + teacher]
         records = records[:block] + records[block + student + teacher :]
     for name, first in (("warm", records[:block]), ("after", records[block : 2 * block])):
-        shares[name] = outcome_shares(first[:questions])
+        blocks[name] = first[:questions]
         if sampled:
-            shares[f"{name}_sampled"] = outcome_shares(first[questions:])
-    return shares
+            blocks[f"{name}_sampled"] = first[questions:]
+    return blocks
 
 
 def check_answers(questions: int, sampled: int) -> tuple[int, int]:

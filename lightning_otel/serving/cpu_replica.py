@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -61,6 +62,14 @@ class _Request:
     top_p: float
 
 
+def last_logits_only(model: torch.nn.Module) -> dict[str, int]:
+    """The forward option that computes the logits of the last position only, where the model takes it: reading a
+    batch of prompts needs no other, and all of them cost rows x prompt length x vocabulary floats (64 prompts of 700
+    tokens over SmolLM2's 49,152 words: 8.8 GB)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model passes it on
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(base.forward).parameters else {}
+
+
 class CPUReplica(SamplerReplica):
     MAX_TRACKED_PROMPTS = 100_000  # per weight version: how many distinct prompts' draw counts are kept
 
@@ -75,6 +84,7 @@ class CPUReplica(SamplerReplica):
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model.eval()
         self.max_batch = max_batch
+        self._prefill_options = last_logits_only(model)
         self._vocab_size = int(model.get_input_embeddings().num_embeddings)
         self._seed = seed
         self._draws: dict[bytes, int] = {}  # prompt digest -> samples drawn with this weight version and seed
@@ -169,7 +179,7 @@ class CPUReplica(SamplerReplica):
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         output = self.model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                            position_ids=positions.to(device), use_cache=True)  # fmt: skip
+                            position_ids=positions.to(device), use_cache=True, **self._prefill_options)  # fmt: skip
         past, logits = output.past_key_values, output.logits[:, -1].float().cpu()
         if len(prompts) < len(requests):  # rows of one prompt: copies of its cache (what beam search does)
             rows = torch.tensor(source)

@@ -1,5 +1,6 @@
 """The SQL learning run's figures: its validations' answers split by the order they ran (greedy, then sampled, for
-the warm start and then the end), and the sampled accuracy pooled over seeds beside the greedy one."""
+the warm start and then the end), the sampled accuracy pooled over seeds beside the greedy one, and the gain paired
+by question."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 from train_sql_smollm2 import read_records, validation_shares
 
-from benchmarks.sql_learning import sampled_line
+from benchmarks.sql_learning import by_question, paired_line, sampled_line
 
 
 def answers(outcomes: str) -> list[dict[str, str]]:
@@ -43,3 +44,34 @@ def test_an_attempt_run_again_counts_once_with_the_outcome_of_its_last_attempt(t
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert [(r["rollout_id"], r["outcome"]) for r in read_records(path)] == [("a", "right"), ("b", "right")]
+
+
+def kept_answers(folder, questions: str, outcomes: str) -> None:
+    """A run's val.episodes.jsonl: `outcomes` answer `questions` (one letter a question) in the order they ran."""
+    names = {"r": "right", "w": "wrong", "x": "refused"}
+    lines = [{"question": q, "outcome": names[o], "rollout_id": f"ro-{i}"}
+             for i, (q, o) in enumerate(zip(questions, outcomes, strict=True))]  # fmt: skip
+    folder.mkdir(parents=True)
+    (folder / "val.episodes.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_gain_is_paired_by_question_and_its_error_counts_questions_not_answers(tmp_path) -> None:
+    # 2 questions, 2 samples each; the sampled answers come back in any order: pairing goes by the question's text
+    kept_answers(tmp_path / "seed-0", "ab" + "abba" + "ab" + "baab", "rw" + "wwxw" + "rr" + "rrwr")
+    run = {"seed": 0, "val_questions": 2, "val_sampled": 2}
+    pairs = by_question(run, tmp_path / "seed-0")
+    assert pairs["greedy"] == [(1.0, 1.0), (0.0, 1.0)]
+    assert sorted(pairs["sampled"]) == [(0.0, 0.5), (0.0, 1.0)]  # a: w,x -> r,w; b: w,w -> r,r
+    line = paired_line([{**run, "by_question": pairs}], "sampled")
+    assert line.startswith("sampled, paired by question over 2 seed-questions: +0.750 +- 0.250 (+3.0 x")
+    assert line.endswith("per seed 0 +0.750")
+    assert paired_line([{**run, "by_question": {"greedy": [(0.0, 1.0)]}}], "greedy") is None  # one unit: no error
+    unkept = {"seed": 3, "val_questions": 2, "val_sampled": 2, "by_question": by_question(run, tmp_path / "seed-3")}
+    assert paired_line([{**run, "by_question": pairs}, unkept], "sampled").endswith("no kept answers: seed 3")
+
+
+def test_the_teacher_checks_answers_are_not_paired_with_the_students(tmp_path) -> None:
+    # greedy only (val_sampled 0): the check's student answers (a sample a question) then the teacher's come first
+    kept_answers(tmp_path / "seed-1", "ab" + "ab" + "ab" + "ab", "wr" + "xx" + "rr" + "rw")
+    run = {"seed": 1, "val_questions": 2, "val_sampled": 0, "teacher_check": {}}
+    assert by_question(run, tmp_path / "seed-1") == {"greedy": [(0.0, 1.0), (1.0, 0.0)], "sampled": []}
