@@ -8,6 +8,10 @@ trained by GRPO after a light warm start, over seeds, with every run reported.
 
 Any other flag (`--reward`, `--learning-rate`, `--refill-tied-groups`, `--steps`, `--batch-size`, ...) is the
 example's own (`train_sql_smollm2.py --help`), given to every seed; `--reuse` takes a kept run only with the same.
+`--against WORKDIR` compares this arm with another's kept runs of the same seeds, question by question:
+
+    python -m benchmarks.sql_learning --reuse --workdir benchmarks/results/sql-refill --refill-tied-groups 0.5 \
+        --steps 8 --against benchmarks/results/sql-dropped
 
 Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the
 untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
@@ -57,7 +61,7 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     return {**run, "by_question": by_question(run, kept.parent)}
 
 
-def by_question(run: dict[str, Any], folder: Path) -> dict[str, list[tuple[float, float]]]:
+def by_question(run: dict[str, Any], folder: Path) -> dict[str, dict[str, tuple[float, float]]]:
     """Each held-out question's share of right answers after the warm start and after GRPO, greedy and sampled, from
     the run's kept answers (`val.episodes.jsonl`); a question with no answer in either phase is left out."""
     records = train_sql_smollm2.read_records(folder / "val.episodes.jsonl")
@@ -66,7 +70,7 @@ def by_question(run: dict[str, Any], folder: Path) -> dict[str, list[tuple[float
     pairs = {}
     for kind, suffix in (("greedy", ""), ("sampled", "_sampled")):
         before, after = (share_right(blocks.get(phase + suffix, [])) for phase in ("warm", "after"))
-        pairs[kind] = [(before[question], after[question]) for question in before if question in after]
+        pairs[kind] = {question: (before[question], after[question]) for question in before if question in after}
     return pairs
 
 
@@ -82,19 +86,37 @@ def paired_line(runs: list[dict[str, Any]], kind: str) -> str | None:
     less after the warm start), so the standard error counts the questions, not the answers, and the pairing takes
     out how hard a question is. Units of one seed share a training run: seeds that disagree show in the per-seed
     gains, not in this error."""
-    units = [after - before for run in runs for before, after in run.get("by_question", {}).get(kind, [])]
-    if len(units) < 2:
+    units = {run["seed"]: [after - before for before, after in run.get("by_question", {}).get(kind, {}).values()]
+             for run in runs}  # fmt: skip
+    return paired(units, f"{kind}, paired by question")
+
+
+def against_lines(runs: list[dict[str, Any]], others: list[dict[str, Any]], name: str) -> list[str]:
+    """This arm against another's kept runs of the same seeds (the same warm start and held-out questions): each
+    seed's question one unit, its share right after training here less there, greedy and sampled."""
+    theirs = {run["seed"]: run.get("by_question", {}) for run in others}
+    lines = []
+    for kind in ("greedy", "sampled"):
+        units = {}
+        for run in runs:
+            mine, other = run.get("by_question", {}).get(kind, {}), theirs.get(run["seed"], {}).get(kind, {})
+            units[run["seed"]] = [mine[question][1] - other[question][1] for question in mine if question in other]
+        lines += [line for line in [paired(units, f"{kind}, against {name}, paired by question")] if line]
+    return lines
+
+
+def paired(units: dict[int, list[float]], label: str) -> str | None:
+    """`label`: the mean of every seed's units, its standard error over the units, each seed's mean."""
+    pooled = [unit for seed_units in units.values() for unit in seed_units]
+    if len(pooled) < 2:
         return None
-    gain, spread = statistics.fmean(units), statistics.stdev(units)
-    se = spread / math.sqrt(len(units))
-    kept = [run for run in runs if run.get("by_question", {}).get(kind)]
-    seeds = ", ".join(f"{run['seed']} {statistics.fmean([a - b for b, a in run['by_question'][kind]]):+.3f}"
-                      for run in kept)  # fmt: skip
-    missing = ", ".join(str(run["seed"]) for run in runs if run not in kept)
+    gain, se = statistics.fmean(pooled), statistics.stdev(pooled) / math.sqrt(len(pooled))
+    seeds = ", ".join(f"{seed} {statistics.fmean(values):+.3f}" for seed, values in units.items() if values)
+    missing = ", ".join(str(seed) for seed, values in units.items() if not values)
     ratio = f"{gain / se:+.1f}" if se else "inf"
     unkept = f"; no kept answers: seed {missing}" if missing else ""
-    return (f"{kind}, paired by question over {len(units)} seed-questions: {gain:+.3f} +- {se:.3f} ({ratio} x its "
-            f"standard error); per seed {seeds}{unkept}")  # fmt: skip
+    return (f"{label} over {len(pooled)} seed-questions: {gain:+.3f} +- {se:.3f} ({ratio} x its standard error); "
+            f"per seed {seeds}{unkept}")  # fmt: skip
 
 
 def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str], bool]:
@@ -157,6 +179,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write every run's numbers here (JSON)")
     parser.add_argument("--reuse", action="store_true", help="read a seed's finished run from --workdir, not rerun it")
     parser.add_argument("--quick", action="store_true", help="the tiny model, a few questions: that it runs (tests)")
+    parser.add_argument("--against", type=Path, metavar="WORKDIR",
+                        help="another arm's kept runs of these seeds, compared question by question")  # fmt: skip
     args, args.example_flags = parser.parse_known_args()
     train_sql_smollm2.parser().parse_args(args.example_flags)  # a flag neither knows: said now, not after a seed
     if args.quick:  # a scratch folder, not the example's runs
@@ -169,7 +193,16 @@ def main() -> int:
     if args.quick:
         shutil.rmtree(args.workdir, ignore_errors=True)
     lines, complete = summary(runs, ties_allowed=args.quick)
+    if args.against:
+        lines += against_lines(runs, kept_runs(args.against, args.seeds), str(args.against))
     return finish(runs, lines, complete, args.out)
+
+
+def kept_runs(workdir: Path, seeds: list[int]) -> list[dict[str, Any]]:
+    """The finished runs of `seeds` kept in `workdir` (another arm's, whatever its settings), with their answers."""
+    kept = [(workdir / f"seed-{seed}", json.loads(path.read_text())) for seed in seeds
+            if (path := workdir / f"seed-{seed}" / "run.json").exists()]  # fmt: skip
+    return [{**run, "by_question": by_question(run, folder)} for folder, run in kept if "nothing_trained" not in run]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import json
 
 from train_sql_smollm2 import read_records, validation_shares
 
-from benchmarks.sql_learning import by_question, paired_line, sampled_line
+from benchmarks.sql_learning import against_lines, by_question, paired_line, sampled_line
 
 
 def answers(outcomes: str) -> list[dict[str, str]]:
@@ -60,12 +60,12 @@ def test_the_gain_is_paired_by_question_and_its_error_counts_questions_not_answe
     kept_answers(tmp_path / "seed-0", "ab" + "abba" + "ab" + "baab", "rw" + "wwxw" + "rr" + "rrwr")
     run = {"seed": 0, "val_questions": 2, "val_sampled": 2}
     pairs = by_question(run, tmp_path / "seed-0")
-    assert pairs["greedy"] == [(1.0, 1.0), (0.0, 1.0)]
-    assert sorted(pairs["sampled"]) == [(0.0, 0.5), (0.0, 1.0)]  # a: w,x -> r,w; b: w,w -> r,r
+    assert pairs["greedy"] == {"a": (1.0, 1.0), "b": (0.0, 1.0)}
+    assert pairs["sampled"] == {"a": (0.0, 0.5), "b": (0.0, 1.0)}  # a: w,x -> r,w; b: w,w -> r,r
     line = paired_line([{**run, "by_question": pairs}], "sampled")
     assert line.startswith("sampled, paired by question over 2 seed-questions: +0.750 +- 0.250 (+3.0 x")
     assert line.endswith("per seed 0 +0.750")
-    assert paired_line([{**run, "by_question": {"greedy": [(0.0, 1.0)]}}], "greedy") is None  # one unit: no error
+    assert paired_line([{**run, "by_question": {"greedy": {"a": (0.0, 1.0)}}}], "greedy") is None  # one unit
     unkept = {"seed": 3, "val_questions": 2, "val_sampled": 2, "by_question": by_question(run, tmp_path / "seed-3")}
     assert paired_line([{**run, "by_question": pairs}, unkept], "sampled").endswith("no kept answers: seed 3")
 
@@ -74,4 +74,13 @@ def test_the_teacher_checks_answers_are_not_paired_with_the_students(tmp_path) -
     # greedy only (val_sampled 0): the check's student answers (a sample a question) then the teacher's come first
     kept_answers(tmp_path / "seed-1", "ab" + "ab" + "ab" + "ab", "wr" + "xx" + "rr" + "rw")
     run = {"seed": 1, "val_questions": 2, "val_sampled": 0, "teacher_check": {}}
-    assert by_question(run, tmp_path / "seed-1") == {"greedy": [(0.0, 1.0), (1.0, 0.0)], "sampled": []}
+    assert by_question(run, tmp_path / "seed-1") == {"greedy": {"a": (0.0, 1.0), "b": (1.0, 0.0)}, "sampled": {}}
+
+
+def test_two_arms_are_compared_question_by_question_after_training() -> None:
+    # the same seed's warm start (the before shares) in both arms; only the after shares are compared
+    refill = {"seed": 0, "by_question": {"greedy": {"a": (0.0, 1.0), "b": (1.0, 1.0), "c": (0.0, 0.0)}}}
+    dropped = {"seed": 0, "by_question": {"greedy": {"a": (0.0, 0.0), "b": (1.0, 1.0)}}}  # c: no kept answer
+    (line,) = against_lines([refill], [dropped], "dropped/")
+    assert line.startswith("greedy, against dropped/, paired by question over 2 seed-questions: +0.500 +- 0.500")
+    assert against_lines([refill], [], "none/") == []  # no kept run to compare with: no line
