@@ -106,17 +106,25 @@ def against_lines(runs: list[dict[str, Any]], others: list[dict[str, Any]], name
 
 
 def paired(units: dict[int, list[float]], label: str) -> str | None:
-    """`label`: the mean of every seed's units, its standard error over the units, each seed's mean."""
+    """`label`: the mean of every seed's units, its standard error over the units, each seed's mean, and with two
+    seeds or more the standard error of the seeds' means (the run-to-run spread, which the units' error leaves out)."""
     pooled = [unit for seed_units in units.values() for unit in seed_units]
     if len(pooled) < 2:
         return None
     gain, se = statistics.fmean(pooled), statistics.stdev(pooled) / math.sqrt(len(pooled))
-    seeds = ", ".join(f"{seed} {statistics.fmean(values):+.3f}" for seed, values in units.items() if values)
+    means = {seed: statistics.fmean(values) for seed, values in units.items() if values}
+    seeds = ", ".join(f"{seed} {mean:+.3f}" for seed, mean in means.items())
+    if len(means) > 1:
+        spread = statistics.stdev(means.values()) / math.sqrt(len(means))
+        seeds += f" (their standard error {spread:.3f}: {ratio(statistics.fmean(means.values()), spread)} x)"
     missing = ", ".join(str(seed) for seed, values in units.items() if not values)
-    ratio = f"{gain / se:+.1f}" if se else "inf"
     unkept = f"; no kept answers: seed {missing}" if missing else ""
-    return (f"{label} over {len(pooled)} seed-questions: {gain:+.3f} +- {se:.3f} ({ratio} x its standard error); "
-            f"per seed {seeds}{unkept}")  # fmt: skip
+    return (f"{label} over {len(pooled)} seed-questions: {gain:+.3f} +- {se:.3f} ({ratio(gain, se)} x its standard "
+            f"error); per seed {seeds}{unkept}")  # fmt: skip
+
+
+def ratio(value: float, error: float) -> str:
+    return f"{value / error:+.1f}" if error else "inf"
 
 
 def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str], bool]:

@@ -68,6 +68,9 @@ def test_the_gain_is_paired_by_question_and_its_error_counts_questions_not_answe
     assert paired_line([{**run, "by_question": {"greedy": {"a": (0.0, 1.0)}}}], "greedy") is None  # one unit
     unkept = {"seed": 3, "val_questions": 2, "val_sampled": 2, "by_question": by_question(run, tmp_path / "seed-3")}
     assert paired_line([{**run, "by_question": pairs}, unkept], "sampled").endswith("no kept answers: seed 3")
+    other = {"seed": 4, "by_question": {"sampled": {"a": (0.0, 0.0), "b": (0.5, 0.75)}}}  # its mean gain: +0.125
+    both = paired_line([{**run, "by_question": pairs}, other], "sampled")
+    assert "per seed 0 +0.750, 4 +0.125 (their standard error 0.312: +1.4 x)" in both  # the seeds' spread
 
 
 def test_the_teacher_checks_answers_are_not_paired_with_the_students(tmp_path) -> None:
