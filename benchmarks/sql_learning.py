@@ -84,8 +84,8 @@ def share_right(records: list[dict[str, Any]]) -> dict[str, float]:
 def paired_line(runs: list[dict[str, Any]], kind: str) -> str | None:
     """The gain paired by question: each seed's held-out question is one unit (its answers' share right after GRPO
     less after the warm start), so the standard error counts the questions, not the answers, and the pairing takes
-    out how hard a question is. Units of one seed share a training run: seeds that disagree show in the per-seed
-    gains, not in this error."""
+    out how hard a question is. Units of one seed share a training run, so the error over the seeds' means is given
+    beside it (`paired`)."""
     units = {run["seed"]: [after - before for before, after in run.get("by_question", {}).get(kind, {}).values()]
              for run in runs}  # fmt: skip
     return paired(units, f"{kind}, paired by question")
@@ -101,7 +101,8 @@ def against_lines(runs: list[dict[str, Any]], others: list[dict[str, Any]], name
         for run in runs:
             mine, other = run.get("by_question", {}).get(kind, {}), theirs.get(run["seed"], {}).get(kind, {})
             units[run["seed"]] = [mine[question][1] - other[question][1] for question in mine if question in other]
-        lines += [line for line in [paired(units, f"{kind}, against {name}, paired by question")] if line]
+        if line := paired(units, f"{kind}, against {name}, paired by question"):
+            lines.append(line)
     return lines
 
 
