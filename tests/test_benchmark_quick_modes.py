@@ -33,7 +33,7 @@ HERE: dict[str, tuple[str, ...]] = {
         "grpo seed 0: step 1 of 1, training reward",
     ),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
-    "calculator_learning": ("grpo: gain after grpo - warm start", "untrained:"),
+    "calculator_learning": ("grpo: gain after grpo - warm start", "gain distill-alone - grpo", "untrained:"),
     "sql_learning": ("gain after grpo - warm start", "untrained:"),
     "apo_room_selector": ("seed prompt",),  # the tiny model's edits are refused: "searched nothing" (or a best)
     "apo_prompt_ceiling": ("strict score", "show the call and the rule"),

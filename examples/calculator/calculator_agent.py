@@ -36,6 +36,7 @@ TEMPLATES = (
     ("{name} had {a} marbles and lost {b} of them. How many marbles are left?", operator.sub),
 )
 NAMES = ("Sara", "Omar", "Lena", "Kofi", "Mei", "Ivan")
+_SIGNS = {operator.mul: "*", operator.add: "+", operator.sub: "-"}
 
 
 def _evaluate(node: ast.AST) -> float:
@@ -59,7 +60,8 @@ def calculate(expression: str) -> str:
 
 
 def word_problems(count: int, seed: int) -> list[dict[str, Any]]:
-    """`count` problems drawn from the templates with the seed: the question and its integer answer."""
+    """`count` problems drawn from the templates with the seed: the question, its integer answer, and the expression
+    that computes it (a self-distilling teacher's context can name it; the agent never sees it)."""
     draw = random.Random(seed)
     problems = []
     for index in range(count):
@@ -69,7 +71,8 @@ def word_problems(count: int, seed: int) -> list[dict[str, Any]]:
         else:
             a, b = draw.randint(120, 899), draw.randint(101, 119)
         question = text.format(name=draw.choice(NAMES), a=a, b=b)
-        problems.append({"task_id": f"problem-{seed}-{index}", "question": question, "answer": combine(a, b)})
+        problems.append({"task_id": f"problem-{seed}-{index}", "question": question, "answer": combine(a, b),
+                         "expression": f"{a} {_SIGNS[combine]} {b}"})  # fmt: skip
     return problems
 
 

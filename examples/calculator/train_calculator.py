@@ -20,6 +20,12 @@ drills never show it. `--algorithm dpo` trains online DPO instead, at equal roll
 LoRA except on the output layer (which SmolLM2 ties to its embeddings), a group's best and worst rollouts as the pair
 when their rewards differ, at the call where both saw the same prompt (the call to the calculator), learning rate
 2e-4, beta 0.1, two passes; a second run of a seed reuses its warm start.
+
+`--distill-context 'The expression for the calculate tool: {expression}'` adds on-policy self-distillation: the
+policy, shown the problem's expression (or any task field) in a system turn the agent never sees, scores the tokens
+the student sampled, and that per-token signal is added to GRPO's advantage (`--distill-alone`: trained alone).
+`--teacher-check` first answers the held-out problems sampled as the student and as that teacher, and stops the run
+unless the teacher is right more often. Such a run is kept as `run-distill.json` (`run-distill-alone.json`).
 """
 
 from __future__ import annotations
@@ -125,8 +131,28 @@ def algorithm_of(args: argparse.Namespace, warm: Path, options: agl.TrainingOpti
                    batch_size=8, lora=lora, pair_rule=agl.PairRule("best-worst"))  # fmt: skip
 
 
+def arm_of(args: argparse.Namespace) -> str:
+    """The run's arm, which names its files: grpo, dpo, distill (GRPO and the teacher's signal) or distill-alone."""
+    if args.distill_context:
+        return "distill-alone" if args.distill_alone else "distill"
+    return args.algorithm
+
+
+def distillation_of(args: argparse.Namespace) -> agl.Distillation | None:
+    """`--distill-context` and its settings as the loop's self-distillation (None without a context)."""
+    if not args.distill_context:
+        if args.distill_alone or args.teacher_check:
+            raise SystemExit("--distill-alone and --teacher-check need the teacher's --distill-context")
+        return None
+    if args.algorithm != "grpo":
+        raise SystemExit("self-distillation (--distill-context) trains with GRPO's local engine, not --algorithm dpo")
+    return agl.Distillation(weight=args.distill_weight, context=args.distill_context, alone=args.distill_alone,
+                            check=args.teacher_check)  # fmt: skip
+
+
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """One seed: the untrained model, the warm start, then GRPO (or DPO); every figure of the run (also as JSON)."""
+    distillation = distillation_of(args)
     started = time.monotonic()
     work = Path(args.workdir).resolve() / f"seed-{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
@@ -137,7 +163,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         model = with_tools_template(model_or_tiny(args.model, work, seed=args.seed), work)  # a template for tools
     val_tasks = word_problems(args.val_problems, seed=VAL_SEED)
     train_tasks = word_problems(args.train_problems, seed=args.seed)
-    print(f"{args.model} (seed {args.seed}, {args.algorithm}): other libraries' output goes to {log}", flush=True)
+    print(f"{args.model} (seed {args.seed}, {arm_of(args)}): other libraries' output goes to {log}", flush=True)
 
     untrained_file = work / "untrained.episodes.jsonl"
     if len(read_records(untrained_file)) == len(val_tasks):  # greedy: the same episodes whichever run made them
@@ -148,41 +174,55 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
           f"calculator {untrained['called']:.3f}", flush=True)  # fmt: skip
     warm, sft_seconds = warm_start(args, model, work, log)
 
-    arm = "" if args.algorithm == "grpo" else f"-{args.algorithm}"
+    arm = "" if arm_of(args) == "grpo" else f"-{arm_of(args)}"
     records = {mode: work / f"{mode}{arm}.episodes.jsonl" for mode in ("train", "val")}
     for path in records.values():
         path.unlink(missing_ok=True)
     tasks = {mode: [{**task, "record_file": str(records[mode])} for task in chosen]
              for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
     print(f"{args.algorithm.upper()}: {args.steps} steps of {args.batch_size} problems x {args.group_size} rollouts, "
-          f"temperature 1; validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
+          f"temperature 1"
+          + (f", self-distilled (weight {args.distill_weight:g}{', alone' if args.distill_alone else ''}) from "
+             f"{args.distill_context!r}" if distillation else "")
+          + f"; validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
     trained_started = time.monotonic()
     with agl.quiet(log) as terminal:
+        distilled: list[float] = []  # each step's reverse KL to the teacher
 
         def progress(step: int, metrics: dict[str, float]) -> None:
             trained = metrics.get("training/samples_with_advantage", metrics.get("dpo/pairs", 0))
             unit = "samples with an advantage" if args.algorithm == "grpo" else "pairs"
+            kl = metrics.get("distill/reverse_kl")
+            if kl is not None:
+                distilled.append(kl)
             terminal.print(f"  step {step}: reward {metrics.get('rollout/reward_mean', math.nan):.3f}, {trained:.0f} "
-                           f"{unit}, {time.monotonic() - trained_started:.0f}s")  # fmt: skip
+                           + unit + (f", reverse KL to the teacher {kl:.3f}" if kl is not None else "")
+                           + f", {time.monotonic() - trained_started:.0f}s")  # fmt: skip
 
         options = agl.TrainingOptions(
             schedule=agl.Schedule(batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
                                   shuffle=True, epochs=1000, val_every=args.steps, seed=args.seed),
             sampling=agl.Sampling(temperature=1.0, max_tokens=MAX_TOKENS),
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
-            trackers=agl.Trackers(logger=()), on_step=progress,
+            trackers=agl.Trackers(logger=()), on_step=progress, distillation=distillation,
         )  # fmt: skip
         algorithm = algorithm_of(args, warm, options, work)
         trainer = agl.Trainer(n_runners=2, algorithm=algorithm, adapter={"agent_match": AGENT_MATCH}, progress=False)
         result = trainer.fit(calculator_rollout, tasks["train"], tasks["val"])
     val_records, train_records = read_records(records["val"]), read_records(records["train"])
-    # the validations ran one after the other: the first len(val) episodes are the start's, the last the end's
+    # the validations ran one after the other: the first len(val) episodes are the start's, the last the end's; a
+    # teacher check's answers, the student's then the teacher's (one sample a problem each), between them
+    n, checked = len(val_tasks), 2 * len(val_tasks) if args.teacher_check else 0
     per_step = args.batch_size * args.group_size
     run = {
-        "model": args.model, "seed": args.seed, "algorithm": args.algorithm, "val_problems": len(val_tasks),
+        "model": args.model, "seed": args.seed, "algorithm": args.algorithm, "arm": arm_of(args), "val_problems": n,
+        "distill_context": args.distill_context, "distill_weight": args.distill_weight,
+        "distill_alone": args.distill_alone, "reverse_kl": distilled,
         "untrained": untrained,
-        "warm": episode_figures(val_records[: len(val_tasks)]),
-        "after": episode_figures(val_records[-len(val_tasks):]),
+        "warm": episode_figures(val_records[:n]),
+        **({"teacher_check": {"student": episode_figures(val_records[n : 2 * n]),
+                              "teacher": episode_figures(val_records[2 * n : 3 * n])}} if checked else {}),
+        "after": episode_figures(val_records[-n:]),
         **result.figures(),
         "pairs": sum(r.metrics.get("dpo/pairs", 0) for r in result.steps),
         "train_first": episode_figures(train_records[: 5 * per_step]),
@@ -190,7 +230,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "sft_seconds": sft_seconds, "train_seconds": time.monotonic() - trained_started,
         "seconds": time.monotonic() - started,
     }  # fmt: skip
-    run["complete"] = len(val_records) == 2 * len(val_tasks) and all(v["rollouts"] for v in run["validations"])
+    run["complete"] = len(val_records) == 2 * n + checked and all(v["rollouts"] for v in run["validations"])
     (work / f"run{arm}.json").write_text(json.dumps(run, indent=1))
     return run
 
@@ -217,13 +257,16 @@ def train(args: argparse.Namespace) -> int:
     for label, key in (
         ("untrained", "untrained"),
         ("after the warm start", "warm"),
-        (f"after {args.algorithm.upper()}", "after"),
+        (f"after {arm_of(args).upper()}", "after"),
     ):
         figures = run[key]
         right, called, unparsed = figures["right"], figures["called"], figures["unparsed_call"]
         print(f"  {label:<21} {right:.3f} +- {standard_error(right, n):.3f}  (called the calculator {called:.2f}, "
               f"a call left in the text {unparsed:.2f})")  # fmt: skip
-    print(f"{args.algorithm.upper()} trained {run['trained_steps']} of {len(run['train_reward'])} steps "
+    if "teacher_check" in run:
+        student, teacher = run["teacher_check"]["student"]["right"], run["teacher_check"]["teacher"]["right"]
+        print(f"teacher check ({n} problems sampled): student {student:.3f}, teacher {teacher:.3f}")
+    print(f"{arm_of(args).upper()} trained {run['trained_steps']} of {len(run['train_reward'])} steps "
           f"({run['zero_variance_groups']:.0f} of {run['groups']:.0f} groups with equal rewards); "
           f"{run['seconds']:.0f}s in all; {Path(args.workdir) / f'seed-{args.seed}'}")  # fmt: skip
     if not run["complete"]:
@@ -256,6 +299,14 @@ def parser() -> argparse.ArgumentParser:
         help="train: GRPO (the local Tinker engine) or online DPO (TRL), LoRA rank 32 both",
     )
     parser.add_argument("--dpo-learning-rate", type=float, default=2e-4, help="train: DPO's (LoRA rank 32)")
+    parser.add_argument("--distill-context", default="", metavar="TEMPLATE",
+                        help="train: on-policy self-distillation from the policy shown this context, a problem's "
+                             "fields filled in ({question}, {expression}, {answer})")  # fmt: skip
+    parser.add_argument("--distill-weight", type=float, default=1.0, help="train: the teacher's signal's weight")
+    parser.add_argument("--distill-alone", action="store_true", help="train: the teacher's signal without GRPO's")
+    parser.add_argument("--teacher-check", action="store_true",
+                        help="train: first, the held-out problems sampled as the student and as the teacher; "
+                             "the run stops unless the teacher is right more often")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="train: the tiny model, a few problems (the tests)")
     return parser
 

@@ -22,6 +22,8 @@ def test_the_calculator_and_the_answer_reader() -> None:
     assert final_number("It is 1,010 trees") == 1010 and final_number("no idea") is None
     problems = word_problems(50, seed=3)
     assert problems == word_problems(50, seed=3) and len({p["question"] for p in problems}) == 50
+    # the expression a teacher's context may name computes the answer
+    assert all(calculate.invoke({"expression": p["expression"]}) == str(p["answer"]) for p in problems)
 
 
 def test_dryrun_samples_the_agents_calls_with_token_ids() -> None:
