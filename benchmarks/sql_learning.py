@@ -146,8 +146,8 @@ def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str
         complete &= run["complete"] and run["trained_steps"] > 0
         measured.append(run)
     phases = [{"phase": "warm start", **run, "validations": run["validations"][:1]} for run in measured]
-    phases += [{"phase": "after grpo", **run} for run in measured]
-    lines += ["greedy:", *pooled_comparison(phases, "phase", "warm start", "after grpo")]
+    phases += [{"phase": "after training", **run} for run in measured]
+    lines += ["greedy:", *pooled_comparison(phases, "phase", "warm start", "after training")]
     sampled = [run for run in measured if run.get("val_sampled")]
     if sampled:  # the policy GRPO trains: each question answered val_sampled times at temperature 1
         lines.append(sampled_line(sampled))

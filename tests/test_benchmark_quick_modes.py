@@ -34,7 +34,7 @@ HERE: dict[str, tuple[str, ...]] = {
     ),
     "sql_agent_probe": ("execution accuracy", "outcomes"),
     "calculator_learning": ("grpo: gain after grpo - warm start", "gain distill-alone - grpo", "untrained:"),
-    "sql_learning": ("gain after grpo - warm start", "untrained:"),
+    "sql_learning": ("gain after training - warm start", "untrained:"),
     "apo_room_selector": ("seed prompt",),  # the tiny model's edits are refused: "searched nothing" (or a best)
     "apo_prompt_ceiling": ("strict score", "show the call and the rule"),
     "policy_per_agent": ("pooled shared: final success", "pooled per_agent: final success", "gain per_agent - shared"),
