@@ -109,6 +109,7 @@ COMMANDS: dict[str, str] = {
     "python -m benchmarks.calculator_probe --model smollm2 --problems 32": "not run here: about 3 minutes of SmolLM2 on 2 cores; its quick mode (the tiny model) runs in tests/test_benchmark_quick_modes.py",
     "python train_calculator.py train --seed 0": "not run here: about 40 minutes of SmolLM2 on 2 cores; the same code's quick mode (the tiny model) runs as benchmarks/calculator_learning.py --quick in tests/test_benchmark_quick_modes.py",
     "python train_calculator.py train --seed 0 --algorithm dpo": "not run here: about 35 minutes of SmolLM2 on 2 cores; the same code's quick mode runs as benchmarks/calculator_learning.py --quick in tests/test_benchmark_quick_modes.py",
+    'python train_calculator.py train --seed 0 --teacher-check --distill-context "For this problem, call the calculate tool with {expression}; the answer is {answer}."': "not run here: about 45 minutes of SmolLM2 on 2 cores; the same code's quick mode (distill-alone) runs as benchmarks/calculator_learning.py --quick in tests/test_benchmark_quick_modes.py",
     # examples/tinker/README.md
     'pip install "lightning-otel[tinker,openai]"': SETUP,
     'pip install "lightning-otel[crewai,trainer]"': SETUP,
