@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import httpx
 
@@ -422,19 +421,20 @@ def main() -> None:
     if args.agent_lightning:
         print("\n== Agent Lightning 0.3 side by side (same senders, same batches)")
         theirs = agent_lightning_rate(args.agent_lightning, args.seconds)
-        workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
-        collector = CollectorProcess(f"sqlite:///{workdir}/side.sqlite3")
-        try:
-            _lat, statuses = run_senders(collector.url, 4, args.seconds)
-        finally:
-            collector.stop()
+        with tempfile.TemporaryDirectory(prefix="agl-bench-") as workdir:
+            collector = CollectorProcess(f"sqlite:///{workdir}/side.sqlite3")
+            try:
+                _lat, statuses = run_senders(collector.url, 4, args.seconds)
+            finally:
+                collector.stop()
         ours = statuses.get(200, 0) * BATCH / args.seconds
         print(
             f"agl-otel-collector (SQLite, durable, ack after commit): {ours:,.0f} spans/s   ratio {ours / theirs:.1f}x"
         )
-    workdir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     if args.store in ("sqlite", "both"):
-        measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds, args.big_store)
+        with tempfile.TemporaryDirectory(prefix="agl-bench-") as workdir:  # its 20k-3M-span store: removed after
+            measure(f"sqlite:///{workdir}/bench.sqlite3", "SQLite (WAL, synchronous=NORMAL)", args.seconds,
+                    args.big_store)  # fmt: skip
     if args.store in ("postgresql", "both"):
         from lightning_otel.testing.pg_cluster import ThrowawayPostgres
 

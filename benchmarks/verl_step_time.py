@@ -21,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -286,6 +287,7 @@ def main() -> None:
                 shown = f"{statistics.fmean(trained) / theirs:.2f}x" if trained else "none trained"
                 print(f"  ours skipped {len(ours) - len(trained)} of {len(ours)} steps (every group's rewards equal: "
                       f"no update); over the steps ours trained: {shown}")  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)  # done: a failed run exits above and keeps its logs there
 
 
 if __name__ == "__main__":

@@ -18,15 +18,16 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def test_demo_prints_each_rollout_with_token_ids_and_rewards():
+def test_demo_prints_each_rollout_with_token_ids_and_rewards(tmp_path):
     result = subprocess.run(
         [str(BIN / "lightning-otel"), "demo", "--trace-only"],
         capture_output=True,
         text=True,
         timeout=120,
-        env=clean_env(),
+        env={**clean_env(), "TMPDIR": str(tmp_path)},
         check=True,
     )
+    assert not list(tmp_path.glob("agl-demo-*")), "the demo's scratch store was left behind"
     out = result.stdout
     assert "embedded agl-otel-collector" in out and "read back from the collector's store" in out
     assert out.count("rollout demo-rollout-") == 3

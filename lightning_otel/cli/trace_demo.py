@@ -35,9 +35,12 @@ def run_demo(endpoint: str | None = None) -> int:
         from lightning_otel.collector.server import EmbeddedCollector
     except ImportError:  # the [collector] extra is not installed: show the spans from memory
         return _run(None, embedded=False)
-    store = Path(tempfile.mkdtemp(prefix="agl-demo-")) / "collector.sqlite3"
-    with EmbeddedCollector.on_sqlite_file(store) as addresses:
-        print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {addresses.store}")
+    # a scratch store, removed at exit: a demo run after run must not leave stores behind in the temp folder
+    with (
+        tempfile.TemporaryDirectory(prefix="agl-demo-") as scratch,
+        EmbeddedCollector.on_sqlite_file(Path(scratch) / "collector.sqlite3") as addresses,
+    ):
+        print(f"embedded agl-otel-collector: OTLP {addresses.otlp_http}, store {addresses.store} (removed at exit)")
         return _run(addresses.otlp_http, embedded=True, query_url=addresses.query)
 
 
