@@ -17,7 +17,8 @@ standard error) for each algorithm, each other arm against GRPO at the end, and 
 `distill` and `distill-alone` are GRPO's schedule with on-policy self-distillation (added to GRPO's advantage, or
 alone): the policy with `DISTILL_CONTEXT` (the problem's expression and answer, `--distill-context` to change it) in
 a system turn scores the student's sampled tokens; the teacher check runs first and stops a run whose teacher is
-not right more often than the student (the held-out problems sampled once each).
+not right more often than the student (the held-out problems sampled once each). `distill-frozen` and
+`distill-frozen-alone` are the same with the teacher frozen at the warm start (`--distill-teacher warm`).
 """
 
 from __future__ import annotations
@@ -37,19 +38,22 @@ from lightning_otel.agent_api.script_folder import import_from_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 (train_calculator,) = import_from_folder(ROOT / "examples" / "calculator", "train_calculator")
-ARMS = ("grpo", "dpo", "distill", "distill-alone")
+ARMS = ("grpo", "dpo", "distill", "distill-alone", "distill-frozen", "distill-frozen-alone")
 # the teacher's privileged context: what the tool call should say and what the reply should end with
 DISTILL_CONTEXT = "For this problem, call the calculate tool with {expression}; the answer is {answer}."
 
 
 def arm_flags(arm: str, context: str, *, check: bool = True) -> list[str]:
-    """`train_calculator.py train`'s flags for an arm (`check`: the distill arms' teacher check)."""
+    """`train_calculator.py train`'s flags for an arm (`check`: the self-distilling arms' teacher check; a frozen
+    teacher is the warm start, the self-distilling teacher of the first step, so its arms run none)."""
     if arm in ("grpo", "dpo"):
         return ["--algorithm", arm]
+    frozen = arm.startswith("distill-frozen")
     return (
         ["--distill-context", context]
-        + (["--teacher-check"] if check else [])
-        + (["--distill-alone"] if arm == "distill-alone" else [])
+        + (["--distill-teacher", "warm"] if frozen else [])
+        + (["--teacher-check"] if check and not frozen else [])
+        + (["--distill-alone"] if arm.endswith("-alone") else [])
     )
 
 

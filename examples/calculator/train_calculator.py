@@ -26,6 +26,10 @@ policy, shown the problem's expression (or any task field) in a system turn the 
 the student sampled, and that per-token signal is added to GRPO's advantage (`--distill-alone`: trained alone).
 `--teacher-check` first answers the held-out problems sampled as the student and as that teacher, and stops the run
 unless the teacher is right more often. Such a run is kept as `run-distill.json` (`run-distill-alone.json`).
+`--distill-teacher warm` makes the teacher the warm-started model, frozen, with the same context (or any model
+folder with SmolLM2's tokenizer): a self-distilling teacher is the policy as last published and moves with the
+student; a frozen one does not (`run-distill-frozen.json`, `run-distill-frozen-alone.json`; no teacher check: at the
+first step the frozen teacher is the self-distilling one, whose check a self-distillation run reports).
 """
 
 from __future__ import annotations
@@ -132,27 +136,35 @@ def algorithm_of(args: argparse.Namespace, warm: Path, options: agl.TrainingOpti
 
 
 def arm_of(args: argparse.Namespace) -> str:
-    """The run's arm, which names its files: grpo, dpo, distill (GRPO and the teacher's signal) or distill-alone."""
+    """The run's arm, which names its files: grpo, dpo, distill (GRPO and the teacher's signal), distill-alone, or
+    with a frozen teacher (`--distill-teacher`) distill-frozen and distill-frozen-alone."""
     if args.distill_context:
-        return "distill-alone" if args.distill_alone else "distill"
+        frozen = "-frozen" if args.distill_teacher else ""
+        return f"distill{frozen}{'-alone' if args.distill_alone else ''}"
     return args.algorithm
 
 
-def distillation_of(args: argparse.Namespace) -> agl.Distillation | None:
-    """`--distill-context` and its settings as the loop's self-distillation (None without a context)."""
+def distillation_of(args: argparse.Namespace, warm: Path | None = None) -> agl.Distillation | None:
+    """`--distill-context` and its settings as the loop's on-policy distillation (None without a context); the
+    teacher is the policy itself, or with `--distill-teacher` a frozen model (`warm`: the seed's warm start)."""
     if not args.distill_context:
-        if args.distill_alone or args.teacher_check:
-            raise SystemExit("--distill-alone and --teacher-check need the teacher's --distill-context")
+        if args.distill_alone or args.teacher_check or args.distill_teacher:
+            raise SystemExit("--distill-alone, --distill-teacher and --teacher-check need the teacher's "
+                             "--distill-context")  # fmt: skip
         return None
     if args.algorithm != "grpo":
         raise SystemExit("self-distillation (--distill-context) trains with GRPO's local engine, not --algorithm dpo")
+    if args.distill_teacher and args.teacher_check:
+        raise SystemExit("--teacher-check measures the policy as its own teacher; a frozen --distill-teacher is that "
+                         "teacher at the first step: run the check with self-distillation")  # fmt: skip
+    teacher = (warm if args.distill_teacher == "warm" else Path(args.distill_teacher)) if args.distill_teacher else None
     return agl.Distillation(weight=args.distill_weight, context=args.distill_context, alone=args.distill_alone,
-                            check=args.teacher_check)  # fmt: skip
+                            check=args.teacher_check, teacher=teacher)  # fmt: skip
 
 
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """One seed: the untrained model, the warm start, then GRPO (or DPO); every figure of the run (also as JSON)."""
-    distillation = distillation_of(args)
+    distillation_of(args)  # its settings refused now, before the untrained model's validation
     started = time.monotonic()
     work = Path(args.workdir).resolve() / f"seed-{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
@@ -173,6 +185,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"untrained, {len(val_tasks)} held-out problems, greedy: right {untrained['right']:.3f}, called the "
           f"calculator {untrained['called']:.3f}", flush=True)  # fmt: skip
     warm, sft_seconds = warm_start(args, model, work, log)
+    distillation = distillation_of(args, warm)
 
     arm = "" if arm_of(args) == "grpo" else f"-{arm_of(args)}"
     records = {mode: work / f"{mode}{arm}.episodes.jsonl" for mode in ("train", "val")}
@@ -182,8 +195,9 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
              for mode, chosen in (("train", train_tasks), ("val", val_tasks))}  # fmt: skip
     print(f"{args.algorithm.upper()}: {args.steps} steps of {args.batch_size} problems x {args.group_size} rollouts, "
           f"temperature 1"
-          + (f", self-distilled (weight {args.distill_weight:g}{', alone' if args.distill_alone else ''}) from "
-             f"{args.distill_context!r}" if distillation else "")
+          + (f", {'distilled from a frozen teacher' if args.distill_teacher else 'self-distilled'} (weight "
+             f"{args.distill_weight:g}{', alone' if args.distill_alone else ''}) from {args.distill_context!r}"
+             if distillation else "")
           + f"; validation on the {len(val_tasks)} held-out problems, greedy", flush=True)  # fmt: skip
     trained_started = time.monotonic()
     with agl.quiet(log) as terminal:
@@ -217,7 +231,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     run = {
         "model": args.model, "seed": args.seed, "algorithm": args.algorithm, "arm": arm_of(args), "val_problems": n,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
-        "distill_alone": args.distill_alone, "reverse_kl": distilled,
+        "distill_alone": args.distill_alone, "distill_teacher": args.distill_teacher, "reverse_kl": distilled,
         "untrained": untrained,
         "warm": episode_figures(val_records[:n]),
         **({"teacher_check": {"student": episode_figures(val_records[n : 2 * n]),
@@ -304,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
                              "fields filled in ({question}, {expression}, {answer})")  # fmt: skip
     parser.add_argument("--distill-weight", type=float, default=1.0, help="train: the teacher's signal's weight")
     parser.add_argument("--distill-alone", action="store_true", help="train: the teacher's signal without GRPO's")
+    parser.add_argument("--distill-teacher", default="", metavar="FOLDER",
+                        help="train: a frozen teacher with the --distill-context: 'warm' (the seed's warm-started "
+                             "model) or a model folder; default: the policy itself (self-distillation)")  # fmt: skip
     parser.add_argument("--teacher-check", action="store_true",
                         help="train: first, the held-out problems sampled as the student and as the teacher; "
                              "the run stops unless the teacher is right more often")  # fmt: skip
