@@ -80,6 +80,11 @@ def pooled_comparison(
     (base, n_base), (cand, n_cand) = pooled[baseline], pooled[candidate]
     se = math.sqrt(standard_error(base, n_base) ** 2 + standard_error(cand, n_cand) ** 2)
     gain = cand - base
+    if se == 0 and n_base and n_cand:  # every rollout of each arm scored alike (0 or 1): no binomial spread to scale by
+        verdict = "the same" if gain == 0 else "beyond any binomial noise" if gain > 0 or either_way else "worse"
+        lines.append(f"gain {candidate} - {baseline}: {gain:+.3f}; every rollout of each arm scored alike (standard "
+                     f"error 0): {verdict}")  # fmt: skip
+        return lines
     beyond = se and (abs(gain) if either_way else gain) > 2 * se
     lines.append(f"gain {candidate} - {baseline}: {gain:+.3f} = {gain / se if se else math.nan:+.1f} x its standard "
                  f"error ({se:.3f}); beyond 2 x: {'yes' if beyond else 'no'}")  # fmt: skip
