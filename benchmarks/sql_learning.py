@@ -49,7 +49,7 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         run = json.loads(kept.read_text())  # runs from before a setting was kept ran at its default
         same = all(run.get(key, example.get_default(key)) == getattr(settings, key)
                    for key in ("reward", "turns", "learning_rate", "refill_tied_groups", "distill_context",
-                               "distill_weight", "distill_alone"))  # fmt: skip
+                               "distill_weight", "distill_alone", "distill_teacher"))  # fmt: skip
         if run.get("model") == args.model and same:
             return {**run, "by_question": by_question(run, kept.parent)}
     if args.quick:

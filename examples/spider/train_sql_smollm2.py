@@ -19,7 +19,7 @@ query executed, no check), its reward Spider's execution match. A run:
    {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens;
    `--distill-alone`: that signal without GRPO's reward advantage; `--teacher-check`: first, the held-out questions
    answered sampled by the student and by that teacher, and the run stopped unless the teacher is right more often),
-   `--turns 3`
+   `--distill-teacher warm` (the teacher frozen at the warm start, not the policy as last published), `--turns 3`
    (the tutorial's write, check, rewrite loop: the error of a query SQLite refused reaches the rewrite).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
@@ -99,8 +99,11 @@ def warm_start(args: argparse.Namespace, model: Path, tasks: list[dict[str, Any]
 
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """One seed: the untrained model, the warm start, then GRPO; every figure of the run (also as JSON)."""
-    if (args.distill_alone or args.teacher_check) and not args.distill_context:
-        raise SystemExit("--distill-alone and --teacher-check need the teacher's --distill-context")
+    if (args.distill_alone or args.teacher_check or args.distill_teacher) and not args.distill_context:
+        raise SystemExit("--distill-alone, --distill-teacher and --teacher-check need the teacher's --distill-context")
+    if args.distill_teacher and args.teacher_check:
+        raise SystemExit("--teacher-check measures the policy as its own teacher; a frozen --distill-teacher is that "
+                         "teacher at the first step: run the check with self-distillation")  # fmt: skip
     started = time.monotonic()
     data_dir = default_data_dir()
     if not data_ready(data_dir):
@@ -167,7 +170,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
             validation_sampling=agl.Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
             trackers=agl.Trackers(logger=()), on_step=progress, refill_tied_groups=args.refill_tied_groups,
             distillation=agl.Distillation(weight=args.distill_weight, context=args.distill_context,
-                                          alone=args.distill_alone, check=args.teacher_check)
+                                          alone=args.distill_alone, check=args.teacher_check,
+                                          teacher=frozen_teacher(args, warm))
             if args.distill_context else None,
         )  # fmt: skip
         engine = agl.LocalEngine(warm, rank=32, seed=args.seed)
@@ -181,7 +185,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "reward": args.reward, "turns": args.turns, "learning_rate": args.learning_rate,
         "refill_tied_groups": args.refill_tied_groups,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
-        "distill_alone": args.distill_alone, "distill": distilled,
+        "distill_alone": args.distill_alone, "distill_teacher": args.distill_teacher, "distill": distilled,
         # the validations ran one after the other, each greedy then sampled: the warm start's, then the end's
         **validation_shares(val_records, len(val_tasks), args.val_sampled, teacher_check=args.teacher_check),
         **result.figures(),
@@ -195,6 +199,13 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
                        and all(v["rollouts"] for v in run["validations"]))  # fmt: skip
     (work / "run.json").write_text(json.dumps(run, indent=1))
     return run
+
+
+def frozen_teacher(args: argparse.Namespace, warm: Path) -> Path | None:
+    """`--distill-teacher`: 'warm' (the seed's warm start, frozen) or a model folder; None: self-distillation."""
+    if not args.distill_teacher:
+        return None
+    return warm if args.distill_teacher == "warm" else Path(args.distill_teacher)
 
 
 def validation_shares(
@@ -259,6 +270,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--distill-weight", type=float, default=1.0, help="the teacher's per-token signal's weight")
     parser.add_argument("--distill-alone", action="store_true",
                         help="train on the teacher's signal only, not GRPO's reward advantage")  # fmt: skip
+    parser.add_argument("--distill-teacher", default="", metavar="FOLDER",
+                        help="a frozen teacher with the --distill-context: 'warm' (the seed's warm-started model) or "
+                             "a model folder; default: the policy itself as last published")  # fmt: skip
     parser.add_argument("--teacher-check", action="store_true",
                         help="before GRPO, the held-out questions answered at temperature 1 by the student and by "
                              "the teacher; the run stops unless the teacher is right more often")  # fmt: skip
