@@ -125,7 +125,10 @@ def paired(units: dict[int, list[float]], label: str) -> str | None:
 
 
 def ratio(value: float, error: float) -> str:
-    return f"{value / error:+.1f}" if error else "inf"
+    """`value` in units of `error`; no spread at all (every unit moved alike, or none moved) said in words."""
+    if error:
+        return f"{value / error:+.1f}"
+    return "no change in any unit: 0" if value == 0 else "every unit moved alike: no spread, so inf"
 
 
 def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str], bool]:

@@ -87,3 +87,10 @@ def test_two_arms_are_compared_question_by_question_after_training() -> None:
     (line,) = against_lines([refill], [dropped], "dropped/")
     assert line.startswith("greedy, against dropped/, paired by question over 2 seed-questions: +0.500 +- 0.500")
     assert against_lines([refill], [], "none/") == []  # no kept run to compare with: no line
+
+
+def test_a_gain_without_spread_is_said_in_words() -> None:
+    """A run whose every greedy answer stayed as it was (the same right and wrong questions): no ratio of 0 to 0."""
+    unchanged = {"seed": 0, "by_question": {"greedy": {"a": (1.0, 1.0), "b": (0.0, 0.0)}}}
+    line = paired_line([unchanged], "greedy")
+    assert "+0.000 +- 0.000 (no change in any unit: 0 x its standard error)" in line and "inf" not in line
