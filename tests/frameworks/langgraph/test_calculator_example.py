@@ -4,8 +4,6 @@ call that asks for the tool, the call that reads its answer), with the server's 
 
 from __future__ import annotations
 
-import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -34,24 +32,3 @@ def test_dryrun_samples_the_agents_calls_with_token_ids() -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "dry run: 4 problems, mean reward 1.00, 8 samples from agents ['agent']" in done.stdout
     assert "agents seen ['agent']" in done.stdout and "without token ids 0" in done.stdout
-
-
-def test_a_frozen_teacher_distills_from_the_warm_start(tmp_path: Path) -> None:
-    """`--distill-teacher warm`: the warm-started folder, frozen, scores the student's tokens with the context; the
-    run says so, is kept under its arm's name and keeps each step's reverse KL."""
-    context = "For this problem, call the calculate tool with {expression}; the answer is {answer}."
-    command = [sys.executable, "train_calculator.py", "train", "--quick", "--workdir", str(tmp_path),
-               "--distill-context", context, "--distill-teacher", "warm", "--distill-alone"]  # fmt: skip
-    done = subprocess.run(command, cwd=EXAMPLE, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "distilled from a frozen teacher (weight 1, alone)" in done.stdout
-    run = json.loads((tmp_path / "seed-0" / "run-distill-frozen-alone.json").read_text())
-    assert run["arm"] == "distill-frozen-alone" and run["distill_teacher"] == "warm"
-    assert len(run["reverse_kl"]) == 1 and math.isfinite(run["reverse_kl"][0])
-
-
-def test_a_frozen_teacher_refuses_the_teacher_check() -> None:
-    command = [sys.executable, "train_calculator.py", "train", "--quick", "--distill-context", "{answer}",
-               "--distill-teacher", "warm", "--teacher-check"]  # fmt: skip
-    done = subprocess.run(command, cwd=EXAMPLE, capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "run the check with self-distillation" in done.stderr
