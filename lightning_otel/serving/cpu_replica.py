@@ -125,26 +125,40 @@ class CPUReplica(SamplerReplica):
 
     def generate_many(self, prompts: Sequence[Sequence[int]], *, max_tokens: int = 64, temperature: float = 1.0,
                       top_p: float = 1.0) -> list[Generation]:  # fmt: skip
-        """Sample an answer to each prompt, together (in batches of `max_batch`), in the prompts' order."""
-        futures = [self._submit(prompt, max_tokens, temperature, top_p) for prompt in prompts]
+        """Sample an answer to each prompt, together (in batches of `max_batch`), in the prompts' order. The prompts
+        are queued at once, so a group of one prompt's samples is not split by a drain that starts between them."""
+        futures = self._submit_all([(prompt, max_tokens, temperature, top_p) for prompt in prompts])
         return [future.result() for future in futures]
+
+    async def agenerate_many(self, prompts: Sequence[Sequence[int]], *, max_tokens: int = 64,
+                             temperature: float = 1.0, top_p: float = 1.0) -> list[Generation]:  # fmt: skip
+        """`generate_many` for an event loop (queued together, awaited without holding a thread)."""
+        futures = self._submit_all([(prompt, max_tokens, temperature, top_p) for prompt in prompts])
+        return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
     def _submit(self, prompt_ids: Sequence[int], max_tokens: int, temperature: float,
                 top_p: float) -> Future[Generation]:  # fmt: skip
-        request = _Request(list(prompt_ids), int(max_tokens), float(temperature), float(top_p))
-        if not request.prompt_ids:
-            raise ValueError("the prompt has no tokens")
-        # checked here, not in the batch: one bad request must not fail the others sampled with it
-        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self._vocab_size:
-            raise ValueError(f"prompt token ids must be in [0, {self._vocab_size}) (the model's vocabulary)")
-        future: Future[Generation] = Future()
+        (future,) = self._submit_all([(prompt_ids, max_tokens, temperature, top_p)])
+        return future
+
+    def _submit_all(self, asks: Sequence[tuple[Sequence[int], int, float, float]]) -> list[Future[Generation]]:
+        """Queue the requests together (all or none: each is checked first) and start a drain if none runs."""
+        requests = [_Request(list(ids), int(max_tokens), float(temperature), float(top_p))
+                    for ids, max_tokens, temperature, top_p in asks]  # fmt: skip
+        for request in requests:
+            if not request.prompt_ids:
+                raise ValueError("the prompt has no tokens")
+            # checked here, not in the batch: one bad request must not fail the others sampled with it
+            if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self._vocab_size:
+                raise ValueError(f"prompt token ids must be in [0, {self._vocab_size}) (the model's vocabulary)")
+        futures: list[Future[Generation]] = [Future() for _ in requests]
         with self._queue_lock:
-            self._waiting.append((request, future))
-            if self._draining:  # the running drain takes it in a coming batch
-                return future
+            self._waiting.extend(zip(requests, futures, strict=True))
+            if self._draining or not requests:  # the running drain takes them in coming batches
+                return futures
             self._draining = True
         threading.Thread(target=self._drain, name="agl-cpu-replica", daemon=True).start()
-        return future
+        return futures
 
     def _drain(self) -> None:
         """Sample batches of waiting requests until none is left (then this thread ends: no idle thread stays).

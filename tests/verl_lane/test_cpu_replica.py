@@ -119,6 +119,24 @@ def test_a_bad_prompt_is_refused_alone_and_the_replica_keeps_serving(replica: CP
     assert len(many) == 5 and all(0 < len(g.token_ids) <= 6 for g in many)
 
 
+def test_a_group_of_samples_goes_in_one_batch() -> None:
+    """generate_many queues its prompts at once: a drain started by the first must not take it alone (a group's
+    prompt read twice, its samples in two batches)."""
+    replica = CPUReplica(tiny_policy(TOKENIZER, seed=1), TOKENIZER, seed=7)
+    sizes: list[int] = []
+    sample_batch = replica._sample_batch
+
+    def counted(requests):  # type: ignore[no-untyped-def]
+        sizes.append(len(requests))
+        return sample_batch(requests)
+
+    replica._sample_batch = counted  # type: ignore[method-assign]
+    prompt = TOKENIZER.encode("hello")
+    for _ in range(30):
+        replica.generate_many([prompt] * 8, max_tokens=1)
+    assert sizes == [8] * 30
+
+
 def test_samples_do_not_depend_on_which_requests_were_batched_together() -> None:
     """Each request draws from its own stream (seed, weight version, prompt, how many samples of that prompt came
     before): the same requests give the same samples batched together or one by one, in another order."""

@@ -22,7 +22,6 @@ LoRA on the attention and MLP projections and, with `train_unembed`, the output 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -80,14 +79,12 @@ class LocalSampler:
 
     async def sample_async(self, prompt: Sequence[int], num_samples: int,
                            params: SamplingParams) -> list[SampledSequence]:  # fmt: skip
-        """`sample` from an event loop, without a thread: requests open at the same time go in one batch."""
+        """`sample` from an event loop, without a thread: the group is queued together, as `sample` queues it."""
         if params.seed is not None:
             self._replica.reseed(params.seed)
-        generations = await asyncio.gather(*(
-            self._replica.agenerate(prompt, max_tokens=params.max_tokens, temperature=params.temperature,
-                                    top_p=params.top_p)
-            for _ in range(num_samples)
-        ))  # fmt: skip
+        generations = await self._replica.agenerate_many(
+            [prompt] * num_samples, max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p
+        )
         return _sequences(generations)
 
     def compute_logprobs(self, tokens: Sequence[int], temperature: float = 1.0) -> list[float | None]:
