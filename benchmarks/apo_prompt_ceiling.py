@@ -11,7 +11,8 @@ The agent, its endpoint and the judge are `apo_room_selector.py`'s: the tutorial
 (greedy, as the tutorial samples it, so one run is the measurement), SmolLM2 served with a template for tools and
 the hermes parser, replies of at most `--max-tokens`, the scripted strict grader. Reported per prompt: the strict
 score, how many rollouts called the tool (a second request carried its answer), and how many final answers named
-a room at all.
+a room at all, and how many distinct final answers the prompt's rollouts gave (1: the same answer to every task,
+whatever the tool said); each answer is kept with the room the task expects.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import lightning_otel as agl
 from benchmarks._seeded_runs import standard_error
-from benchmarks.apo_room_selector import AGENT, JUDGE, router, warm_agent
+from benchmarks.apo_room_selector import AGENT, JUDGE, JUDGE_PROMPT, router, warm_agent
 from lightning_otel.agent_api.script_folder import import_from_folder
 from lightning_otel.serving.cpu_replica import serve_folder
 from lightning_otel.testing import OpenAITestServer
@@ -70,14 +71,16 @@ def one_prompt(name: str, template: str, tasks: list[dict[str, Any]], api: Any, 
     bodies = [request.body for request in api.requests[first:]]
     agent_requests = [body for body in bodies if body.get("model") == AGENT]
     finals = [str(body["messages"][-1]["content"]) for body in bodies if body.get("model") == JUDGE]
-    answers = [re.search(r"Task output:\n(.*?)\n\nExpected room:", text, re.S) for text in finals]
+    answers = [JUDGE_PROMPT.search(text) for text in finals]
     return {
         "prompt": name, "template": template, "rollouts": len(rewards),
         "score": sum(rewards) / len(rewards) if rewards else float("nan"),
         "called_tool": sum(any(m.get("role") == "tool" for m in request["messages"]) for request in agent_requests),
         "named_a_room": sum(bool(found and ROOM_NAME.search(found.group(1)))
                             for found in answers),
-        "answers": [found.group(1)[:200] if found else None for found in answers[:3]],
+        "distinct_answers": len({found.group(1).strip() for found in answers if found}),
+        "answers": [{"answer": found.group(1)[:200], "expected": found.group(2)} if found else None
+                    for found in answers],
     }  # fmt: skip
 
 
@@ -108,11 +111,12 @@ def main() -> int:
             for name, template in PROMPTS.items():
                 runs.append(one_prompt(name, template, tasks, api, work))
                 print(json.dumps(runs[-1]), flush=True)
-    print(f"{'prompt':<28} {'strict score':>16} {'called the tool':>16} {'named a room':>13}")
+    print(f"{'prompt':<28} {'strict score':>16} {'called the tool':>16} {'named a room':>13} {'distinct answers':>17}")
     for run in runs:
         count = run["rollouts"]
         print(f"{run['prompt']:<28} {run['score']:>8.3f} +- {standard_error(run['score'], count):.3f} "
-              f"{run['called_tool']:>10} of {count} {run['named_a_room']:>7} of {count}")  # fmt: skip
+              f"{run['called_tool']:>10} of {count} {run['named_a_room']:>7} of {count} "
+              f"{run['distinct_answers']:>17}")  # fmt: skip
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(runs, indent=1))

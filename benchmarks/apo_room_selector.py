@@ -55,7 +55,7 @@ with_tools_template = model_with_tools.with_tools_template
 
 JUDGE = "strict-exact-judge"
 AGENT = "smollm2"
-_JUDGE_PROMPT = re.compile(r"Task output:\n(.*?)\n\nExpected room:\n(.*?)\n", re.S)
+JUDGE_PROMPT = re.compile(r"Task output:\n(.*?)\n\nExpected room:\n(.*?)\n", re.S)
 
 
 def router(replica_url: str, max_tokens: int, agent_url: str | None = None) -> Any:
@@ -68,7 +68,7 @@ def router(replica_url: str, max_tokens: int, agent_url: str | None = None) -> A
 
     def reply(body: dict[str, Any]) -> str | Reply:
         if body.get("model") == JUDGE:
-            found = _JUDGE_PROMPT.search(str(body["messages"][-1]["content"]))
+            found = JUDGE_PROMPT.search(str(body["messages"][-1]["content"]))
             output, expected = (found.group(1), found.group(2).strip()) if found else ("", "?")
             score = strict_score(output, expected)
             return json.dumps({"reason": "names the expected room only" if score else "does not", "score": score})
