@@ -148,8 +148,10 @@ def summary(runs: list[dict[str, Any]], *, ties_allowed: bool) -> tuple[list[str
                      f"{run['zero_variance_groups']:>5.0f}/{run['groups']:<6.0f} {run['seconds']:>6.0f}")  # fmt: skip
         complete &= run["complete"] and run["trained_steps"] > 0
         measured.append(run)
-    phases = [{"phase": "warm start", **run, "validations": run["validations"][:1]} for run in measured]
-    phases += [{"phase": "after training", **run} for run in measured]
+    # pooled from the accuracy, not the validations' mean reward (the three-level reward's is not a share right)
+    phases = [{"phase": phase, "seed": run["seed"],
+               "validations": [{"success": run[key]["right"], "rollouts": run["val_questions"]}]}
+              for phase, key in (("warm start", "warm"), ("after training", "after")) for run in measured]  # fmt: skip
     lines += ["greedy:", *pooled_comparison(phases, "phase", "warm start", "after training")]
     sampled = [run for run in measured if run.get("val_sampled")]
     if sampled:  # the policy GRPO trains: each question answered val_sampled times at temperature 1

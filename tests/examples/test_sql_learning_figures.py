@@ -8,7 +8,7 @@ import json
 
 from train_sql_smollm2 import read_records, validation_shares
 
-from benchmarks.sql_learning import against_lines, by_question, paired_line, sampled_line
+from benchmarks.sql_learning import against_lines, by_question, paired_line, sampled_line, summary
 
 
 def answers(outcomes: str) -> list[dict[str, str]]:
@@ -94,3 +94,17 @@ def test_a_gain_without_spread_is_said_in_words() -> None:
     unchanged = {"seed": 0, "by_question": {"greedy": {"a": (1.0, 1.0), "b": (0.0, 0.0)}}}
     line = paired_line([unchanged], "greedy")
     assert "+0.000 +- 0.000 (no change in any unit: 0 x its standard error)" in line and "inf" not in line
+
+
+def test_the_greedy_figures_pool_the_accuracy_not_the_mean_reward() -> None:
+    """With the three-level reward a validation's mean reward is right less refused (0.729 - 0.188 = 0.542 here): the
+    pooled greedy lines say the share right, as the seed's row does."""
+    shares = validation_shares(answers("r" * 35 + "x" * 9 + "w" * 4 + "r" * 39 + "x" * 3 + "w" * 6), 48, 0)
+    rewards = [{"step": 0, "success": 0.542, "rollouts": 48}, {"step": 11, "success": 0.75, "rollouts": 48}]
+    run = {"seed": 0, "val_questions": 48, "untrained": {"right": 0.042}, "complete": True, "trained_steps": 11,
+           "train_reward": [0.0] * 11, "zero_variance_groups": 11, "groups": 44, "seconds": 1.0, **shares,
+           "validations": rewards}  # fmt: skip
+    lines, complete = summary([run], ties_allowed=False)
+    assert complete
+    assert "pooled warm start: final success 0.729" in "\n".join(lines)
+    assert "pooled after training: final success 0.812" in "\n".join(lines)
