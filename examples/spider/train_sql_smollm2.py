@@ -144,8 +144,8 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
           f"reward {args.reward}, learning rate {args.learning_rate:g}"
           + (f", {args.turns} turns (write, check, rewrite)" if args.turns > 1 else "")
           + (f", tied groups refilled (at most {args.refill_tied_groups:g}x)" if args.refill_tied_groups else "")
-          + (f", self-distilled (weight {args.distill_weight:g}{', alone' if args.distill_alone else ''}) from "
-             f"{args.distill_context!r}"
+          + (f", {'distilled from the frozen ' + args.distill_teacher if args.distill_teacher else 'self-distilled'}"
+             f" (weight {args.distill_weight:g}{', alone' if args.distill_alone else ''}) with {args.distill_context!r}"
              if args.distill_context else "")
           + f"; validation on the {len(val_tasks)} held-out questions, greedy"
           + (f" and {args.val_sampled} samples each at temperature 1" if args.val_sampled else ""),
