@@ -10,7 +10,7 @@ Any other flag (`--reward`, `--learning-rate`, `--refill-tied-groups`, `--steps`
 example's own (`train_sql_smollm2.py --help`), given to every seed; `--reuse` takes a kept run only with the same.
 `--against WORKDIR` compares this arm with another's kept runs of the same seeds, question by question:
 
-    python -m benchmarks.sql_learning --reuse --workdir benchmarks/results/sql-refill --refill-tied-groups 0.5 \
+    python -m benchmarks.sql_learning --reuse --workdir benchmarks/results/sql-refill --refill-tied-groups 0.5 \\
         --steps 8 --against benchmarks/results/sql-dropped
 
 Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the

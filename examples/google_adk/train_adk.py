@@ -1,6 +1,6 @@
 """Train the ADK SQL agent with VERL (GRPO): the tutorial's command line.
 
-    python train_adk.py --train-file data/train.parquet --val-file data/test.parquet \
+    python train_adk.py --train-file data/train.parquet --val-file data/test.parquet \\
         --model ${OPENAI_MODEL:-meta-llama/Meta-Llama-3-8B-Instruct} --endpoint ${OPENAI_API_BASE:-http://localhost:8000/v1}
     python train_adk.py --ci-fast        # 2 GRPO steps on 4 tasks, 1 runner (on CPU: a tiny model built offline)
     python train_adk.py --ci             # 8 steps on a slice, 2 runners

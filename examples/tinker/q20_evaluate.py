@@ -1,6 +1,6 @@
 """Evaluate any OpenAI-compatible model as the twenty-questions player (the same CrewAI flow training uses).
 
-    python q20_evaluate.py --model Qwen/Qwen3-30B-A3B-Instruct-2507 --base-url http://127.0.0.1:8000/v1 \
+    python q20_evaluate.py --model Qwen/Qwen3-30B-A3B-Instruct-2507 --base-url http://127.0.0.1:8000/v1 \\
         --output-file logs/twenty_questions_results.jsonl --search
 
 One JSON line per game is appended to `--output-file` (model, noun, category, won, questions asked, the questions
