@@ -40,18 +40,24 @@ ROOT = Path(__file__).resolve().parents[1]
 (train_sql_smollm2,) = import_from_folder(ROOT / "examples" / "spider", "train_sql_smollm2")
 
 
+# the settings a kept run is reused under only if they are this invocation's
+KEPT_SETTINGS = (
+    "model", "steps", "batch_size", "group_size", "val_questions", "reward", "turns", "learning_rate",
+    "refill_tied_groups", "distill_context", "distill_weight", "distill_alone", "distill_teacher",
+)  # fmt: skip
+
+
 def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     kept = args.workdir / f"seed-{seed}" / "run.json"
     example = train_sql_smollm2.parser()
     settings = example.parse_args(["--seed", str(seed), "--workdir", str(args.workdir), *args.example_flags])
     settings.model = args.model
     if args.reuse and kept.exists():  # a run an earlier session finished: its figures, as it wrote them
-        run = json.loads(kept.read_text())  # runs from before a setting was kept ran at its default
-        same = all(run.get(key, example.get_default(key)) == getattr(settings, key)
-                   for key in ("reward", "turns", "learning_rate", "refill_tied_groups", "distill_context",
-                               "distill_weight", "distill_alone", "distill_teacher"))  # fmt: skip
-        if run.get("model") == args.model and same:
-            return {**run, "by_question": by_question(run, kept.parent)}
+        run = json.loads(kept.read_text())
+        if differences := settings_differ(run, settings, example):  # rerunning would write over the kept run
+            raise SystemExit(f"--reuse: {kept.parent} ran with {', '.join(differences)}; pass its settings, or "
+                             "leave out --reuse and give another --workdir to run these")  # fmt: skip
+        return {**run, "by_question": by_question(run, kept.parent)}
     if args.quick:
         train_sql_smollm2.quick_sizes(settings)
     try:
@@ -59,6 +65,18 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     except agl.NothingTrained as nothing:  # every group tied at every step: a run, reported, not a crash
         return {"seed": seed, "model": settings.model, "nothing_trained": str(nothing)}
     return {**run, "by_question": by_question(run, kept.parent)}
+
+
+def settings_differ(run: dict[str, Any], settings: argparse.Namespace, example: argparse.ArgumentParser) -> list[str]:
+    """Each of `KEPT_SETTINGS` the kept run had otherwise than `settings`, as `name its-value (not this-value)`.
+    A run from before a setting was kept ran at that setting's default then; its steps are its rewards' count."""
+    before = {"steps": len(run.get("train_reward", [])), "batch_size": 4, "group_size": 8}
+    differences = []
+    for key in KEPT_SETTINGS:
+        kept, wanted = run.get(key, before.get(key, example.get_default(key))), getattr(settings, key)
+        if kept != wanted:
+            differences.append(f"{key} {kept!r} (not {wanted!r})")
+    return differences
 
 
 def by_question(run: dict[str, Any], folder: Path) -> dict[str, dict[str, tuple[float, float]]]:

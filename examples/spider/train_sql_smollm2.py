@@ -183,6 +183,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     per_step = args.batch_size * args.group_size
     run = {
         "model": args.model, "seed": args.seed, "val_questions": len(val_tasks), "untrained": untrained,
+        "steps": args.steps, "batch_size": args.batch_size, "group_size": args.group_size,
         "reward": args.reward, "turns": args.turns, "learning_rate": args.learning_rate,
         "refill_tied_groups": args.refill_tied_groups,
         "distill_context": args.distill_context, "distill_weight": args.distill_weight,
@@ -260,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--warm-questions", type=int, default=16, help="training questions the teacher answers")
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--steps", type=int, default=12, help="GRPO steps")
+    parser.add_argument("--steps", type=int, default=33, help="GRPO steps (33 x 32 rollouts: 11 learned only sampled)")
     parser.add_argument("--batch-size", type=int, default=4, help="questions a step")
     parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
     parser.add_argument("--val-questions", type=int, default=48)

@@ -4,11 +4,13 @@ by question."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
+import pytest
 from train_sql_smollm2 import read_records, validation_shares
 
-from benchmarks.sql_learning import against_lines, by_question, paired_line, sampled_line, summary
+from benchmarks.sql_learning import against_lines, by_question, one_run, paired_line, sampled_line, summary
 
 
 def answers(outcomes: str) -> list[dict[str, str]]:
@@ -108,3 +110,21 @@ def test_the_greedy_figures_pool_the_accuracy_not_the_mean_reward() -> None:
     assert complete
     assert "pooled warm start: final success 0.729" in "\n".join(lines)
     assert "pooled after training: final success 0.812" in "\n".join(lines)
+
+
+def test_reuse_refuses_a_kept_run_of_other_settings_and_writes_nothing_over_it(tmp_path) -> None:
+    """`--reuse` with flags the kept run did not run under said so by running the seed again into the same folder,
+    over the kept answers; it names what differs and stops. A run from before `steps` was kept counts its rewards."""
+    kept = tmp_path / "seed-0" / "run.json"
+    kept.parent.mkdir()
+    kept.write_text(json.dumps({"model": "smollm2", "seed": 0, "val_questions": 48, "learning_rate": 1.3e-3,
+                                "reward": "match", "train_reward": [0.5] * 11}))  # fmt: skip
+    args = argparse.Namespace(workdir=tmp_path, model="smollm2", reuse=True, quick=False, example_flags=[])
+    with pytest.raises(SystemExit, match=r"learning_rate 0\.0013 \(not 0\.00043\)") as refused:
+        one_run(0, args)
+    assert "steps 11 (not " in str(refused.value) and "reward" not in str(refused.value)
+    assert [path.name for path in tmp_path.rglob("*")] == ["seed-0", "run.json"]  # nothing run, nothing written
+
+    args.example_flags = ["--learning-rate", "1.3e-3", "--steps", "11"]  # its settings: its figures, as kept
+    run = one_run(0, args)
+    assert run["learning_rate"] == 1.3e-3 and run["by_question"] == {"greedy": {}, "sampled": {}}
