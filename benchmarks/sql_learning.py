@@ -1,7 +1,7 @@
 """The SQL row of the SmolLM2 learning table: the seeds' SQL agent (examples/spider, LangGraph, `agent_match="write"`)
 trained by GRPO after a light warm start, over seeds, with every run reported.
 
-    python -m benchmarks.sql_learning --seeds 0 1 2 --out runs/sql.json   # about 30 min a seed
+    python -m benchmarks.sql_learning --seeds 0 1 2 --out runs/sql.json   # under an hour a seed
     python -m benchmarks.sql_learning --reuse                             # the table from kept runs
     python -m benchmarks.sql_learning --quick                             # the tiny model (tests)
     python -m benchmarks.sql_learning --seeds 0 1 2 --reward levels --learning-rate 6.5e-4 --out runs/sql-levels.json
@@ -14,7 +14,7 @@ example's own (`train_sql_smollm2.py --help`), given to every seed; `--reuse` ta
         --steps 8 --against benchmarks/results/sql-dropped
 
 Each seed is `python examples/spider/train_sql_smollm2.py --seed S` (that script's docstring has the design): the
-untrained model, a warm start on 16 training questions answered by a scripted teacher, then 12 GRPO steps of
+untrained model, a warm start on 16 training questions answered by a scripted teacher, then 33 GRPO steps of
 4 questions x 8 rollouts; 48 held-out questions, greedy, before and after. Printed: each run (accuracy and why the
 misses missed), then pooled over the seeds the accuracy after the warm start against after GRPO (the gain and its
 standard error; and paired by question, each held-out question a unit), and the untrained model's.

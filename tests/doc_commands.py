@@ -101,8 +101,8 @@ COMMANDS: dict[str, str] = {
     "python prepare_dataset.py": "tests/examples/test_spider_data.py::test_prepare_writes_the_tutorials_files",
     "python sql_agent.py": NEEDS_SERVICE,
     # examples/spider/README.md, on SmolLM2
-    "python train_sql_smollm2.py --seed 0": "not run here: about 25 minutes of SmolLM2 on 2 cores; the same code's quick mode (the tiny model) runs as benchmarks/sql_learning.py --quick in tests/test_benchmark_quick_modes.py",
-    "(cd ../.. && python -m benchmarks.sql_learning --seeds 0 1 2)": "not run here: about an hour of SmolLM2 on 2 cores; its quick mode runs in tests/test_benchmark_quick_modes.py",
+    "python train_sql_smollm2.py --seed 0": "not run here: under an hour of SmolLM2 on 2 cores (33 steps); the same code's quick mode (the tiny model) runs as benchmarks/sql_learning.py --quick in tests/test_benchmark_quick_modes.py",
+    "(cd ../.. && python -m benchmarks.sql_learning --seeds 0 1 2)": "not run here: about 2.5 hours of SmolLM2 on 2 cores; its quick mode runs in tests/test_benchmark_quick_modes.py",
     # examples/calculator/README.md
     "cd examples/calculator": "tests/frameworks/langgraph/test_calculator_example.py::test_dryrun_samples_the_agents_calls_with_token_ids",
     "python train_calculator.py dryrun": "tests/frameworks/langgraph/test_calculator_example.py::test_dryrun_samples_the_agents_calls_with_token_ids",

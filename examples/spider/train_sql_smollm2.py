@@ -1,6 +1,6 @@
 """The SQL agent trained on a model that can read: SmolLM2-135M-Instruct, a warm start then GRPO, on 2 CPU cores.
 
-    python train_sql_smollm2.py --seed 0        # about 30 min: untrained, warm start, 12 GRPO steps, held-out accuracy
+    python train_sql_smollm2.py --seed 0        # under an hour: untrained, warm start, 33 GRPO steps, held-out accuracy
     python train_sql_smollm2.py --quick         # the tiny model, a few questions: that it runs (the tests)
 
 The agent is the tutorial's LangGraph graph with one write turn (the CPU profile's: `agent_match="write"`, the
@@ -13,15 +13,16 @@ query executed, no check), its reward Spider's execution match. A run:
    write_query calls, lightly (2 passes at 1e-4): the untrained model writes sentences where a query goes;
 3. GRPO on the other training questions with the local Tinker engine (LoRA rank 32, learning rate 4.3e-4: a third of
    the Tinker cookbook's supervised rule for SmolLM2's width, 1.3e-3, which broke more greedy answers over 3 seeds;
-   docs/models.md), `--batch-size` questions x `--group-size` rollouts a step at temperature 1,
-   replies of at most 64 tokens; the held-out questions validated greedily after the warm start and at the end, and
-   at temperature 1 (`--val-sampled` samples a question), the policy GRPO trains. Levers (issue 70): `--reward
-   levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`, `--distill-context 'A correct query:
-   {query}'` (on-policy self-distillation: the policy, shown the gold query, scores the student's tokens;
-   `--distill-alone`: that signal without GRPO's reward advantage; `--teacher-check`: first, the held-out questions
-   answered sampled by the student and by that teacher, and the run stopped unless the teacher is right more often),
-   `--distill-teacher warm` (the teacher frozen at the warm start, not the policy as last published), `--turns 3`
-   (the tutorial's write, check, rewrite loop: the error of a query SQLite refused reaches the rewrite).
+   docs/models.md), `--steps` (33: at 11 only the sampled policy learned, over 3 seeds) of `--batch-size` questions x
+   `--group-size` rollouts at temperature 1, replies of at most 64 tokens; the held-out questions validated greedily
+   after the warm start and at the end, and at temperature 1 (`--val-sampled` samples a question), the policy GRPO
+   trains. Levers (issue 70): `--reward levels` (-1 no runnable SQL, 0 wrong, +1 right), `--refill-tied-groups`,
+   `--distill-context 'A correct query: {query}'` (on-policy self-distillation: the policy, shown the gold query,
+   scores the student's tokens; `--distill-alone`: that signal without GRPO's reward advantage; `--teacher-check`:
+   first, the held-out questions answered sampled by the student and by that teacher, and the run stopped unless the
+   teacher is right more often), `--distill-teacher warm` (the teacher frozen at the warm start, not the policy as
+   last published), `--turns 3` (the tutorial's write, check, rewrite loop: the error of a query SQLite refused
+   reaches the rewrite).
 
 Every figure of the run goes to `<workdir>/seed-<S>/run.json`; `benchmarks/sql_learning.py` runs the seeds.
 """
