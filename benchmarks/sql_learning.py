@@ -69,8 +69,8 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def settings_differ(run: dict[str, Any], settings: argparse.Namespace, example: argparse.ArgumentParser) -> list[str]:
     """Each of `KEPT_SETTINGS` the kept run had otherwise than `settings`, as `name its-value (not this-value)`.
-    A run from before a setting was kept ran at that setting's default then; its steps are its rewards' count."""
-    before = {"steps": len(run.get("train_reward", [])), "batch_size": 4, "group_size": 8}
+    A run from before a setting was kept ran at its default (unchanged since), but for its steps: its rewards' count."""
+    before = {"steps": len(run.get("train_reward", []))}
     differences = []
     for key in KEPT_SETTINGS:
         kept, wanted = run.get(key, before.get(key, example.get_default(key))), getattr(settings, key)

@@ -113,8 +113,8 @@ def test_the_greedy_figures_pool_the_accuracy_not_the_mean_reward() -> None:
 
 
 def test_reuse_refuses_a_kept_run_of_other_settings_and_writes_nothing_over_it(tmp_path) -> None:
-    """`--reuse` with flags the kept run did not run under said so by running the seed again into the same folder,
-    over the kept answers; it names what differs and stops. A run from before `steps` was kept counts its rewards."""
+    """`--reuse` with other flags than a kept run's ran the seed again into the same folder, over its kept answers;
+    it names what differs and stops. A run from before `steps` was kept counts its rewards."""
     kept = tmp_path / "seed-0" / "run.json"
     kept.parent.mkdir()
     kept.write_text(json.dumps({"model": "smollm2", "seed": 0, "val_questions": 48, "learning_rate": 1.3e-3,
