@@ -262,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--warm-questions", type=int, default=16, help="training questions the teacher answers")
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--steps", type=int, default=33, help="GRPO steps (33 x 32 rollouts: 11 learned only sampled)")
+    parser.add_argument("--steps", type=int, default=33, help="GRPO steps (at 11 only the sampled policy learned)")
     parser.add_argument("--batch-size", type=int, default=4, help="questions a step")
     parser.add_argument("--group-size", type=int, default=8, help="rollouts a question (GRPO's group)")
     parser.add_argument("--val-questions", type=int, default=48)
